@@ -1,0 +1,206 @@
+import { Queue, Worker } from 'bullmq';
+import type { Config } from './config/config.ts';
+import { createReconcileHandler } from './jobs/reconcile/handler.ts';
+import { createSubmitHandler } from './jobs/submit-transaction/handler.ts';
+import { createTrackHandler } from './jobs/track-transfer/handler.ts';
+import { TravelRuleCache } from './jobs/submit-transaction/travel-rule.ts';
+import { createKeys } from './ledger/keys.ts';
+import { Ledger } from './ledger/ledger.ts';
+import type { Logger } from './logger.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
+import { QueueName, trackJobId } from './queues/names.ts';
+import { createProcessor } from './queues/processor.ts';
+import { SEND_LEASE_MARGIN_MS, SUBMIT_RETRY, withBase } from './queues/profiles.ts';
+import { createRedis, type RedisClient } from './redis.ts';
+import { CustodyClient } from './upstream/client.ts';
+import { createRedisRateLimiter, MAX_RATE_LIMIT_WAIT_MS } from './upstream/rate-limit.ts';
+
+/** Connection errors repeat on every reconnect attempt while Redis is away: log them once per interval. */
+const CONNECTION_ERROR_LOG_INTERVAL_MS = 5_000;
+const CONNECTION_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN']);
+
+function throttledErrorLog(logger: Logger, queue: string) {
+  let lastLogged = 0;
+  let suppressed = 0;
+  return (err: Error & { code?: string }) => {
+    if (!CONNECTION_ERRORS.has(err.code ?? '')) {
+      logger.error({ err, queue }, 'worker error');
+      return;
+    }
+    const now = Date.now();
+    if (now - lastLogged < CONNECTION_ERROR_LOG_INTERVAL_MS) {
+      suppressed++;
+      return;
+    }
+    logger.warn({ code: err.code, message: err.message, queue, suppressed }, 'redis connection error, retrying');
+    lastLogged = now;
+    suppressed = 0;
+  };
+}
+
+export interface App {
+  readonly redis: RedisClient;
+  readonly ledger: Ledger;
+  readonly custody: CustodyClient;
+  readonly queues: Record<QueueName, Queue>;
+  readonly workers: Worker[];
+  readonly metrics: Metrics;
+  /** Whether every worker is running (for readiness). */
+  running(): boolean;
+  /** Stops taking jobs, waits for in-flight ones, closes every connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the whole worker from a parsed config: Redis, custody client, ledger, queues and their
+ * processors. Nothing here reads the environment; `src/worker.ts` does that and handles signals.
+ */
+export async function createApp(config: Readonly<Config>, logger: Logger, metrics: Metrics = createMetrics()): Promise<App> {
+  const redis = createRedis(config.redis, 'custody-worker');
+  const keys = createKeys(config.queue.prefix, config.queue.eventsStream);
+  const ledger = new Ledger(redis, keys, {
+    eventsMaxLen: config.queue.eventsMaxLen,
+    retentionMs: config.retention.transfersMs,
+    onEvent: (event) => metrics.transferEvents.inc({ event }),
+  });
+
+  const custody = new CustodyClient({
+    ...config.custody,
+    beforeRequest: config.custody.maxRps > 0 ? createRedisRateLimiter(redis, keys.rateLimit, config.custody.maxRps) : undefined,
+    observe: (endpoint, status, durationMs) => {
+      metrics.upstreamRequests.inc({ endpoint, status });
+      metrics.upstreamDuration.observe({ endpoint, status }, durationMs / 1000);
+    },
+  });
+  const onFinished = (queue: string, outcome: string, durationMs: number) => {
+    metrics.jobs.inc({ queue, outcome });
+    metrics.jobDuration.observe({ queue, outcome }, durationMs / 1000);
+  };
+
+  const connection = redis;
+  const prefix = config.queue.prefix;
+  const queues = {
+    [QueueName.SUBMIT]: new Queue(QueueName.SUBMIT, { connection, prefix }),
+    [QueueName.TRACK]: new Queue(QueueName.TRACK, { connection, prefix }),
+    [QueueName.RECONCILE]: new Queue(QueueName.RECONCILE, { connection, prefix }),
+  } satisfies Record<QueueName, Queue>;
+
+  const travelRule = new TravelRuleCache(redis, custody, keys, {
+    ttlMs: config.submit.travelRuleCacheTtlMs,
+    refreshTimeoutMs: config.custody.timeoutMs + 1_000,
+    onLookup: (source) => metrics.travelRuleLookups.inc({ source }),
+  });
+
+  const submitHandler = createSubmitHandler({
+    ledger,
+    travelRule,
+    custody,
+    enqueueTracker: async (sequenceId) => {
+      await queues[QueueName.TRACK].add(
+        QueueName.TRACK,
+        { sequenceId },
+        { jobId: trackJobId(sequenceId), delay: config.track.pollMinMs },
+      );
+    },
+    attempts: config.submit.attempts,
+    retry: withBase(SUBMIT_RETRY, config.submit.retryBaseMs, config.submit.retryMaxMs),
+    sendLeaseMs: config.custody.timeoutMs + MAX_RATE_LIMIT_WAIT_MS + SEND_LEASE_MARGIN_MS,
+  });
+
+  /*
+   * Stalled-job policy. A job's lock lasts JOB_LOCK_DURATION (default 30 s) and is renewed at half of
+   * it while the handler runs; a worker killed mid-job loses its lock and the job is recovered within
+   * about one lock duration. Every step is safe to re-run (ledger transitions are guarded and a send
+   * in flight holds a lease), so recovering a job is harmless, and JOB_MAX_STALLED (default 5) only
+   * stops a job that kills its worker every time; reconciliation restores its transfer afterwards.
+   */
+  const workerOptions = {
+    connection,
+    prefix,
+    lockDuration: config.jobs.lockDurationMs,
+    stalledInterval: config.jobs.lockDurationMs,
+    maxStalledCount: config.jobs.maxStalledCount,
+    removeOnComplete: { age: Math.ceil(config.retention.jobsMs / 1000), count: 100_000 },
+    removeOnFail: { age: Math.ceil(config.retention.transfersMs / 1000) },
+  };
+
+  const submitWorker = new Worker(
+    QueueName.SUBMIT,
+    createProcessor(submitHandler, {
+      queue: QueueName.SUBMIT,
+      logger,
+      rateLimit: (ms) => queues[QueueName.SUBMIT].rateLimit(ms),
+      onFinished,
+    }),
+    { ...workerOptions, concurrency: config.submit.concurrency, name: `submit-${process.pid}` },
+  );
+
+  const trackHandler = createTrackHandler({
+    ledger,
+    custody,
+    pollMinMs: config.track.pollMinMs,
+    pollMaxMs: config.track.pollMaxMs,
+    deadlineMs: config.track.deadlineMs,
+    onBroadcast: async (sequenceId) => {
+      await redis.zadd(keys.broadcast, Date.now(), sequenceId);
+    },
+  });
+  const trackWorker = new Worker(
+    QueueName.TRACK,
+    createProcessor(trackHandler, {
+      queue: QueueName.TRACK,
+      logger,
+      rateLimit: (ms) => queues[QueueName.TRACK].rateLimit(ms),
+      onFinished,
+    }),
+    { ...workerOptions, concurrency: config.track.concurrency, name: `track-${process.pid}` },
+  );
+
+  const reconcileHandler = createReconcileHandler({
+    ledger,
+    queues: { submit: queues[QueueName.SUBMIT], track: queues[QueueName.TRACK] },
+    custody,
+    graceMs: config.reconcile.graceMs,
+    retentionMs: config.retention.transfersMs,
+    trackFirstPollMs: config.track.pollMinMs,
+  });
+  const reconcileWorker = new Worker(
+    QueueName.RECONCILE,
+    createProcessor(reconcileHandler, {
+      queue: QueueName.RECONCILE,
+      logger,
+      rateLimit: (ms) => queues[QueueName.RECONCILE].rateLimit(ms),
+      onFinished,
+    }),
+    { ...workerOptions, concurrency: 1, name: `reconcile-${process.pid}`, removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
+  );
+  // One scheduler for all worker processes: upserting the same id from each is idempotent.
+  await queues[QueueName.RECONCILE].upsertJobScheduler(
+    QueueName.RECONCILE,
+    { every: config.reconcile.everyMs },
+    { name: QueueName.RECONCILE, data: {}, opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } } },
+  );
+
+  const workers = [submitWorker, trackWorker, reconcileWorker];
+  for (const worker of workers) worker.on('error', throttledErrorLog(logger, worker.name));
+
+  let closed = false;
+  return {
+    redis,
+    ledger,
+    custody,
+    queues,
+    workers,
+    metrics,
+    running: () => !closed && workers.every((worker) => worker.isRunning()),
+    async close() {
+      if (closed) return;
+      closed = true;
+      // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
+      await Promise.all(workers.map((worker) => worker.close()));
+      await Promise.all(Object.values(queues).map((queue) => queue.close()));
+      await custody.close();
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}

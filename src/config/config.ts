@@ -1,0 +1,281 @@
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { parseDuration } from './duration.ts';
+
+/** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
+export const EX_CONFIG = 78;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+// Every value arrives as text; an empty string counts as unset so that `FOO=` in a compose file means default.
+const text = () => z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
+
+const httpUrl = (label: string) =>
+  z.preprocess(
+    (v) => (v === '' ? undefined : v),
+    z
+      .string({ error: (issue) => (issue.input === undefined ? 'required' : `must be ${label}`) })
+      .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), `must be an http(s) URL`)
+      .refine((v) => !URL.canParse(v) || new URL(v).search === '', 'must not carry a query string'),
+  );
+
+const optionalHttpUrl = () =>
+  z.preprocess(
+    (v) => (v === '' ? undefined : v),
+    z
+      .string()
+      .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL')
+      .optional(),
+  );
+
+const requiredSecret = () =>
+  z.preprocess((v) => (v === '' ? undefined : v), z.string({ error: 'required' }));
+
+const integer = (fallback: number, min: number, max: number) =>
+  z.preprocess(
+    (v) => (v === undefined || v === '' ? String(fallback) : v),
+    z
+      .string()
+      .regex(/^\d+$/, 'must be a whole number')
+      .transform(Number)
+      .refine((n) => n >= min && n <= max, `must be between ${min} and ${max}`),
+  );
+
+const duration = (fallback: string, minMs = 1) =>
+  z.preprocess(
+    (v) => (v === undefined || v === '' ? fallback : v),
+    z
+      .string()
+      .transform((v, ctx) => {
+        const ms = parseDuration(v);
+        if (ms === undefined) {
+          ctx.addIssue({ code: 'custom', message: 'must be a duration such as 1500, 30s, 5m, 24h or 30d' });
+          return z.NEVER;
+        }
+        return ms;
+      })
+      .refine((ms) => ms >= minMs, `must be at least ${minMs} ms`),
+  );
+
+const bool = (fallback: boolean) =>
+  z.preprocess(
+    (v) => (v === undefined || v === '' ? String(fallback) : String(v).toLowerCase()),
+    z.enum(['true', 'false', '1', '0', 'yes', 'no'], 'must be true or false').transform((v) => ['true', '1', 'yes'].includes(v)),
+  );
+
+const redisUrl = z.preprocess(
+  (v) => (v === undefined || v === '' ? 'redis://127.0.0.1:6379' : v),
+  z.string().refine((v) => URL.canParse(v) && /^rediss?:$/.test(new URL(v).protocol), 'must be a redis:// or rediss:// URL'),
+);
+
+const clusterNodes = z.preprocess(
+  (v) => (v === '' ? undefined : v),
+  z
+    .string()
+    .transform((v, ctx) => {
+      const nodes = v.split(',').map((part) => part.trim());
+      const parsed = nodes.map((node) => /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(node));
+      if (parsed.some((m) => m === null || Number(m[2]) > 65535)) {
+        ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of host:port' });
+        return z.NEVER;
+      }
+      return parsed.map((m) => ({ host: m![1]!.replace(/^\[|\]$/g, ''), port: Number(m![2]) }));
+    })
+    .optional(),
+);
+
+const queuePrefix = z.preprocess(
+  (v) => (v === undefined || v === '' ? 'bull' : v),
+  z.string().regex(/^[A-Za-z0-9_{}.:-]{1,64}$/, 'must be 1-64 of letters, digits and _{}.:-'),
+);
+
+/** The environment as the contract names it (CONTRACT section 2), one key per variable. */
+const envSchema = z
+  .object({
+    REDIS_URL: redisUrl,
+    REDIS_CLUSTER_NODES: clusterNodes,
+    QUEUE_PREFIX: queuePrefix,
+    EVENTS_STREAM: text(),
+    EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
+
+    CUSTODY_SDK_URL: httpUrl('an http(s) URL'),
+    CUSTODY_BASE_URL: httpUrl('an http(s) URL'),
+    CUSTODY_CLIENT_ID: requiredSecret(),
+    CUSTODY_CLIENT_SECRET: requiredSecret(),
+    CUSTODY_TOKEN_URL: optionalHttpUrl(),
+    CUSTODY_TOKEN_AUDIENCE: text(),
+    CUSTODY_ACCESS_TOKEN: text(),
+    CUSTODY_TIMEOUT: duration('15s', 100),
+    CUSTODY_CONNECT_TIMEOUT: duration('5s', 100),
+    CUSTODY_MAX_RPS: integer(0, 0, 1_000_000),
+    CUSTODY_CONNECTIONS: integer(64, 1, 4096),
+
+    HTTP_HOST: z.preprocess((v) => (v === undefined || v === '' ? '127.0.0.1' : v), z.string()),
+    HTTP_PORT: integer(3000, 0, 65535),
+    DASHBOARD_USER: text(),
+    DASHBOARD_PASSWORD: text(),
+    DASHBOARD_READ_ONLY: bool(true),
+    LOG_LEVEL: z.preprocess(
+      (v) => (v === undefined || v === '' ? 'info' : v),
+      z.enum(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`),
+    ),
+
+    SUBMIT_CONCURRENCY: integer(16, 1, 10_000),
+    TRACK_CONCURRENCY: integer(64, 1, 10_000),
+    SUBMIT_ATTEMPTS: integer(8, 1, 1_000),
+    SUBMIT_RETRY_BASE: duration('1s', 1),
+    SUBMIT_RETRY_MAX: duration('60s', 1),
+    JOB_LOCK_DURATION: duration('30s', 1_000),
+    JOB_MAX_STALLED: integer(5, 0, 1_000),
+    TRAVEL_RULE_CACHE_TTL: duration('30s', 0),
+    TRACK_POLL_MIN: duration('2s', 10),
+    TRACK_POLL_MAX: duration('60s', 10),
+    TRACK_DEADLINE: duration('24h', 1_000),
+    RECONCILE_EVERY: duration('5m', 1_000),
+    RECONCILE_GRACE: duration('2m', 0),
+    RETENTION: duration('30d', 1_000),
+    JOB_RETENTION: duration('1d', 1_000),
+    SHUTDOWN_TIMEOUT: duration('30s', 1_000),
+  });
+
+/**
+ * Rules across variables. They read the raw text (defaults applied by hand) so that they are reported
+ * together with the per-variable problems, not only once those are fixed.
+ */
+function crossProblems(env: NodeJS.ProcessEnv): string[] {
+  const set = (name: string) => env[name] !== undefined && env[name] !== '';
+  const problems: string[] = [];
+  if (!set('CUSTODY_TOKEN_URL') && !set('CUSTODY_ACCESS_TOKEN')) {
+    problems.push('CUSTODY_TOKEN_URL: one of CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN is required');
+  }
+  if (set('REDIS_CLUSTER_NODES') && !/\{[^{}]+\}/.test(env.QUEUE_PREFIX || 'bull')) {
+    problems.push('QUEUE_PREFIX: must carry a hash tag such as {wtx} when REDIS_CLUSTER_NODES is set');
+  } else if (set('REDIS_CLUSTER_NODES') && set('EVENTS_STREAM')) {
+    // The ledger publishes in the same Lua call that changes state: the stream must share the slot.
+    const tag = /\{[^{}]+\}/.exec(env.QUEUE_PREFIX ?? '')?.[0];
+    if (tag && !String(env.EVENTS_STREAM).includes(tag)) {
+      problems.push(`EVENTS_STREAM: must carry the hash tag of QUEUE_PREFIX (${tag}) when REDIS_CLUSTER_NODES is set`);
+    }
+  }
+  if (!isLoopback(env.HTTP_HOST || '127.0.0.1')) {
+    for (const name of ['DASHBOARD_USER', 'DASHBOARD_PASSWORD']) {
+      if (!set(name)) problems.push(`${name}: required when HTTP_HOST is not a loopback address`);
+    }
+  }
+  return problems;
+}
+
+export function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return host === '::1';
+}
+
+function build(env: z.infer<typeof envSchema>) {
+  const prefix = env.QUEUE_PREFIX;
+  return {
+    redis: {
+      url: env.REDIS_URL,
+      clusterNodes: env.REDIS_CLUSTER_NODES,
+    },
+    queue: {
+      prefix,
+      eventsStream: env.EVENTS_STREAM ?? `${prefix}:transfer-events`,
+      eventsMaxLen: env.EVENTS_MAXLEN,
+    },
+    custody: {
+      sdkUrl: env.CUSTODY_SDK_URL,
+      baseUrl: env.CUSTODY_BASE_URL,
+      clientId: env.CUSTODY_CLIENT_ID,
+      clientSecret: env.CUSTODY_CLIENT_SECRET,
+      tokenUrl: env.CUSTODY_TOKEN_URL,
+      tokenAudience: env.CUSTODY_TOKEN_AUDIENCE,
+      accessToken: env.CUSTODY_ACCESS_TOKEN,
+      timeoutMs: env.CUSTODY_TIMEOUT,
+      connectTimeoutMs: env.CUSTODY_CONNECT_TIMEOUT,
+      maxRps: env.CUSTODY_MAX_RPS,
+      connections: env.CUSTODY_CONNECTIONS,
+    },
+    http: {
+      host: env.HTTP_HOST,
+      port: env.HTTP_PORT,
+      dashboardUser: env.DASHBOARD_USER,
+      dashboardPassword: env.DASHBOARD_PASSWORD,
+      dashboardReadOnly: env.DASHBOARD_READ_ONLY,
+    },
+    log: { level: env.LOG_LEVEL },
+    submit: {
+      concurrency: env.SUBMIT_CONCURRENCY,
+      attempts: env.SUBMIT_ATTEMPTS,
+      retryBaseMs: env.SUBMIT_RETRY_BASE,
+      retryMaxMs: env.SUBMIT_RETRY_MAX,
+      travelRuleCacheTtlMs: env.TRAVEL_RULE_CACHE_TTL,
+    },
+    track: {
+      concurrency: env.TRACK_CONCURRENCY,
+      pollMinMs: env.TRACK_POLL_MIN,
+      pollMaxMs: env.TRACK_POLL_MAX,
+      deadlineMs: env.TRACK_DEADLINE,
+    },
+    reconcile: {
+      everyMs: env.RECONCILE_EVERY,
+      graceMs: env.RECONCILE_GRACE,
+    },
+    retention: {
+      transfersMs: env.RETENTION,
+      jobsMs: env.JOB_RETENTION,
+    },
+    jobs: {
+      lockDurationMs: env.JOB_LOCK_DURATION,
+      maxStalledCount: env.JOB_MAX_STALLED,
+    },
+    shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT,
+  };
+}
+
+export type Config = ReturnType<typeof build>;
+
+/** Thrown by loadConfig; `problems` holds one line per variable, never a value. */
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`invalid configuration:\n${problems.join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+/** Parses the environment once. Only this module reads the environment. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
+  const result = envSchema.safeParse(env);
+  const problems = result.success
+    ? []
+    : result.error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
+  problems.push(...crossProblems(env));
+  if (result.success && result.data.TRACK_POLL_MAX < result.data.TRACK_POLL_MIN) {
+    problems.push('TRACK_POLL_MAX: must not be smaller than TRACK_POLL_MIN');
+  }
+  if (!result.success || problems.length > 0) throw new ConfigError([...new Set(problems)]);
+  return deepFreeze(build(result.data));
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** For entry points: parse or print one line per problem to stderr and exit 78. */
+export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`configuration error, not starting:\n${error.problems.map((p) => `  ${p}`).join('\n')}\n`);
+      process.exit(EX_CONFIG);
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,16 @@
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$/;
+
+/**
+ * Parses `1500`, `1500ms`, `30s`, `5m`, `24h`, `30d` into whole milliseconds.
+ * A bare number is milliseconds and must be whole. Returns undefined when the text is not a duration.
+ */
+export function parseDuration(text: string): number | undefined {
+  const match = DURATION.exec(text.trim());
+  if (!match) return undefined;
+  const [, amount = '', unit] = match;
+  if (unit === undefined && amount.includes('.')) return undefined;
+  const ms = Math.round(Number(amount) * UNIT_MS[(unit ?? 'ms') as keyof typeof UNIT_MS]);
+  return Number.isSafeInteger(ms) ? ms : undefined;
+}

@@ -1,0 +1,182 @@
+import { randomUUID } from 'node:crypto';
+import type { Queue } from 'bullmq';
+import { TERMINAL_STATES, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
+import type { JobContext } from '../../queues/processor.ts';
+import { QueueName, trackJobId } from '../../queues/names.ts';
+import type { CustodyClient } from '../../upstream/client.ts';
+import { findTransfer } from '../track-transfer/match.ts';
+
+/** Candidates read from an index per page. */
+const PAGE = 500;
+/** A broadcast is re-verified within this window; older unverified entries are dropped from the index. */
+export const VERIFY_WINDOW_MS = 24 * 3_600_000;
+/** Longest run; the lock expires after it so a crashed run never blocks the schedule. */
+const LOCK_TTL_MS = 10 * 60_000;
+const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+
+export interface ReconcileDeps {
+  ledger: Ledger;
+  queues: { submit: Queue; track: Queue };
+  custody: Pick<CustodyClient, 'getTransfersByTxId' | 'getWalletTransaction'>;
+  /** A transfer untouched this long in a non-terminal state is checked. */
+  graceMs: number;
+  retentionMs: number;
+  /** Delay of a restored tracker's first poll. */
+  trackFirstPollMs: number;
+  now?: () => number;
+}
+
+export interface ReconcileCounts {
+  checked: number;
+  resubmitted: number;
+  trackersRestored: number;
+  unrecoverable: number;
+  verified: number;
+  mismatches: number;
+  verifyErrors: number;
+  retentionRemoved: number;
+  staleIndexRemoved: number;
+}
+
+export type ReconcileResult = { skipped: true } | ({ skipped: false } & ReconcileCounts);
+
+/**
+ * The scheduled `reconcile` job: finds what crashes and lost jobs left behind and repairs it, using the
+ * ledger's indexes (never a keyspace scan). One run at a time across all workers (a lock; a second run
+ * started meanwhile does nothing and publishes nothing). Every repair goes through the normal handlers,
+ * so it inherits their guarantees: re-driving a submission looks before it sends, a second tracker
+ * publishes nothing the first did.
+ */
+export function createReconcileHandler(deps: ReconcileDeps) {
+  const now = deps.now ?? Date.now;
+  const { ledger } = deps;
+  const redis = ledger.redis;
+  const keys = ledger.keys;
+
+  return async ({ log }: JobContext): Promise<ReconcileResult> => {
+    const token = randomUUID();
+    const locked = await redis.set(keys.reconcileLock, token, 'PX', LOCK_TTL_MS, 'NX');
+    if (!locked) {
+      log.info('another reconciliation is running, skipped');
+      return { skipped: true };
+    }
+    try {
+      const started = now();
+      const counts: ReconcileCounts = {
+        checked: 0,
+        resubmitted: 0,
+        trackersRestored: 0,
+        unrecoverable: 0,
+        verified: 0,
+        mismatches: 0,
+        verifyErrors: 0,
+        retentionRemoved: 0,
+        staleIndexRemoved: 0,
+      };
+      await repairActive(counts, log);
+      await verifyBroadcasts(counts, log);
+      counts.retentionRemoved = await redis.zremrangebyscore(keys.terminal, '-inf', started - deps.retentionMs);
+      await ledger.publishSystemEvent('reconcile.completed', { ...counts, durationMs: now() - started });
+      log.info(counts, 'reconciliation completed');
+      return { skipped: false, ...counts };
+    } finally {
+      await redis.eval(RELEASE_LUA, 1, keys.reconcileLock, token);
+    }
+  };
+
+  /** Non-terminal transfers untouched for the grace period: each must have a live job driving it. */
+  async function repairActive(counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
+    const cutoff = now() - deps.graceMs;
+    let offset = 0;
+    for (;;) {
+      const page = await redis.zrangebyscore(keys.active, '-inf', cutoff, 'LIMIT', offset, PAGE);
+      if (page.length === 0) return;
+      offset += page.length;
+      for (const sequenceId of page) {
+        const record = await ledger.get(sequenceId);
+        if (!record || TERMINAL_STATES.has(record.state)) {
+          // The record expired or ended without its index entry going (a crash between the two).
+          await redis.zrem(keys.active, sequenceId);
+          counts.staleIndexRemoved++;
+          offset--;
+          continue;
+        }
+        counts.checked++;
+        if (record.state === TransferState.SUBMITTED) await ensureTracker(record, counts, log);
+        else await ensureSubmitJob(record, counts, log);
+      }
+    }
+  }
+
+  async function ensureTracker(record: TransferRecord, counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
+    const jobId = trackJobId(record.sequenceId);
+    const job = await deps.queues.track.getJob(jobId);
+    const state = job ? await job.getState() : 'missing';
+    if (state !== 'missing' && state !== 'completed' && state !== 'failed' && state !== 'unknown') return;
+    if (job) await job.remove();
+    await deps.queues.track.add(QueueName.TRACK, { sequenceId: record.sequenceId }, { jobId, delay: deps.trackFirstPollMs });
+    counts.trackersRestored++;
+    log.warn({ sequenceId: record.sequenceId, previous: state }, 'tracking job restored');
+  }
+
+  /**
+   * A submission in received/gated/submitting with no live job (removed by hand, failed after too many
+   * stalls): retry it, or recreate it from the payload the ledger kept. The recreated job takes over
+   * ownership first, so the handler accepts it; if it finds `submitting` it looks before sending.
+   */
+  async function ensureSubmitJob(record: TransferRecord, counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
+    const job = record.jobId ? await deps.queues.submit.getJob(record.jobId) : undefined;
+    const state = job ? await job.getState() : 'missing';
+    if (state === 'failed' && job) {
+      await job.retry('failed');
+      counts.resubmitted++;
+      log.warn({ sequenceId: record.sequenceId, jobId: record.jobId }, 'failed submission retried');
+      return;
+    }
+    if (state !== 'missing' && state !== 'completed' && state !== 'unknown') return;
+    if (!record.payload) {
+      counts.unrecoverable++;
+      log.error({ sequenceId: record.sequenceId, state: record.state }, 'submission lost and no payload kept, cannot recreate');
+      return;
+    }
+    const jobId = `resume-${record.sequenceId}-${randomUUID().slice(0, 8)}`;
+    const taken = await ledger.transition(record.sequenceId, { from: [record.state], to: record.state, set: { jobId } });
+    if (!taken.ok) return; // it moved meanwhile: something is driving it
+    await deps.queues.submit.add(QueueName.SUBMIT, JSON.parse(record.payload), { jobId });
+    counts.resubmitted++;
+    log.warn({ sequenceId: record.sequenceId, previousJob: record.jobId, jobId, state: record.state }, 'lost submission recreated');
+  }
+
+  /** Broadcast transfers re-checked once: get-transfer by txId (4.1) and the wallet transaction (4.3). */
+  async function verifyBroadcasts(counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
+    const cutoff = now() - deps.graceMs;
+    await redis.zremrangebyscore(keys.broadcast, '-inf', now() - VERIFY_WINDOW_MS);
+    const due = await redis.zrangebyscore(keys.broadcast, '-inf', cutoff, 'LIMIT', 0, PAGE);
+    for (const sequenceId of due) {
+      const record = await ledger.get(sequenceId);
+      if (!record?.txid) {
+        await redis.zrem(keys.broadcast, sequenceId);
+        continue;
+      }
+      try {
+        const wallet = { walletId: record.walletId, coin: record.coin };
+        const list = await deps.custody.getTransfersByTxId(wallet, record.txid);
+        const match = record.match ? JSON.parse(record.match) : { sequenceId };
+        const found = findTransfer(list.filter((tx) => tx.txid === record.txid), match);
+        const walletTx = await deps.custody.getWalletTransaction(record.walletId, record.txid).catch(() => null);
+        const problems: string[] = [];
+        if (found.kind !== 'found') problems.push(`get-transfer by txId: ${found.kind}`);
+        if (walletTx && walletTx.txid !== record.txid) problems.push('wallet transaction txid differs');
+        counts.verified++;
+        if (problems.length > 0) {
+          counts.mismatches++;
+          log.warn({ sequenceId, txid: record.txid, problems }, 'broadcast transfer does not verify');
+        }
+        await redis.zrem(keys.broadcast, sequenceId);
+      } catch (error) {
+        counts.verifyErrors++;
+        log.warn({ err: error, sequenceId }, 'broadcast verification failed, retried next run');
+      }
+    }
+  }
+}

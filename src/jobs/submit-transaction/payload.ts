@@ -1,0 +1,92 @@
+import { z } from 'zod';
+
+export const SUBMIT_TRANSACTION = 'submit-transaction';
+
+const MIB = 1024 * 1024;
+const MAX_HEX = MIB;
+const MAX_BASE64 = Math.floor(1.4 * MIB);
+const MAX_METADATA_BYTES = 4 * 1024;
+
+export const SEQUENCE_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+const hex = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(MAX_HEX, 'must be at most 1 MiB')
+  .regex(/^(0x)?[0-9a-fA-F]+$/, 'must be hex, with an optional 0x prefix');
+
+const base64 = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(MAX_BASE64, 'must be at most 1.4 MiB')
+  .refine((v) => v.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(v), 'must be standard base64 with padding');
+
+export const sequenceIdSchema = z.string().regex(SEQUENCE_ID, 'must be 1-128 of A-Z a-z 0-9 _ -');
+
+/**
+ * The `submit-transaction` job (CONTRACT section 3), parsed at the edge. Unknown fields are dropped.
+ * The schema only ever grows by optional fields, so jobs enqueued before a deploy still validate.
+ */
+export const submitPayloadSchema = z.object({
+  walletId: z.union([
+    z.number().int('must be a whole number').positive('must be positive').max(Number.MAX_SAFE_INTEGER),
+    z
+      .string()
+      .regex(/^\d{1,16}$/, 'must be a positive integer')
+      .transform(Number)
+      .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer'),
+  ], { error: 'must be a positive integer' }),
+  coin: z.string({ error: 'required' }).regex(/^[a-z0-9._-]{1,32}$/, 'must be 1-32 of a-z 0-9 . _ -'),
+  txHex: hex,
+  halfSigned: z.object({
+    txBase64: base64,
+    txHex: hex,
+    sequenceId: sequenceIdSchema,
+  }),
+  travelRule: z
+    .object({ reference: z.string().min(1, 'must not be empty').max(256, 'must be at most 256 characters') })
+    .nullish()
+    .transform((v) => v ?? undefined),
+  metadata: z
+    .record(z.string(), z.unknown(), { error: 'must be a JSON object' })
+    .refine((v) => Buffer.byteLength(JSON.stringify(v), 'utf8') <= MAX_METADATA_BYTES, 'must be at most 4 KiB as JSON')
+    .nullish()
+    .transform((v) => v ?? undefined),
+});
+
+export type SubmitPayload = z.output<typeof submitPayloadSchema>;
+export type SubmitPayloadInput = z.input<typeof submitPayloadSchema>;
+
+export interface PayloadIssue {
+  path: string;
+  message: string;
+}
+
+export type ParsedPayload = { ok: true; payload: SubmitPayload } | { ok: false; issues: PayloadIssue[] };
+
+export function parseSubmitPayload(data: unknown): ParsedPayload {
+  const result = submitPayloadSchema.safeParse(data);
+  if (result.success) return { ok: true, payload: result.data };
+  return {
+    ok: false,
+    issues: result.error.issues.map((issue) => ({ path: issue.path.join('.') || '(root)', message: issue.message })),
+  };
+}
+
+/**
+ * What a rejected event can still say about a payload that failed: the fields as given when they are
+ * plain values, else empty (CONTRACT section 4).
+ */
+export function describeInvalidPayload(data: unknown): { sequenceId: string; walletId: string; coin: string; metadata: string } {
+  const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+  const plain = (v: unknown, max: number) =>
+    (typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) && String(v).length <= max ? String(v) : '';
+  const root = obj(data);
+  const metadata = root.metadata && typeof root.metadata === 'object' && !Array.isArray(root.metadata) ? JSON.stringify(root.metadata) : '';
+  return {
+    sequenceId: plain(obj(root.halfSigned).sequenceId, 256),
+    walletId: plain(root.walletId, 64),
+    coin: plain(root.coin, 64),
+    metadata: Buffer.byteLength(metadata, 'utf8') <= MAX_METADATA_BYTES ? metadata : '',
+  };
+}

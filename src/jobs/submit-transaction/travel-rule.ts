@@ -1,0 +1,93 @@
+import { randomUUID } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import type { CustodyClient } from '../../upstream/client.ts';
+import type { TravelRuleSetting } from '../../upstream/schemas.ts';
+
+/** The part of the setting (spec 2.6) a decision needs. The originator data (`dataJson`) is never kept. */
+export interface GateSetting {
+  outgoingTxn: number;
+  mandatory: boolean;
+  blockTxn: boolean;
+  fetchedAt: string;
+}
+
+export interface TravelRuleCacheOptions {
+  ttlMs: number;
+  /** How long one refresh may take before another process may try (the upstream time-out and a margin). */
+  refreshTimeoutMs: number;
+  onLookup?: (source: 'cache' | 'upstream') => void;
+}
+
+const WAIT_STEP_MS = 25;
+const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+
+/**
+ * The is-enabled answer, cached in Redis for all worker processes. A refresh takes a lock so one
+ * process calls upstream while the others wait for the cached answer; a crashed refresher's lock
+ * expires after `refreshTimeoutMs`. Within a process concurrent callers share one lookup.
+ */
+export class TravelRuleCache {
+  readonly #redis: Redis | Cluster;
+  readonly #custody: Pick<CustodyClient, 'getTravelRuleSetting'>;
+  readonly #key: string;
+  readonly #lockKey: string;
+  readonly #options: TravelRuleCacheOptions;
+  #inflight: Promise<GateSetting> | undefined;
+
+  constructor(
+    redis: Redis | Cluster,
+    custody: Pick<CustodyClient, 'getTravelRuleSetting'>,
+    keys: { travelRule: string; travelRuleLock: string },
+    options: TravelRuleCacheOptions,
+  ) {
+    this.#redis = redis;
+    this.#custody = custody;
+    this.#key = keys.travelRule;
+    this.#lockKey = keys.travelRuleLock;
+    this.#options = options;
+  }
+
+  async setting(): Promise<GateSetting> {
+    if (this.#options.ttlMs === 0) return this.#fetch();
+    this.#inflight ??= this.#lookup().finally(() => {
+      this.#inflight = undefined;
+    });
+    return this.#inflight;
+  }
+
+  async #lookup(): Promise<GateSetting> {
+    const deadline = Date.now() + this.#options.refreshTimeoutMs;
+    for (;;) {
+      const cached = await this.#redis.get(this.#key);
+      if (cached) {
+        this.#options.onLookup?.('cache');
+        return JSON.parse(cached) as GateSetting;
+      }
+      const token = randomUUID();
+      const locked = await this.#redis.set(this.#lockKey, token, 'PX', this.#options.refreshTimeoutMs, 'NX');
+      if (locked) {
+        try {
+          const setting = await this.#fetch();
+          await this.#redis.set(this.#key, JSON.stringify(setting), 'PX', this.#options.ttlMs);
+          return setting;
+        } finally {
+          await this.#redis.eval(RELEASE_LUA, 1, this.#lockKey, token);
+        }
+      }
+      // Another process is refreshing: wait for its answer, or for its lock to go if it failed.
+      if (Date.now() > deadline) return this.#fetch();
+      await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
+    }
+  }
+
+  async #fetch(): Promise<GateSetting> {
+    const setting: TravelRuleSetting = await this.#custody.getTravelRuleSetting();
+    this.#options.onLookup?.('upstream');
+    return {
+      outgoingTxn: setting.outgoingTxn,
+      mandatory: setting.mandatory,
+      blockTxn: setting.blockTxn,
+      fetchedAt: new Date().toISOString(),
+    };
+  }
+}

@@ -1,0 +1,146 @@
+import { z } from 'zod';
+import { FailureCode } from '../../events/events.ts';
+import { TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
+import { RetryLater } from '../../queues/outcomes.ts';
+import { backoffDelay, TRACK_ERROR_RETRY, type BackoffProfile } from '../../queues/profiles.ts';
+import type { JobContext } from '../../queues/processor.ts';
+import type { CustodyClient } from '../../upstream/client.ts';
+import { CustodyErrorCode, isCustodyError } from '../../upstream/errors.ts';
+import type { WalletTransaction } from '../../upstream/schemas.ts';
+import { sequenceIdSchema } from '../submit-transaction/payload.ts';
+import { findTransfer, type TransferMatch } from './match.ts';
+
+export const trackPayloadSchema = z.object({ sequenceId: sequenceIdSchema });
+
+/** Consecutive failed polls after which each further failure is logged as an error (tracking goes on). */
+export const POLL_FAILURES_ALERT = 10;
+/** Failed wallet-transaction lookups (spec 4.3) before the broadcast goes out with `walletTransaction: null`. */
+export const ENRICH_ATTEMPTS = 3;
+
+export interface TrackDeps {
+  ledger: Ledger;
+  custody: Pick<CustodyClient, 'getTransfersBySequenceId' | 'getWalletTransaction'>;
+  pollMinMs: number;
+  pollMaxMs: number;
+  deadlineMs: number;
+  errorRetry?: BackoffProfile;
+  onBroadcast?: (sequenceId: string) => Promise<void>;
+  now?: () => number;
+}
+
+export type TrackResult = { outcome: 'broadcast' | 'expired' | 'not-tracking'; sequenceId: string; state?: string };
+
+/**
+ * The `track-transfer` job: one per transfer, polling get-transfer by sequenceId and re-delaying
+ * itself (capped exponential backoff, jittered) until a txid shows up or the deadline passes. It
+ * holds no state of its own besides the ledger, so a lost or duplicated tracker is harmless: a
+ * recreated one continues, and the guarded transition makes sure only one broadcast is published.
+ */
+export function createTrackHandler(deps: TrackDeps) {
+  const now = deps.now ?? Date.now;
+  const pollProfile: BackoffProfile = { name: 'track-poll', baseMs: deps.pollMinMs, maxMs: deps.pollMaxMs };
+  const errorProfile = deps.errorRetry ?? { ...TRACK_ERROR_RETRY, maxMs: deps.pollMaxMs };
+
+  return async ({ job, log }: JobContext): Promise<TrackResult> => {
+    const parsed = trackPayloadSchema.safeParse(job.data);
+    if (!parsed.success) {
+      log.error('tracking job without a valid sequenceId, dropped');
+      return { outcome: 'not-tracking', sequenceId: '' };
+    }
+    const { sequenceId } = parsed.data;
+    const record = await deps.ledger.get(sequenceId);
+    if (!record || record.state !== TransferState.SUBMITTED) {
+      // Already ended (or never submitted): a late duplicate tracker has nothing to do.
+      return { outcome: 'not-tracking', sequenceId, state: record?.state ?? 'unknown' };
+    }
+    const submittedAt = record.submittedAt ?? record.updatedAt;
+    const deadline = submittedAt + deps.deadlineMs;
+    const match: TransferMatch = record.match ? JSON.parse(record.match) : { sequenceId };
+
+    let list;
+    try {
+      list = await deps.custody.getTransfersBySequenceId({ walletId: record.walletId, coin: record.coin }, sequenceId);
+    } catch (error) {
+      // Upstream trouble never loses the tracker: count it and poll again later (or expire at the deadline).
+      const failures = record.pollFailures + 1;
+      await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: failures } });
+      const level = failures >= POLL_FAILURES_ALERT ? 'error' : 'warn';
+      log[level]({ err: error, failures }, 'poll failed, tracking continues');
+      return expireOrWait(record, deadline, backoffDelay(errorProfile, failures), log);
+    }
+
+    const found = findTransfer(list, match);
+    if (found.kind === 'ambiguous') {
+      log.warn({ candidates: found.candidates }, 'several transactions match, not guessing');
+    }
+    if (found.kind === 'found' && found.transaction.txid !== '') {
+      return broadcast(record, found.transaction, log);
+    }
+    if (found.kind === 'found' && match.transactionId === undefined) {
+      // Remember the record id: a later answer is then matched by id, the cheapest sure way.
+      match.transactionId = found.transaction.id;
+      await deps.ledger.transition(sequenceId, {
+        from: [TransferState.SUBMITTED],
+        to: TransferState.SUBMITTED,
+        set: { match: JSON.stringify(match), pollFailures: 0 },
+      });
+    } else if (record.pollFailures > 0) {
+      await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0 } });
+    }
+    return expireOrWait(record, deadline, backoffDelay(pollProfile, job.attemptsStarted), log);
+  };
+
+  async function broadcast(
+    record: TransferRecord,
+    transaction: Parameters<typeof findTransfer>[0][number],
+    log: JobContext['log'],
+  ): Promise<TrackResult> {
+    const sequenceId = record.sequenceId;
+    let walletTransaction: WalletTransaction | null = null;
+    try {
+      walletTransaction = await deps.custody.getWalletTransaction(record.walletId, transaction.txid);
+    } catch (error) {
+      const final = isCustodyError(error) && (error.code === CustodyErrorCode.NOT_FOUND || !error.retryable);
+      const tries = record.enrichFailures + 1;
+      if (!final && tries < ENRICH_ATTEMPTS) {
+        await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { enrichFailures: tries } });
+        log.warn({ err: error, tries }, 'wallet transaction lookup failed, retrying');
+        throw new RetryLater(backoffDelay(errorProfile, tries), 'wallet transaction lookup failed');
+      }
+      log.info({ code: isCustodyError(error) ? error.code : 'INTERNAL_ERROR' }, 'wallet transaction not available, broadcast without it');
+    }
+    const result = await deps.ledger.transition(sequenceId, {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.BROADCAST,
+      set: { txid: transaction.txid, broadcastAt: now() },
+      event: { type: 'transfer.broadcast', data: { txid: transaction.txid, transaction, walletTransaction } },
+    });
+    if (result.ok) {
+      await deps.onBroadcast?.(sequenceId);
+      log.info({ txid: transaction.txid }, 'transfer broadcast');
+    }
+    return { outcome: 'broadcast', sequenceId };
+  }
+
+  async function expireOrWait(record: TransferRecord, deadline: number, delayMs: number, log: JobContext['log']): Promise<TrackResult> {
+    const sequenceId = record.sequenceId;
+    if (now() >= deadline) {
+      const result = await deps.ledger.transition(sequenceId, {
+        from: [TransferState.SUBMITTED],
+        to: TransferState.EXPIRED,
+        event: {
+          type: 'transfer.expired',
+          data: {
+            code: FailureCode.TRACKING_DEADLINE,
+            submittedAt: new Date(record.submittedAt ?? record.updatedAt).toISOString(),
+            deadline: new Date(deadline).toISOString(),
+          },
+        },
+      });
+      if (result.ok) log.warn('tracking deadline reached without txid, transfer expired');
+      return { outcome: 'expired', sequenceId };
+    }
+    // The last poll happens at the deadline itself, so a txid that arrives just in time still counts.
+    throw new RetryLater(Math.max(1, Math.min(delayMs, deadline - now())), 'no txid yet');
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * Every Redis key the worker owns besides BullMQ's own, all under QUEUE_PREFIX. With a hash-tagged
+ * prefix such as `{wtx}` they all hash to one Redis Cluster slot, so the multi-key Lua scripts work.
+ */
+export interface Keys {
+  transfer(sequenceId: string): string;
+  /** A rejected job whose payload had no usable sequenceId: its exactly-once record, by job id. */
+  jobRejection(jobId: string): string;
+  /** Non-terminal transfers, score = last change (ms). */
+  active: string;
+  /** Terminal transfers, score = when they ended (ms); drives retention clean-up. */
+  terminal: string;
+  /** Broadcast transfers, score = broadcast time (ms); reconciliation re-verifies recent ones. */
+  broadcast: string;
+  travelRule: string;
+  travelRuleLock: string;
+  rateLimit: string;
+  reconcileLock: string;
+  events: string;
+}
+
+export function createKeys(prefix: string, eventsStream: string): Keys {
+  return {
+    transfer: (sequenceId) => `${prefix}:transfer:${sequenceId}`,
+    jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,
+    active: `${prefix}:transfers:active`,
+    terminal: `${prefix}:transfers:terminal`,
+    broadcast: `${prefix}:transfers:broadcast`,
+    travelRule: `${prefix}:travel-rule`,
+    travelRuleLock: `${prefix}:travel-rule:lock`,
+    rateLimit: `${prefix}:custody-rate`,
+    reconcileLock: `${prefix}:reconcile:lock`,
+    events: eventsStream,
+  };
+}

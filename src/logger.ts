@@ -1,0 +1,55 @@
+import { pino, type DestinationStream, type Logger } from 'pino';
+
+export type { Logger } from 'pino';
+
+/**
+ * Paths that never reach a log line. Authorization headers in any common shape, the client secret and
+ * tokens wherever they sit, and the person (`user`) inside a submitted record's `raw`, whether `raw`
+ * is still the upstream JSON text (then the whole text goes) or already parsed.
+ */
+export const REDACT_PATHS = [
+  'authorization',
+  'Authorization',
+  'headers.authorization',
+  'headers.Authorization',
+  '*.headers.authorization',
+  '*.headers.Authorization',
+  'req.headers.authorization',
+  'clientSecret',
+  'client_secret',
+  '*.clientSecret',
+  '*.client_secret',
+  'custody.clientSecret',
+  'accessToken',
+  'access_token',
+  'token',
+  '*.accessToken',
+  '*.access_token',
+  '*.token',
+  'custody.accessToken',
+  'password',
+  '*.password',
+  'user',
+  'raw.user',
+  '*.raw.user',
+  '*.*.raw.user',
+  'record.raw',
+  'transfer.raw',
+  '*.transfer.raw',
+  'data.transfer.raw',
+];
+
+export function createLogger(options: { level: string; name?: string }, destination?: DestinationStream): Logger {
+  return pino(
+    {
+      name: options.name ?? 'custody-worker',
+      level: options.level,
+      base: { pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      serializers: { err: pino.stdSerializers.err },
+    },
+    destination,
+  );
+}

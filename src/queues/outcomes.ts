@@ -1,0 +1,26 @@
+/**
+ * How a handler tells the processor wrapper what should happen to its job besides "done" (return)
+ * and "unexpected" (any other throw). The wrapper is the one place that turns these into BullMQ moves.
+ */
+export class RetryLater extends Error {
+  readonly code = 'RETRY_LATER';
+  readonly delayMs: number;
+  readonly reason: string;
+  constructor(delayMs: number, reason: string) {
+    super(`retry in ${delayMs} ms: ${reason}`);
+    this.name = 'RetryLater';
+    this.delayMs = delayMs;
+    this.reason = reason;
+  }
+}
+
+/** Upstream said 429: pause the whole queue for `delayMs` and put the job back without using an attempt. */
+export class RateLimited extends Error {
+  readonly code = 'RATE_LIMITED';
+  readonly delayMs: number;
+  constructor(delayMs: number) {
+    super(`rate limited for ${delayMs} ms`);
+    this.name = 'RateLimited';
+    this.delayMs = delayMs;
+  }
+}

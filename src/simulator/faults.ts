@@ -1,0 +1,132 @@
+/**
+ * Fault plans per endpoint, and what each fault kind answers.
+ *
+ * Only 'timeout' lets the request be processed (the answer is then never sent); every other kind
+ * answers (or drops the socket) instead of processing, so e.g. a send hit by '5xx' was not recorded.
+ */
+import { SIM_ENDPOINTS } from './settings.ts';
+import type { FaultKind, FaultPlan, SimEndpoint } from './settings.ts';
+
+interface ActivePlan {
+  plan: FaultPlan;
+  /** Next entry of plan.sequence to consume. */
+  next: number;
+}
+
+export class FaultBoard {
+  private plans = new Map<SimEndpoint, ActivePlan>();
+
+  set(endpoint: SimEndpoint, plan: FaultPlan | null): void {
+    if (plan === null) this.plans.delete(endpoint);
+    else this.plans.set(endpoint, { plan: structuredClone(plan), next: 0 });
+  }
+
+  clear(): void {
+    this.plans.clear();
+  }
+
+  /** Decides the fault of one request to `endpoint`; undefined means answer normally. */
+  pick(endpoint: SimEndpoint): FaultKind | undefined {
+    const active = this.plans.get(endpoint);
+    if (!active) return undefined;
+    const { plan } = active;
+    const sequence = plan.sequence;
+    if (sequence && active.next < sequence.length) {
+      const entry = sequence[active.next]!;
+      active.next += 1;
+      return entry === 'ok' ? undefined : entry;
+    }
+    const kinds = plan.kinds ?? [];
+    if (kinds.length === 0 || !(Math.random() < (plan.probability ?? 0))) return undefined;
+    return kinds[Math.floor(Math.random() * kinds.length)];
+  }
+
+  snapshot(): Partial<Record<SimEndpoint, FaultPlan & { consumed: number }>> {
+    const out: Partial<Record<SimEndpoint, FaultPlan & { consumed: number }>> = {};
+    for (const endpoint of SIM_ENDPOINTS) {
+      const active = this.plans.get(endpoint);
+      if (active) out[endpoint] = { ...structuredClone(active.plan), consumed: active.next };
+    }
+    return out;
+  }
+}
+
+export interface FaultAnswer {
+  status: number;
+  headers?: Record<string, string>;
+  /** Sent as is, with content-type application/json (also when it is deliberately not JSON). */
+  body: string;
+}
+
+/** 200 bodies that parse as JSON but break spec section 2: wrong types, missing fields. */
+const SCHEMA_BREAKING: Record<SimEndpoint, unknown> = {
+  token: { access_token: 1234567890, expires_in: '3600' },
+  getTransfer: [
+    {
+      coin: 'eth',
+      id: 70000001,
+      wallet: '310',
+      txid: 12345,
+      value: -0.01234567,
+      feeString: 0.00021,
+      inputs: null,
+      type: 'send',
+    },
+  ],
+  sendTransaction: {
+    id: 'not-a-number',
+    sequenceId: 12345,
+    amount: '0.01234567',
+    destinationAddress: null,
+    timestamp: 1700000000000,
+  },
+  getWalletTransaction: { result: { id: 'x', txid: 42, fee: 0.00021, wallet: 'hot' } },
+  isEnabled: { success: true, data: { outgoingTxn: 'yes', mandatory: 'true', blockTxn: 0 } },
+};
+
+/** Truncated JSON: what a proxy cutting a body short would deliver. */
+const MALFORMED: Record<SimEndpoint, string> = {
+  token: '{"access_token":"eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIi',
+  getTransfer: '[{"coin":"eth","id":"70000001","wallet":310,"txid":"0x4f3a',
+  sendTransaction: '{"id":150001,"userid":1043,"raw":"{\\"txHex\\":\\"02f8',
+  getWalletTransaction: '{"result":{"id":3000001,"txid":"0x9b1c',
+  isEnabled: '{"success":true,"data":{"id":42,"appId":1187,"outgoingTxn":',
+};
+
+/** The answer of every fault kind but 'timeout' and 'reset', which send none. */
+export function faultAnswer(endpoint: SimEndpoint, kind: FaultKind, retryAfterSec: number): FaultAnswer {
+  switch (kind) {
+    case '5xx':
+      return {
+        status: 503,
+        body: JSON.stringify({ success: false, message: 'service temporarily unavailable (simulated)' }),
+      };
+    case '429':
+      return {
+        status: 429,
+        headers: { 'retry-after': String(Math.ceil(retryAfterSec)) },
+        body: JSON.stringify({ success: false, message: 'too many requests (simulated)' }),
+      };
+    case '401':
+      return {
+        status: 401,
+        body: JSON.stringify(
+          endpoint === 'token' ? { error: 'invalid_client' } : { success: false, message: 'unauthorized' },
+        ),
+      };
+    case '404':
+      return { status: 404, body: JSON.stringify({ success: false, message: 'not found (simulated)' }) };
+    case 'malformed':
+      return { status: 200, body: MALFORMED[endpoint] };
+    case 'schema':
+      return { status: 200, body: JSON.stringify(SCHEMA_BREAKING[endpoint]) };
+    case 'success-false':
+      return {
+        status: 200,
+        body: JSON.stringify({ success: false, message: 'request could not be completed (simulated)' }),
+      };
+    case 'timeout':
+    case 'reset':
+      throw new Error(`fault ${kind} has no answer`);
+  }
+}

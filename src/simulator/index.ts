@@ -1,0 +1,28 @@
+/** The custody simulator: a real HTTP server faithful to spec/upstream-api.md (CONTRACT section 6). */
+export { startSimulator } from './server.ts';
+export type { Simulator } from './server.ts';
+export {
+  DEFAULT_CLIENT_ID,
+  DEFAULT_CLIENT_SECRET,
+  FAULT_KINDS,
+  SIM_ENDPOINTS,
+  SettingsError,
+  defaultSettings,
+} from './settings.ts';
+export type {
+  DeepPartial,
+  FaultKind,
+  FaultPlan,
+  SimEndpoint,
+  SimulatorOptions,
+  SimulatorSettings,
+  TravelRuleSetting,
+} from './settings.ts';
+export type { SendCount, SimulatorStats, TransferView } from './state.ts';
+export type {
+  SubmitRecord,
+  TransactionRecord,
+  TransferParty,
+  WalletRecord,
+  WalletTransactionRecord,
+} from './records.ts';

@@ -1,0 +1,551 @@
+/**
+ * The custody simulator's HTTP server: the four endpoints of spec section 4 with their auth schemes,
+ * the token endpoint, and the `/_sim/` control API.
+ *
+ * Built on node:http for speed and for control over sockets (a 'timeout' fault keeps a socket open
+ * with no answer; a 'reset' fault destroys it). Nothing here logs or sets a timer per transfer: the
+ * benchmark drives it at thousands of requests per second.
+ */
+import { createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { FaultBoard, faultAnswer } from './faults.ts';
+import { buildSubmitRecord, buildTransaction, buildWalletTransaction } from './records.ts';
+import {
+  DEFAULT_CLIENT_ID,
+  DEFAULT_CLIENT_SECRET,
+  DEFAULT_HOST,
+  SettingsError,
+  defaultSettings,
+  isSimEndpoint,
+  mergeSettings,
+  parseFaultPlan,
+} from './settings.ts';
+import type { DeepPartial, FaultPlan, SimEndpoint, SimulatorOptions, SimulatorSettings } from './settings.ts';
+import { SimState } from './state.ts';
+import type { HalfSigned, SimTransfer, SimulatorStats, TransferView } from './state.ts';
+
+export interface Simulator {
+  /** e.g. http://127.0.0.1:4123: one origin for the sdk, base and token endpoints. */
+  url: string;
+  port: number;
+  clientId: string;
+  clientSecret: string;
+  settings(): SimulatorSettings;
+  updateSettings(patch: DeepPartial<SimulatorSettings>): void;
+  setFault(endpoint: SimEndpoint, plan: FaultPlan | null): void;
+  stats(): SimulatorStats;
+  /** All upstream (non-/_sim) requests, any endpoint. */
+  requestCount(): number;
+  /** The simulator's view of a transfer (record, visibility, txid). */
+  transfer(sequenceId: string): TransferView | undefined;
+  /** Forces the txid to show now (the given one, or the one drawn at acceptance). */
+  setTxid(sequenceId: string, txid?: string): void;
+  /** Every issued token becomes invalid: the next bearer call gets 401. */
+  expireTokens(): void;
+  /** Transfers, counters, faults and settings back to the start options. */
+  reset(): void;
+  /** Also destroys sockets held open by 'timeout' faults. */
+  close(): Promise<void>;
+}
+
+/** txHex may be 1 MiB and txBase64 1.4 MiB (CONTRACT section 3), both in one body. */
+const MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** Other transfers returned with narrowResults off: spec 4.1 shows no pagination, so keep it bounded. */
+const MAX_OTHER_TRANSFERS = 25;
+const DIGITS = /^\d+$/;
+
+interface Answer {
+  status: number;
+  body: string;
+  headers?: Record<string, string>;
+}
+
+type Route =
+  | { endpoint: 'token' }
+  | { endpoint: 'getTransfer' }
+  | { endpoint: 'isEnabled' }
+  | { endpoint: 'sendTransaction'; walletId: string }
+  | { endpoint: 'getWalletTransaction'; walletId: string; txid: string };
+
+function json(status: number, value: unknown, headers?: Record<string, string>): Answer {
+  return headers ? { status, body: JSON.stringify(value), headers } : { status, body: JSON.stringify(value) };
+}
+
+function failure(status: number, message: string): Answer {
+  return json(status, { success: false, message });
+}
+
+const UNAUTHORIZED = failure(401, 'unauthorized');
+const NOT_FOUND = failure(404, 'not found');
+
+function write(res: ServerResponse, answer: Answer): void {
+  if (res.destroyed) return;
+  res.writeHead(answer.status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(answer.body),
+    ...answer.headers,
+  });
+  res.end(answer.body);
+}
+
+function decodeSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
+function matchRoute(method: string | undefined, path: string): Route | undefined {
+  if (method === 'POST') {
+    if (path === '/api/wallet/get-transfer') return { endpoint: 'getTransfer' };
+    if (path === '/oauth/token') return { endpoint: 'token' };
+    if (path === '/api/travel-rule/is-enabled') return { endpoint: 'isEnabled' };
+    if (path.startsWith('/api/wallet/') && path.endsWith('/sendTransaction')) {
+      const walletId = decodeSegment(path.slice('/api/wallet/'.length, -'/sendTransaction'.length));
+      if (walletId !== undefined && walletId !== '' && !walletId.includes('/')) {
+        return { endpoint: 'sendTransaction', walletId };
+      }
+    }
+    return undefined;
+  }
+  if (method === 'GET' && path.startsWith('/api/wallet/')) {
+    const parts = path.split('/'); // ['', 'api', 'wallet', walletid, 'txid', txid]
+    if (parts.length === 6 && parts[4] === 'txid' && parts[3] && parts[5]) {
+      const walletId = decodeSegment(parts[3]);
+      const txid = decodeSegment(parts[5]);
+      if (walletId !== undefined && txid !== undefined) return { endpoint: 'getWalletTransaction', walletId, txid };
+    }
+  }
+  return undefined;
+}
+
+type Parsed = { ok: true; value: unknown } | { ok: false };
+
+function parseJson(text: string): Parsed {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function nonEmptyString(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0;
+}
+
+/** Spec 4.1 says integer; a string of digits is taken too, as lenient servers do. */
+function walletIdOf(value: unknown): number | undefined {
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
+  if (typeof value === 'string' && DIGITS.test(value)) {
+    const id = Number(value);
+    if (Number.isSafeInteger(id)) return id;
+  }
+  return undefined;
+}
+
+function newestFirst(a: SimTransfer, b: SimTransfer): number {
+  return b.acceptedAt - a.acceptedAt || b.ordinal - a.ordinal;
+}
+
+/** tooLarge false: the client went away before the body was complete; nothing to answer. */
+type BodyResult = { ok: true; text: string } | { ok: false; tooLarge: boolean };
+
+function readBody(req: IncomingMessage): Promise<BodyResult> {
+  return new Promise((resolve) => {
+    let text = '';
+    let size = 0;
+    let settled = false;
+    const settle = (result: BodyResult): void => {
+      if (settled) return;
+      settled = true;
+      resolve(result);
+    };
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => {
+      if (settled) return;
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) settle({ ok: false, tooLarge: true });
+      else text += chunk;
+    });
+    req.on('end', () => settle({ ok: true, text }));
+    req.on('error', () => settle({ ok: false, tooLarge: false }));
+    req.on('close', () => settle({ ok: false, tooLarge: false }));
+  });
+}
+
+class SimulatorServer {
+  readonly clientId: string;
+  readonly clientSecret: string;
+  readonly state = new SimState();
+  readonly faults = new FaultBoard();
+  private readonly initialSettings: SimulatorSettings;
+  private readonly basicCredentials: string;
+  current: SimulatorSettings;
+  /** Answers withheld by 'timeout' faults, destroyed on close. */
+  private readonly held = new Set<ServerResponse>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  readonly server = createServer({ keepAliveTimeout: 10_000, requestTimeout: 0 }, (req, res) => {
+    this.onRequest(req, res);
+  });
+
+  constructor(options: SimulatorOptions) {
+    this.clientId = options.clientId ?? DEFAULT_CLIENT_ID;
+    this.clientSecret = options.clientSecret ?? DEFAULT_CLIENT_SECRET;
+    this.basicCredentials = `${this.clientId}:${this.clientSecret}`;
+    this.initialSettings = mergeSettings(defaultSettings(), options.settings ?? {});
+    this.current = structuredClone(this.initialSettings);
+  }
+
+  reset(): void {
+    this.current = structuredClone(this.initialSettings);
+    this.state.reset();
+    this.faults.clear();
+  }
+
+  async close(): Promise<void> {
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    const closed = new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+    });
+    for (const res of this.held) res.destroy();
+    this.held.clear();
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        resolve();
+      }, ms);
+      this.timers.add(timer);
+    });
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const url = req.url ?? '/';
+    const query = url.indexOf('?');
+    const path = query === -1 ? url : url.slice(0, query);
+    if (path === '/_sim' || path.startsWith('/_sim/')) {
+      void this.control(req, res, path);
+      return;
+    }
+    this.state.countUpstreamRequest();
+    const route = matchRoute(req.method, path);
+    if (!route) {
+      req.resume();
+      write(res, NOT_FOUND);
+      return;
+    }
+    void this.serve(route, req, res);
+  }
+
+  private async serve(route: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { endpoint } = route;
+    const body = await readBody(req);
+    if (!body.ok) {
+      if (!body.tooLarge) return;
+      this.state.countOutcome(endpoint, '413');
+      write(res, { ...failure(413, 'request body too large'), headers: { connection: 'close' } });
+      return;
+    }
+    const fault = this.faults.pick(endpoint);
+    let answer: Answer | undefined;
+    if (fault === undefined || fault === 'timeout') {
+      try {
+        answer = this.process(route, req, body.text, Date.now());
+      } catch {
+        answer = failure(500, 'internal error');
+      }
+    } else if (fault !== 'reset') {
+      answer = faultAnswer(endpoint, fault, this.current.retryAfterSec);
+    }
+    const latency = this.current.latencyMs[endpoint];
+    if (latency > 0) await this.sleep(latency);
+    if (fault === 'reset') {
+      this.state.countOutcome(endpoint, 'reset');
+      req.socket.destroy();
+      return;
+    }
+    if (fault === 'timeout') {
+      // processed, never answered: the socket stays open until the client gives up or we close
+      this.state.countOutcome(endpoint, 'timeout');
+      this.held.add(res);
+      res.on('close', () => this.held.delete(res));
+      return;
+    }
+    if (!answer) return;
+    this.state.countOutcome(endpoint, String(answer.status));
+    write(res, answer);
+  }
+
+  private process(route: Route, req: IncomingMessage, text: string, now: number): Answer {
+    switch (route.endpoint) {
+      case 'token':
+        return this.token(req, text, now);
+      case 'getTransfer':
+        return this.basicAuthorized(req) ? this.getTransfer(text, now) : UNAUTHORIZED;
+      case 'isEnabled':
+        return this.basicAuthorized(req) ? json(200, { success: true, data: this.current.travelRule }) : UNAUTHORIZED;
+      case 'sendTransaction':
+        return this.bearerAuthorized(req, now) ? this.sendTransaction(route.walletId, text, now) : UNAUTHORIZED;
+      case 'getWalletTransaction':
+        return this.bearerAuthorized(req, now)
+          ? this.getWalletTransaction(route.walletId, route.txid, now)
+          : UNAUTHORIZED;
+    }
+  }
+
+  private basicAuthorized(req: IncomingMessage): boolean {
+    const header = req.headers.authorization;
+    if (!header || header.length < 7 || header.slice(0, 6).toLowerCase() !== 'basic ') return false;
+    return Buffer.from(header.slice(6).trim(), 'base64').toString('utf8') === this.basicCredentials;
+  }
+
+  private bearerAuthorized(req: IncomingMessage, now: number): boolean {
+    const header = req.headers.authorization;
+    if (!header || header.length < 8 || header.slice(0, 7).toLowerCase() !== 'bearer ') return false;
+    return this.state.tokenValid(header.slice(7).trim(), now);
+  }
+
+  private token(req: IncomingMessage, text: string, now: number): Answer {
+    let fields: Record<string, unknown>;
+    if ((req.headers['content-type'] ?? '').includes('application/x-www-form-urlencoded')) {
+      fields = Object.fromEntries(new URLSearchParams(text));
+    } else {
+      const parsed = parseJson(text);
+      if (!parsed.ok || !isObject(parsed.value)) {
+        return json(400, { error: 'invalid_request', error_description: 'body must be a JSON object' });
+      }
+      fields = parsed.value;
+    }
+    if (
+      fields.grant_type !== 'client_credentials' ||
+      fields.client_id !== this.clientId ||
+      fields.client_secret !== this.clientSecret
+    ) {
+      return json(401, { error: 'invalid_client' });
+    }
+    const lifetime = this.current.tokenLifetimeSec;
+    return json(200, {
+      access_token: this.state.issueToken(lifetime, now),
+      expires_in: Math.floor(lifetime),
+      token_type: 'Bearer',
+    });
+  }
+
+  private getTransfer(text: string, now: number): Answer {
+    const parsed = parseJson(text);
+    if (!parsed.ok || !isObject(parsed.value)) return failure(400, 'body must be a JSON object');
+    const { wallet, sequenceId, txId } = parsed.value;
+    if (!isObject(wallet)) return failure(400, 'wallet is required');
+    const walletId = walletIdOf(wallet.walletId);
+    if (walletId === undefined) return failure(400, 'wallet.walletId must be an integer');
+    if (!nonEmptyString(wallet.coin)) return failure(400, 'wallet.coin is required');
+    const coin = wallet.coin.toLowerCase();
+    let matches: SimTransfer[];
+    if (sequenceId !== undefined) {
+      if (!nonEmptyString(sequenceId)) return failure(400, 'sequenceId must be a non-empty string');
+      matches = this.state.findBySequenceId(walletId, sequenceId, now);
+    } else if (txId !== undefined) {
+      if (!nonEmptyString(txId)) return failure(400, 'txId must be a non-empty string');
+      const found = this.state.findByTxid(walletId, txId, now);
+      matches = found ? [found] : [];
+    } else {
+      return failure(400, 'sequenceId or txId is required');
+    }
+    if (matches.length === 0) return json(200, []);
+    for (const transfer of matches) transfer.coin ??= coin;
+    const settings = this.current;
+    let listed = matches;
+    if (!settings.narrowResults) {
+      const others = this.state.othersInWallet(walletId, coin, new Set(matches), MAX_OTHER_TRANSFERS, now);
+      listed = [...matches, ...others];
+    }
+    listed.sort(newestFirst);
+    return json(
+      200,
+      listed.map((transfer) =>
+        buildTransaction(transfer, {
+          coin,
+          txid: this.state.shownTxid(transfer, now),
+          mixedCase: settings.mixedCaseAddresses,
+          includeSequenceId: settings.includeSequenceIdInTransactions,
+        }),
+      ),
+    );
+  }
+
+  private sendTransaction(walletIdText: string, text: string, now: number): Answer {
+    if (!DIGITS.test(walletIdText) || !Number.isSafeInteger(Number(walletIdText))) {
+      return failure(400, 'wallet id must be digits');
+    }
+    const parsed = parseJson(text);
+    if (!parsed.ok || !isObject(parsed.value)) return failure(400, 'body must be a JSON object');
+    const { txHex, halfSigned } = parsed.value;
+    if (!nonEmptyString(txHex)) return failure(400, 'txHex must be a non-empty string');
+    if (!isObject(halfSigned)) return failure(400, 'halfSigned must be an object');
+    for (const field of ['txBase64', 'txHex', 'sequenceId'] as const) {
+      if (!nonEmptyString(halfSigned[field])) return failure(400, `halfSigned.${field} must be a non-empty string`);
+    }
+    const result = this.state.accept(
+      Number(walletIdText),
+      txHex,
+      halfSigned as HalfSigned,
+      this.current,
+      now,
+    );
+    if (!result.accepted) {
+      return failure(409, `transaction with sequenceId ${String(halfSigned.sequenceId)} was already submitted`);
+    }
+    return json(200, buildSubmitRecord(result.transfer, this.clientId));
+  }
+
+  private getWalletTransaction(walletIdText: string, txid: string, now: number): Answer {
+    if (!DIGITS.test(walletIdText)) return failure(400, 'wallet id must be digits');
+    const transfer = this.state.findByTxid(Number(walletIdText), txid, now);
+    if (!transfer) return failure(404, 'transaction not found');
+    return json(200, { result: buildWalletTransaction(transfer, this.state.shownTxid(transfer, now)) });
+  }
+
+  // ---- control API: no auth, JSON, bad input → 400
+
+  private async control(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const body = await readBody(req);
+    if (!body.ok) {
+      if (body.tooLarge) write(res, { ...failure(413, 'request body too large'), headers: { connection: 'close' } });
+      return;
+    }
+    let answer: Answer;
+    try {
+      answer = this.controlAnswer(req.method ?? 'GET', path.split('/').slice(2), body.text);
+    } catch (error) {
+      answer =
+        error instanceof SettingsError || error instanceof ControlInputError
+          ? failure(400, error.message)
+          : failure(500, 'internal error');
+    }
+    write(res, answer);
+  }
+
+  private controlAnswer(method: string, parts: string[], text: string): Answer {
+    const [resource, id, action] = parts.map((part) => decodeSegment(part) ?? '');
+    const route = `${method} ${resource ?? ''}${parts.length > 1 ? '/:id' : ''}${parts.length > 2 ? `/${action}` : ''}`;
+    const now = Date.now();
+    switch (route) {
+      case 'GET stats':
+        return json(200, this.state.stats());
+      case 'GET settings':
+        return json(200, this.current);
+      case 'PATCH settings':
+        this.current = mergeSettings(this.current, parseControlJson(text, false));
+        return json(200, this.current);
+      case 'GET faults':
+        return json(200, this.faults.snapshot());
+      case 'DELETE faults':
+        this.faults.clear();
+        return json(200, { success: true });
+      case 'PUT faults/:id':
+      case 'DELETE faults/:id': {
+        const endpoint = id ?? '';
+        if (!isSimEndpoint(endpoint)) throw new ControlInputError(`unknown endpoint: ${endpoint}`);
+        const plan = method === 'DELETE' ? null : parseFaultPlan(parseControlJson(text, false));
+        this.faults.set(endpoint, plan);
+        return json(200, { endpoint, plan });
+      }
+      case 'POST reset':
+        this.reset();
+        return json(200, { success: true });
+      case 'GET transfers/:id': {
+        const view = this.state.view(id ?? '', this.clientId, now);
+        return view ? json(200, view) : failure(404, 'unknown sequenceId');
+      }
+      case 'POST transfers/:id/txid': {
+        const input = parseControlJson(text, true);
+        let txid: string | undefined;
+        if (input !== undefined && input !== null) {
+          if (!isObject(input)) throw new ControlInputError('body must be a JSON object');
+          if (input.txid !== undefined && !nonEmptyString(input.txid)) {
+            throw new ControlInputError('txid must be a non-empty string');
+          }
+          txid = input.txid;
+        }
+        if (!this.state.setTxid(id ?? '', txid, now)) return failure(404, 'unknown sequenceId');
+        return json(200, this.state.view(id ?? '', this.clientId, now));
+      }
+      case 'POST tokens/:id':
+        if (id !== 'expire') return NOT_FOUND;
+        this.state.expireTokens();
+        return json(200, { success: true });
+      default:
+        return NOT_FOUND;
+    }
+  }
+}
+
+class ControlInputError extends Error {
+  override name = 'ControlInputError';
+}
+
+function parseControlJson(text: string, optional: boolean): unknown {
+  if (text.trim() === '') {
+    if (optional) return undefined;
+    throw new ControlInputError('a JSON body is required');
+  }
+  const parsed = parseJson(text);
+  if (!parsed.ok) throw new ControlInputError('body is not valid JSON');
+  return parsed.value;
+}
+
+function originOf(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
+  const sim = new SimulatorServer(options);
+  const host = options.host ?? DEFAULT_HOST;
+  await new Promise<void>((resolve, reject) => {
+    sim.server.once('error', reject);
+    sim.server.listen(options.port ?? 0, host, () => {
+      sim.server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (sim.server.address() as AddressInfo).port;
+  let closing: Promise<void> | undefined;
+  return {
+    url: originOf(host, port),
+    port,
+    clientId: sim.clientId,
+    clientSecret: sim.clientSecret,
+    settings: () => structuredClone(sim.current),
+    updateSettings: (patch) => {
+      sim.current = mergeSettings(sim.current, patch);
+    },
+    setFault: (endpoint, plan) => {
+      if (!isSimEndpoint(endpoint)) throw new SettingsError(`unknown endpoint: ${String(endpoint)}`);
+      sim.faults.set(endpoint, parseFaultPlan(plan));
+    },
+    stats: () => sim.state.stats(),
+    requestCount: () => sim.state.upstreamRequestCount(),
+    transfer: (sequenceId) => sim.state.view(sequenceId, sim.clientId, Date.now()),
+    setTxid: (sequenceId, txid) => {
+      if (txid !== undefined && !nonEmptyString(txid)) throw new Error('txid must be a non-empty string');
+      if (!sim.state.setTxid(sequenceId, txid, Date.now())) throw new Error(`unknown sequenceId: ${sequenceId}`);
+    },
+    expireTokens: () => sim.state.expireTokens(),
+    reset: () => sim.reset(),
+    close: () => {
+      closing ??= sim.close();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,99 @@
+import { CustodyError, CustodyErrorCode } from './errors.ts';
+import { parseJsonBody, throwForStatus } from './responses.ts';
+import { tokenResponseSchema } from './schemas.ts';
+import type { Transport } from './transport.ts';
+
+/** `Authorization` value for the `{sdk_url}` endpoints (spec 5): Basic over `<id>:<secret>`. */
+export function basicAuthorization(clientId: string, clientSecret: string): string {
+  return `Basic ${Buffer.from(`${clientId}:${clientSecret}`, 'utf8').toString('base64')}`;
+}
+
+export interface TokenProvider {
+  /** A bearer token believed valid now. */
+  token(): Promise<string>;
+  /** Drop `token` after upstream refused it; returns whether a different one can be had. */
+  invalidate(token: string): boolean;
+}
+
+/** A fixed `CUSTODY_ACCESS_TOKEN`: nothing to renew, so a 401 is final. */
+export class StaticTokenProvider implements TokenProvider {
+  readonly #token: string;
+  constructor(token: string) {
+    this.#token = token;
+  }
+  async token(): Promise<string> {
+    return this.#token;
+  }
+  invalidate(): boolean {
+    return false;
+  }
+}
+
+/** When the token endpoint gives no `expires_in`, assume this lifetime (spec 5: lifetime not shown). */
+const DEFAULT_TOKEN_LIFETIME_MS = 5 * 60_000;
+/** Renew this long before expiry: a tenth of the lifetime, at most a minute, so requests never race expiry. */
+const MAX_RENEW_MARGIN_MS = 60_000;
+
+export interface OAuthTokenOptions {
+  tokenUrl: string;
+  clientId: string;
+  clientSecret: string;
+  audience?: string | undefined;
+  now?: () => number;
+}
+
+/**
+ * OAuth2 client credentials (CONTRACT section 2). One token cached per process, renewed ahead of
+ * `expires_in`, and at most one token request in flight at a time (concurrent callers share it).
+ */
+export class OAuthTokenProvider implements TokenProvider {
+  readonly #transport: Transport;
+  readonly #options: OAuthTokenOptions;
+  readonly #now: () => number;
+  #cached: { token: string; renewAt: number } | undefined;
+  #inflight: Promise<string> | undefined;
+
+  constructor(transport: Transport, options: OAuthTokenOptions) {
+    this.#transport = transport;
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async token(): Promise<string> {
+    if (this.#cached && this.#now() < this.#cached.renewAt) return this.#cached.token;
+    this.#inflight ??= this.#fetch().finally(() => {
+      this.#inflight = undefined;
+    });
+    return this.#inflight;
+  }
+
+  invalidate(token: string): boolean {
+    if (this.#cached?.token === token) this.#cached = undefined;
+    return true;
+  }
+
+  async #fetch(): Promise<string> {
+    const body = {
+      grant_type: 'client_credentials',
+      client_id: this.#options.clientId,
+      client_secret: this.#options.clientSecret,
+      ...(this.#options.audience ? { audience: this.#options.audience } : {}),
+    };
+    const response = await this.#transport.request({
+      endpoint: 'token',
+      url: new URL(this.#options.tokenUrl),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify(body),
+    });
+    throwForStatus('token', response);
+    const parsed = tokenResponseSchema.safeParse(parseJsonBody('token', response));
+    if (!parsed.success) {
+      throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, 'token: answer is not a token response', { endpoint: 'token' });
+    }
+    const lifetimeMs = parsed.data.expires_in ? parsed.data.expires_in * 1000 : DEFAULT_TOKEN_LIFETIME_MS;
+    const margin = Math.min(MAX_RENEW_MARGIN_MS, lifetimeMs / 10);
+    this.#cached = { token: parsed.data.access_token, renewAt: this.#now() + lifetimeMs - margin };
+    return parsed.data.access_token;
+  }
+}

@@ -1,0 +1,183 @@
+import type { z } from 'zod';
+import { basicAuthorization, OAuthTokenProvider, StaticTokenProvider, type TokenProvider } from './auth.ts';
+import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } from './errors.ts';
+import { readResponse } from './responses.ts';
+import {
+  isEnabledResponseSchema,
+  sendTransactionResponseSchema,
+  transactionListSchema,
+  walletTransactionResponseSchema,
+  type SubmittedTransfer,
+  type Transaction,
+  type TravelRuleSetting,
+  type WalletTransaction,
+} from './schemas.ts';
+import { Transport, type TransportOptions, type TransportRequest } from './transport.ts';
+
+export interface CustodyClientOptions extends TransportOptions {
+  sdkUrl: string;
+  baseUrl: string;
+  clientId: string;
+  clientSecret: string;
+  tokenUrl?: string | undefined;
+  tokenAudience?: string | undefined;
+  accessToken?: string | undefined;
+}
+
+export interface WalletRef {
+  walletId: number | string;
+  coin: string;
+}
+
+export interface SendTransactionBody {
+  txHex: string;
+  halfSigned: { txBase64: string; txHex: string; sequenceId: string };
+}
+
+const WALLET_ID = /^\d{1,20}$/;
+/** A txid is one plain token: starts alphanumeric (so never `.` or `..`), no slash, no percent. */
+const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
+
+/**
+ * The custody API (spec section 4). Each method validates its inputs before any request is made,
+ * validates the answer with zod, and throws CustodyError with a fixed code for everything else.
+ */
+export class CustodyClient {
+  readonly #transport: Transport;
+  readonly #tokens: TokenProvider;
+  readonly #basic: string;
+  readonly #sdkUrl: string;
+  readonly #baseUrl: string;
+
+  constructor(options: CustodyClientOptions) {
+    this.#transport = new Transport(options);
+    this.#basic = basicAuthorization(options.clientId, options.clientSecret);
+    this.#sdkUrl = options.sdkUrl.replace(/\/+$/, '');
+    this.#baseUrl = options.baseUrl.replace(/\/+$/, '');
+    if (options.tokenUrl) {
+      this.#tokens = new OAuthTokenProvider(this.#transport, {
+        tokenUrl: options.tokenUrl,
+        clientId: options.clientId,
+        clientSecret: options.clientSecret,
+        audience: options.tokenAudience,
+      });
+    } else if (options.accessToken) {
+      this.#tokens = new StaticTokenProvider(options.accessToken);
+    } else {
+      throw new Error('CustodyClient needs tokenUrl or accessToken');
+    }
+  }
+
+  /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (spec 4.1 leaves it open). */
+  async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string): Promise<Transaction[]> {
+    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) });
+  }
+
+  /** 4.1 by txId, for `send` and `receive`. */
+  async getTransfersByTxId(wallet: WalletRef, txId: string): Promise<Transaction[]> {
+    return this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) });
+  }
+
+  /** 4.2. A 409 becomes CUSTODY_DUPLICATE: that sequenceId was accepted before. */
+  async sendTransaction(walletId: number | string, body: SendTransactionBody): Promise<SubmittedTransfer> {
+    const path = `/api/wallet/${encodeURIComponent(walletPathId('sendTransaction', walletId))}/sendTransaction`;
+    const payload = JSON.stringify({
+      txHex: body.txHex,
+      halfSigned: { txBase64: body.halfSigned.txBase64, txHex: body.halfSigned.txHex, sequenceId: body.halfSigned.sequenceId },
+    });
+    return this.#withBearer('sendTransaction', (authorization) => ({
+      endpoint: 'sendTransaction',
+      url: new URL(this.#baseUrl + path),
+      method: 'POST',
+      headers: { authorization, accept: 'application/json', 'content-type': 'application/json' },
+      body: payload,
+    }), sendTransactionResponseSchema);
+  }
+
+  /** 4.3. A 404 is CUSTODY_NOT_FOUND; the caller decides whether that means "not yet". */
+  async getWalletTransaction(walletId: number | string, txid: string): Promise<WalletTransaction> {
+    if (!TXID.test(txid)) throw invalid('getWalletTransaction', 'txid must be one plain token of letters, digits and ._:-');
+    const path = `/api/wallet/${encodeURIComponent(walletPathId('getWalletTransaction', walletId))}/txid/${encodeURIComponent(txid)}`;
+    const answer = await this.#withBearer('getWalletTransaction', (authorization) => ({
+      endpoint: 'getWalletTransaction',
+      url: new URL(this.#baseUrl + path),
+      method: 'GET',
+      headers: { authorization, accept: 'application/json' },
+    }), walletTransactionResponseSchema);
+    return answer.result;
+  }
+
+  /** 4.4. The rule applies when `outgoingTxn === 1 && mandatory` (see travelRuleApplies). */
+  async getTravelRuleSetting(): Promise<TravelRuleSetting> {
+    const response = await this.#transport.request({
+      endpoint: 'isEnabled',
+      url: new URL(`${this.#sdkUrl}/api/travel-rule/is-enabled`),
+      method: 'POST',
+      headers: { authorization: this.#basic, accept: 'application/json' },
+    });
+    return readResponse('isEnabled', response, isEnabledResponseSchema).data;
+  }
+
+  async close(): Promise<void> {
+    await this.#transport.close();
+  }
+
+  async #getTransfer(body: object): Promise<Transaction[]> {
+    const response = await this.#transport.request({
+      endpoint: 'getTransfer',
+      url: new URL(`${this.#sdkUrl}/api/wallet/get-transfer`),
+      method: 'POST',
+      headers: { authorization: this.#basic, accept: 'application/json', 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return readResponse('getTransfer', response, transactionListSchema);
+  }
+
+  /**
+   * Bearer calls: on a 401 the token is dropped and the call made once more with a fresh one. Safe for
+   * sendTransaction too: a 401 means upstream refused the request, so nothing was sent.
+   */
+  async #withBearer<S extends z.ZodType>(
+    endpoint: CustodyEndpoint,
+    build: (authorization: string) => TransportRequest,
+    schema: S,
+  ): Promise<z.output<S>> {
+    const token = await this.#tokens.token();
+    try {
+      return readResponse(endpoint, await this.#transport.request(build(`Bearer ${token}`)), schema);
+    } catch (error) {
+      if (!isCustodyError(error, CustodyErrorCode.UNAUTHORIZED) || !this.#tokens.invalidate(token)) throw error;
+      const fresh = await this.#tokens.token();
+      return readResponse(endpoint, await this.#transport.request(build(`Bearer ${fresh}`)), schema);
+    }
+  }
+}
+
+/** Spec 4.4: the rule is applied when `outgoingTxn` equals 1 and `mandatory` is true; otherwise not. */
+export function travelRuleApplies(setting: Pick<TravelRuleSetting, 'outgoingTxn' | 'mandatory'>): boolean {
+  return setting.outgoingTxn === 1 && setting.mandatory === true;
+}
+
+function walletPathId(endpoint: CustodyEndpoint, walletId: number | string): string {
+  const text = String(walletId);
+  if (!WALLET_ID.test(text)) throw invalid(endpoint, 'walletId must be digits only');
+  return text;
+}
+
+function walletBody(wallet: WalletRef): { coin: string; walletId: number } {
+  const id = String(wallet.walletId);
+  if (!WALLET_ID.test(id) || !Number.isSafeInteger(Number(id))) throw invalid('getTransfer', 'walletId must be digits only');
+  if (!/^[a-z0-9._-]{1,32}$/.test(wallet.coin)) throw invalid('getTransfer', 'coin must be a lowercase asset code');
+  return { coin: wallet.coin, walletId: Number(id) };
+}
+
+function nonEmpty(name: string, value: string): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 256) {
+    throw invalid('getTransfer', `${name} must be a non-empty string of at most 256 characters`);
+  }
+  return value;
+}
+
+function invalid(endpoint: CustodyEndpoint, message: string): CustodyError {
+  return new CustodyError(CustodyErrorCode.INVALID_REQUEST, `${endpoint}: ${message}`, { endpoint });
+}

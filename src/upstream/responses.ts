@@ -1,0 +1,90 @@
+import type { z } from 'zod';
+import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from './errors.ts';
+import { failureEnvelopeSchema } from './schemas.ts';
+import type { TransportResponse } from './transport.ts';
+
+/** Used when a 429 carries no usable Retry-After. */
+const DEFAULT_RETRY_AFTER_MS = 1_000;
+/** A Retry-After above this is treated as this: a broken header must not park work for days. */
+const MAX_RETRY_AFTER_MS = 10 * 60_000;
+
+/** Maps a non-2xx status to its CustodyError; returns quietly for 2xx. */
+export function throwForStatus(endpoint: CustodyEndpoint, response: TransportResponse): void {
+  const { status } = response;
+  if (status >= 200 && status < 300) return;
+  const details = { endpoint, httpStatus: status, upstreamMessage: upstreamMessage(response.text) };
+  const what = `${endpoint}: HTTP ${status}`;
+  if (status === 401) throw new CustodyError(CustodyErrorCode.UNAUTHORIZED, `${what}, credentials refused`, details);
+  if (status === 404) throw new CustodyError(CustodyErrorCode.NOT_FOUND, `${what}, not found`, details);
+  if (status === 409 && endpoint === 'sendTransaction') {
+    throw new CustodyError(CustodyErrorCode.DUPLICATE, `${what}, sequenceId already accepted`, details);
+  }
+  if (status === 429) {
+    const retryAfterMs = parseRetryAfter(response.headers['retry-after']);
+    throw new CustodyError(CustodyErrorCode.RATE_LIMITED, `${what}, rate limited for ${retryAfterMs} ms`, { ...details, retryAfterMs });
+  }
+  if (status === 408 || status >= 500) throw new CustodyError(CustodyErrorCode.UNAVAILABLE, `${what}, upstream unavailable`, details);
+  throw new CustodyError(CustodyErrorCode.REJECTED, `${what}, request refused`, details);
+}
+
+export function parseJsonBody(endpoint: CustodyEndpoint, response: TransportResponse): unknown {
+  try {
+    return JSON.parse(response.text);
+  } catch {
+    throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, `${endpoint}: HTTP ${response.status} body is not JSON`, {
+      endpoint,
+      httpStatus: response.status,
+    });
+  }
+}
+
+/**
+ * The whole answer handling of one call: status, JSON, the `{ success: false }` envelope (an error
+ * even on HTTP 200), then the schema. Schema failures name paths, never values.
+ */
+export function readResponse<S extends z.ZodType>(endpoint: CustodyEndpoint, response: TransportResponse, schema: S): z.output<S> {
+  throwForStatus(endpoint, response);
+  const body = parseJsonBody(endpoint, response);
+  const failure = failureEnvelopeSchema.safeParse(body);
+  if (failure.success) {
+    throw new CustodyError(CustodyErrorCode.REJECTED, `${endpoint}: HTTP ${response.status} with success: false`, {
+      endpoint,
+      httpStatus: response.status,
+      upstreamMessage: clip(failure.data.message),
+    });
+  }
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) {
+    const where = parsed.error.issues
+      .slice(0, 5)
+      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+      .join('; ');
+    throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, `${endpoint}: answer fails the schema (${where})`, {
+      endpoint,
+      httpStatus: response.status,
+    });
+  }
+  return parsed.data;
+}
+
+function upstreamMessage(text: string): string | undefined {
+  try {
+    const parsed = failureEnvelopeSchema.partial({ success: true }).safeParse(JSON.parse(text));
+    return parsed.success ? clip(parsed.data.message) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function clip(message: string | undefined): string | undefined {
+  return message === undefined ? undefined : message.slice(0, 200);
+}
+
+/** Retry-After in seconds or as an HTTP date (RFC 9110 10.2.3). */
+export function parseRetryAfter(header: string | string[] | undefined, now = Date.now()): number {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return DEFAULT_RETRY_AFTER_MS;
+  const ms = /^\d+$/.test(value.trim()) ? Number(value.trim()) * 1000 : Date.parse(value) - now;
+  if (!Number.isFinite(ms) || ms < 0) return DEFAULT_RETRY_AFTER_MS;
+  return Math.min(ms, MAX_RETRY_AFTER_MS);
+}

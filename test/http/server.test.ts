@@ -1,0 +1,130 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHttpServer } from '../../src/http/server.ts';
+import { createLogger } from '../../src/logger.ts';
+import { startHarness, type Harness } from '../helpers/harness.ts';
+import { samplePayload } from '../helpers/payloads.ts';
+import { startRedisServer, type RedisServerHandle } from '../helpers/redis-server.ts';
+
+const USER = 'ops';
+const PASSWORD = 'dashboard-pass-123';
+
+describe('HTTP server', () => {
+  let h: Harness;
+  let server: FastifyInstance;
+  let base: string;
+  beforeAll(async () => {
+    h = await startHarness({ name: 'http', env: { DASHBOARD_USER: USER, DASHBOARD_PASSWORD: PASSWORD } });
+    server = await createHttpServer({ app: h.app!, config: h.config, logger: createLogger({ level: 'silent' }), metrics: h.app!.metrics });
+    base = await server.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await server.close();
+    await h.close();
+  });
+
+  it('answers /healthz and /readyz while Redis and the workers run', async () => {
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${base}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', redis: true, workers: true });
+  });
+
+  it('looks up a broadcast transfer with its state, attempts, txid, gate decision and events', async () => {
+    const payload = samplePayload();
+    const sequenceId = payload.halfSigned.sequenceId;
+    await h.producer.submit(payload);
+    const broadcast = await h.producer.waitForTerminal(sequenceId, 10_000);
+    const response = await fetch(`${base}/transfers/${sequenceId}`);
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { events: Array<{ event: string }> };
+    expect(body).toMatchObject({
+      sequenceId,
+      state: 'broadcast',
+      attempts: 1,
+      txid: (broadcast.data as { txid: string }).txid,
+      gate: { outcome: 'passed', applies: false },
+      version: 2,
+    });
+    expect(body.events.map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
+    expect(JSON.stringify(body)).not.toMatch(/@example\.com|phoneNumber/);
+  });
+
+  it('answers 404 for an unknown transfer and 400 for an invalid sequenceId', async () => {
+    expect((await fetch(`${base}/transfers/no-such-transfer`)).status).toBe(404);
+    expect((await fetch(`${base}/transfers/${'x'.repeat(129)}`)).status).toBe(400);
+    expect((await fetch(`${base}/transfers/a%20b`)).status).toBe(400);
+  });
+
+  it('exposes metrics with names and labels after a transfer', async () => {
+    const payload = samplePayload();
+    await h.producer.submit(payload);
+    await h.producer.waitForTerminal(payload.halfSigned.sequenceId, 10_000);
+    const response = await fetch(`${base}/metrics`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/plain');
+    const text = await response.text();
+    for (const line of [
+      /custody_worker_jobs_total\{queue="submit-transaction",outcome="completed"\} [1-9]/,
+      /custody_worker_job_duration_seconds_bucket\{le="[^"]+",queue="submit-transaction",outcome="completed"\}/,
+      /custody_worker_queue_jobs\{queue="track-transfer",state="completed"\} [1-9]/,
+      /custody_upstream_requests_total\{endpoint="sendTransaction",status="200"\} [1-9]/,
+      /custody_upstream_requests_total\{endpoint="getTransfer",status="200"\} [1-9]/,
+      /custody_upstream_request_duration_seconds_bucket\{le="[^"]+",endpoint="isEnabled",status="200"\}/,
+      /custody_transfer_events_total\{event="transfer.submitted"\} [1-9]/,
+      /custody_transfer_events_total\{event="transfer.broadcast"\} [1-9]/,
+      /custody_travel_rule_lookups_total\{source="(cache|upstream)"\} [1-9]/,
+      /custody_worker_process_cpu_seconds_total/,
+    ]) {
+      expect(text).toMatch(line);
+    }
+  });
+
+  it('guards the dashboard with Basic auth and serves it with the credentials', async () => {
+    const denied = await fetch(`${base}/dashboard`);
+    expect(denied.status).toBe(401);
+    expect(denied.headers.get('www-authenticate')).toMatch(/^Basic/);
+    const wrong = await fetch(`${base}/dashboard`, { headers: { authorization: `Basic ${btoa(`${USER}:nope`)}` } });
+    expect(wrong.status).toBe(401);
+    const auth = { authorization: `Basic ${btoa(`${USER}:${PASSWORD}`)}` };
+    const page = await fetch(`${base}/dashboard`, { headers: auth });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<div id="root"');
+    const api = await fetch(`${base}/dashboard/api/queues`, { headers: auth });
+    expect(api.status).toBe(200);
+    const { queues } = (await api.json()) as { queues: Array<{ name: string; readOnlyMode: boolean }> };
+    expect(queues.map((q) => q.name).sort()).toEqual(['reconcile', 'submit-transaction', 'track-transfer']);
+    expect(queues.find((q) => q.name === 'submit-transaction')!.readOnlyMode).toBe(true);
+    expect((await fetch(`${base}/dashboard/api/queues`)).status).toBe(401);
+  });
+});
+
+describe('readiness without Redis', () => {
+  let redis: RedisServerHandle;
+  let h: Harness;
+  let server: FastifyInstance;
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    h = await startHarness({ name: 'http-ready', env: { REDIS_URL: redis.url } });
+    server = await createHttpServer({ app: h.app!, config: h.config, logger: createLogger({ level: 'silent' }), metrics: h.app!.metrics });
+  });
+  afterAll(async () => {
+    const t0 = Date.now();
+    await server.close();
+    console.log('server closed', Date.now() - t0);
+    await redis.restart().catch((e) => console.log('restart failed', e));
+    console.log('redis restarted', Date.now() - t0);
+    await h.close().catch(() => undefined);
+    console.log('harness closed', Date.now() - t0);
+    await redis.stop();
+  });
+
+  it('answers 503 from /readyz when Redis is stopped', async () => {
+    expect((await server.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    await redis.kill();
+    const response = await server.inject({ method: 'GET', url: '/readyz' });
+    expect(response.statusCode).toBe(503);
+    expect(response.json()).toMatchObject({ status: 'not ready', redis: false });
+    expect((await server.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+  });
+});

@@ -1,0 +1,158 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { parseDuration } from '../../src/config/duration.ts';
+
+const SECRET = 'sup3r-s3cret-value';
+const TOKEN = 'fixed-bearer-token-value';
+
+const valid = {
+  CUSTODY_SDK_URL: 'https://sdk.example.com/v1',
+  CUSTODY_BASE_URL: 'https://api.example.com',
+  CUSTODY_CLIENT_ID: 'client-1',
+  CUSTODY_CLIENT_SECRET: SECRET,
+  CUSTODY_ACCESS_TOKEN: TOKEN,
+};
+
+function problems(env: Record<string, string | undefined>): string[] {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).problems;
+  }
+  throw new Error('expected a configuration error');
+}
+
+describe('configuration', () => {
+  it('applies the contract defaults', () => {
+    const config = loadConfig(valid);
+    expect(config.redis.url).toBe('redis://127.0.0.1:6379');
+    expect(config.queue.prefix).toBe('bull');
+    expect(config.queue.eventsStream).toBe('bull:transfer-events');
+    expect(config.http).toMatchObject({ host: '127.0.0.1', port: 3000 });
+    expect(config.submit).toMatchObject({ concurrency: 16, attempts: 8, travelRuleCacheTtlMs: 30_000 });
+    expect(config.track).toMatchObject({ concurrency: 64, pollMinMs: 2_000, pollMaxMs: 60_000, deadlineMs: 86_400_000 });
+    expect(config.custody).toMatchObject({ timeoutMs: 15_000, maxRps: 0 });
+    expect(config.reconcile.everyMs).toBe(300_000);
+    expect(config.retention.transfersMs).toBe(30 * 86_400_000);
+    expect(config.log.level).toBe('info');
+    expect(Object.isFrozen(config.custody)).toBe(true);
+  });
+
+  it('derives the events stream from the queue prefix unless set', () => {
+    expect(loadConfig({ ...valid, QUEUE_PREFIX: '{wtx}' }).queue.eventsStream).toBe('{wtx}:transfer-events');
+    expect(loadConfig({ ...valid, EVENTS_STREAM: 'events' }).queue.eventsStream).toBe('events');
+  });
+
+  it('names every missing required variable, one line each', () => {
+    const lines = problems({});
+    for (const name of ['CUSTODY_SDK_URL', 'CUSTODY_BASE_URL', 'CUSTODY_CLIENT_ID', 'CUSTODY_CLIENT_SECRET', 'CUSTODY_TOKEN_URL']) {
+      expect(lines.filter((line) => line.startsWith(`${name}:`))).toHaveLength(1);
+    }
+    expect(lines).toHaveLength(5);
+  });
+
+  it('treats an empty value as missing', () => {
+    expect(problems({ ...valid, CUSTODY_CLIENT_SECRET: '' })).toEqual(['CUSTODY_CLIENT_SECRET: required']);
+  });
+
+  it('requires a token URL or a fixed token', () => {
+    const { CUSTODY_ACCESS_TOKEN: _, ...rest } = valid;
+    expect(problems(rest)).toEqual(['CUSTODY_TOKEN_URL: one of CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN is required']);
+    expect(loadConfig({ ...rest, CUSTODY_TOKEN_URL: 'http://127.0.0.1:4000/oauth/token' }).custody.tokenUrl).toBe(
+      'http://127.0.0.1:4000/oauth/token',
+    );
+  });
+
+  it.each([
+    ['CUSTODY_SDK_URL', 'not a url'],
+    ['CUSTODY_BASE_URL', 'ftp://example.com'],
+    ['CUSTODY_TOKEN_URL', 'example.com/token'],
+    ['REDIS_URL', 'http://127.0.0.1:6379'],
+    ['REDIS_CLUSTER_NODES', '127.0.0.1'],
+  ])('refuses a malformed URL in %s', (name, value) => {
+    const lines = problems({ ...valid, QUEUE_PREFIX: '{wtx}', [name]: value });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^${name}: must be`));
+    expect(lines[0]).not.toContain(value);
+  });
+
+  it.each([
+    ['SUBMIT_CONCURRENCY', 'ten'],
+    ['SUBMIT_CONCURRENCY', '0'],
+    ['TRACK_CONCURRENCY', '-1'],
+    ['HTTP_PORT', '70000'],
+    ['SUBMIT_ATTEMPTS', '1.5'],
+    ['CUSTODY_MAX_RPS', 'lots'],
+    ['CUSTODY_TIMEOUT', '15 parsecs'],
+    ['TRACK_DEADLINE', '1.5'],
+    ['RETENTION', 'forever'],
+    ['LOG_LEVEL', 'loud'],
+  ])('refuses a malformed number or duration in %s=%s', (name, value) => {
+    const lines = problems({ ...valid, [name]: value });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]!.startsWith(`${name}: `)).toBe(true);
+  });
+
+  it('reads durations with units', () => {
+    const config = loadConfig({ ...valid, CUSTODY_TIMEOUT: '1500', TRACK_POLL_MIN: '250ms', TRACK_DEADLINE: '2h', RETENTION: '7d' });
+    expect(config.custody.timeoutMs).toBe(1500);
+    expect(config.track.pollMinMs).toBe(250);
+    expect(config.track.deadlineMs).toBe(7_200_000);
+    expect(config.retention.transfersMs).toBe(7 * 86_400_000);
+  });
+
+  it('refuses Redis Cluster without a hash tag in the prefix', () => {
+    const env = { ...valid, REDIS_CLUSTER_NODES: '127.0.0.1:7000,127.0.0.1:7001' };
+    expect(problems(env)).toEqual(['QUEUE_PREFIX: must carry a hash tag such as {wtx} when REDIS_CLUSTER_NODES is set']);
+    expect(loadConfig({ ...env, QUEUE_PREFIX: '{wtx}' }).redis.clusterNodes).toEqual([
+      { host: '127.0.0.1', port: 7000 },
+      { host: '127.0.0.1', port: 7001 },
+    ]);
+  });
+
+  it('requires dashboard credentials off loopback', () => {
+    const lines = problems({ ...valid, HTTP_HOST: '0.0.0.0' });
+    expect(lines).toEqual([
+      'DASHBOARD_USER: required when HTTP_HOST is not a loopback address',
+      'DASHBOARD_PASSWORD: required when HTTP_HOST is not a loopback address',
+    ]);
+    expect(() => loadConfig({ ...valid, HTTP_HOST: '::1' })).not.toThrow();
+    expect(() => loadConfig({ ...valid, HTTP_HOST: '0.0.0.0', DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'pw' })).not.toThrow();
+  });
+
+  it('never prints a secret value, whatever is wrong', () => {
+    const lines = problems({
+      ...valid,
+      CUSTODY_SDK_URL: SECRET,
+      CUSTODY_TOKEN_URL: `${TOKEN}-url`,
+      REDIS_URL: `redis://user:${SECRET}@`,
+      DASHBOARD_PASSWORD: SECRET,
+      HTTP_HOST: '10.0.0.1',
+      LOG_LEVEL: SECRET,
+    });
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+    const text = lines.join('\n');
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain(TOKEN);
+  });
+});
+
+describe('durations', () => {
+  it.each([
+    ['1500', 1500],
+    ['0', 0],
+    ['30s', 30_000],
+    ['1.5s', 1500],
+    ['5m', 300_000],
+    ['24h', 86_400_000],
+    ['30d', 2_592_000_000],
+    ['250ms', 250],
+  ])('%s is %i ms', (text, ms) => {
+    expect(parseDuration(text)).toBe(ms);
+  });
+
+  it.each(['', 's', '1.5', '-1s', '10y', '1e3', 'abc'])('%j is not a duration', (text) => {
+    expect(parseDuration(text)).toBeUndefined();
+  });
+});

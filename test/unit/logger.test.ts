@@ -1,0 +1,60 @@
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.ts';
+
+function capture() {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  return { logger: createLogger({ level: 'debug' }, stream), text: () => lines.join('') };
+}
+
+const SECRET = 'client-secret-do-not-log';
+const TOKEN = 'eyJhbGciOi.bearer.token';
+const user = { id: 7, displayName: 'Jane Doe', email: 'jane.doe@example.com', phoneNumber: '+15551234567' };
+
+describe('log redaction', () => {
+  it('hides authorization headers, the client secret and tokens in a request log line', () => {
+    const { logger, text } = capture();
+    logger.info(
+      {
+        req: { method: 'POST', url: '/oauth/token', headers: { authorization: `Bearer ${TOKEN}` } },
+        headers: { Authorization: `Basic ${Buffer.from(`id:${SECRET}`).toString('base64')}` },
+        body: { client_id: 'id', client_secret: SECRET },
+        custody: { clientSecret: SECRET, accessToken: TOKEN },
+        access_token: TOKEN,
+      },
+      'upstream request',
+    );
+    const out = text();
+    expect(out).toContain('upstream request');
+    expect(out).toContain('[redacted]');
+    expect(out).not.toContain(SECRET);
+    expect(out).not.toContain(TOKEN);
+    expect(out).not.toContain(Buffer.from(`id:${SECRET}`).toString('base64'));
+  });
+
+  it('hides the person inside a submitted record, as JSON text or parsed', () => {
+    const { logger, text } = capture();
+    const raw = JSON.stringify({ txHex: '02f8', halfSigned: {}, user, sequenceId: 's-1' });
+    logger.info({ record: { id: 1, sequenceId: 's-1', raw } }, 'submitted');
+    logger.info({ transfer: { id: 1, raw: { user, sequenceId: 's-1' } } }, 'submitted');
+    logger.info({ data: { transfer: { raw } } }, 'event');
+    logger.info({ raw: { user } }, 'raw');
+    const out = text();
+    expect(out.match(/submitted/g)).toHaveLength(2);
+    for (const value of [user.email, user.phoneNumber, user.displayName]) expect(out).not.toContain(value);
+  });
+
+  it('writes JSON lines with a text level', () => {
+    const { logger, text } = capture();
+    logger.warn({ sequenceId: 'abc' }, 'fixed phrase');
+    const line = JSON.parse(text().trim());
+    expect(line).toMatchObject({ level: 'warn', msg: 'fixed phrase', sequenceId: 'abc' });
+    expect(typeof line.time).toBe('string');
+  });
+});
