@@ -9,6 +9,7 @@ import { Ledger } from './ledger/ledger.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { QueueName, trackJobId } from './queues/names.ts';
+import { InFlight } from './queues/in-flight.ts';
 import { createProcessor } from './queues/processor.ts';
 import { SEND_LEASE_MARGIN_MS, SUBMIT_RETRY, withBase } from './queues/profiles.ts';
 import { createRedis, type RedisClient } from './redis.ts';
@@ -36,6 +37,26 @@ function throttledErrorLog(logger: Logger, queue: string) {
     lastLogged = now;
     suppressed = 0;
   };
+}
+
+/** How long closing may take once no job runs any more, before connections are dropped. */
+const CLOSE_GRACE_MS = 2_000;
+
+/**
+ * `Worker.close()` waits for in-flight jobs, then for its blocking connection to end; a connection
+ * that is reconnecting (Redis restarted or away) never ends, and close never resolves (bullmq#4656).
+ * Our processors count their running jobs: once none runs and close has had CLOSE_GRACE_MS more,
+ * nothing can be lost by dropping the connections, so we do.
+ */
+async function closeWorkers(workers: Worker[], inFlight: InFlight): Promise<void> {
+  const closing = Promise.all(workers.map((worker) => worker.close()));
+  const drained = inFlight.idle().then(() => new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref()));
+  const finished = await Promise.race([closing.then(() => true), drained.then(() => false)]);
+  if (!finished) await Promise.all(workers.map((worker) => withTimeout(worker.disconnect().catch(() => undefined), CLOSE_GRACE_MS)));
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  return Promise.race([promise, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref())]);
 }
 
 export interface App {
@@ -77,6 +98,7 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
     metrics.jobDuration.observe({ queue, outcome }, durationMs / 1000);
   };
 
+  const inFlight = new InFlight();
   const connection = redis;
   const prefix = config.queue.prefix;
   const queues = {
@@ -131,6 +153,7 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
       logger,
       rateLimit: (ms) => queues[QueueName.SUBMIT].rateLimit(ms),
       onFinished,
+      inFlight,
     }),
     { ...workerOptions, concurrency: config.submit.concurrency, name: `submit-${process.pid}` },
   );
@@ -152,6 +175,7 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
       logger,
       rateLimit: (ms) => queues[QueueName.TRACK].rateLimit(ms),
       onFinished,
+      inFlight,
     }),
     { ...workerOptions, concurrency: config.track.concurrency, name: `track-${process.pid}` },
   );
@@ -171,6 +195,7 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
       logger,
       rateLimit: (ms) => queues[QueueName.RECONCILE].rateLimit(ms),
       onFinished,
+      inFlight,
     }),
     { ...workerOptions, concurrency: 1, name: `reconcile-${process.pid}`, removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
   );
@@ -183,6 +208,8 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
 
   const workers = [submitWorker, trackWorker, reconcileWorker];
   for (const worker of workers) worker.on('error', throttledErrorLog(logger, worker.name));
+  for (const queue of Object.values(queues)) queue.on('error', throttledErrorLog(logger, `queue-${queue.name}`));
+  redis.on('error', throttledErrorLog(logger, 'redis'));
 
   let closed = false;
   return {
@@ -197,10 +224,11 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
       if (closed) return;
       closed = true;
       // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
-      await Promise.all(workers.map((worker) => worker.close()));
-      await Promise.all(Object.values(queues).map((queue) => queue.close()));
+      await closeWorkers(workers, inFlight);
+      await Promise.all(Object.values(queues).map((queue) => withTimeout(queue.close(), CLOSE_GRACE_MS)));
       await custody.close();
-      await redis.quit().catch(() => redis.disconnect());
+      if (redis.status === 'ready') await withTimeout(redis.quit(), CLOSE_GRACE_MS).catch(() => undefined);
+      redis.disconnect();
     },
   };
 }

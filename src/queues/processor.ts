@@ -1,5 +1,6 @@
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { Logger } from '../logger.ts';
+import type { InFlight } from './in-flight.ts';
 import { RateLimited, RetryLater } from './outcomes.ts';
 import { backoffDelay, UNEXPECTED_ERROR_RETRY } from './profiles.ts';
 
@@ -17,6 +18,8 @@ export interface ProcessorOptions {
   /** Pauses the queue for every worker (BullMQ's queue-wide rate limit). */
   rateLimit: (ms: number) => Promise<void>;
   onFinished?: (queue: string, outcome: string, durationMs: number) => void;
+  /** Counts running jobs for shutdown. */
+  inFlight?: InFlight;
 }
 
 /**
@@ -34,6 +37,7 @@ export function createProcessor<R>(handler: Handler<R>, options: ProcessorOption
       sequenceId: sequenceIdOf(job.data),
     });
     let outcome = 'completed';
+    options.inFlight?.start();
     try {
       return await handler({ job, token, log });
     } catch (error) {
@@ -55,6 +59,7 @@ export function createProcessor<R>(handler: Handler<R>, options: ProcessorOption
       await job.moveToDelayed(Date.now() + delayMs, token);
       throw new DelayedError();
     } finally {
+      options.inFlight?.end();
       options.onFinished?.(options.queue, outcome, performance.now() - started);
     }
   };
