@@ -8,6 +8,8 @@ const maxWorkers = Math.max(2, Math.min(4, availableParallelism() - 1));
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The chaos suite runs on its own (`npm run test:chaos`, vitest.chaos.config.ts).
+    exclude: ['test/chaos/**', 'node_modules/**'],
     globalSetup: ['test/helpers/global-setup.ts'],
     setupFiles: ['test/helpers/setup-env.ts'],
     environment: 'node',
