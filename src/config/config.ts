@@ -279,3 +279,26 @@ export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Readonly
     throw error;
   }
 }
+
+/** Every environment variable the worker reads (for the container files' test and the docs). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
+const queueEnvSchema = envSchema.pick({ REDIS_URL: true, REDIS_CLUSTER_NODES: true, QUEUE_PREFIX: true, EVENTS_STREAM: true });
+
+/**
+ * Only where the queues and the stream are (REDIS_*, QUEUE_PREFIX, EVENTS_STREAM): for tools such as
+ * the CLI's enqueue/status/events, which need no custody credentials.
+ */
+export function loadQueueConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Pick<Config, 'redis'> & { queue: Omit<Config['queue'], 'eventsMaxLen'> }> {
+  const result = queueEnvSchema.safeParse(env);
+  const problems = result.success ? [] : result.error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
+  if (env.REDIS_CLUSTER_NODES && !/\{[^{}]+\}/.test(env.QUEUE_PREFIX || 'bull')) {
+    problems.push('QUEUE_PREFIX: must carry a hash tag such as {wtx} when REDIS_CLUSTER_NODES is set');
+  }
+  if (!result.success || problems.length > 0) throw new ConfigError([...new Set(problems)]);
+  const { REDIS_URL, REDIS_CLUSTER_NODES, QUEUE_PREFIX, EVENTS_STREAM } = result.data;
+  return deepFreeze({
+    redis: { url: REDIS_URL, clusterNodes: REDIS_CLUSTER_NODES },
+    queue: { prefix: QUEUE_PREFIX, eventsStream: EVENTS_STREAM ?? `${QUEUE_PREFIX}:transfer-events` },
+  });
+}

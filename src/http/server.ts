@@ -5,11 +5,11 @@ import { FastifyAdapter } from '@bull-board/fastify';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
 import type { Config } from '../config/config.ts';
-import { readTransferEvents } from '../events/read.ts';
 import { SEQUENCE_ID } from '../jobs/submit-transaction/payload.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { QueueName } from '../queues/names.ts';
+import { transferView } from '../ledger/transfer-view.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
 /** /readyz answers 503 when Redis does not answer PING within this. */
@@ -56,25 +56,9 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     if (!SEQUENCE_ID.test(sequenceId)) {
       return reply.code(400).send({ error: 'INVALID_SEQUENCE_ID', message: 'sequenceId must be 1-128 of A-Z a-z 0-9 _ -' });
     }
-    const record = await app.ledger.get(sequenceId);
-    if (!record) return reply.code(404).send({ error: 'NOT_FOUND', message: 'unknown transfer' });
-    const iso = (ms: number | undefined) => (ms === undefined || ms === 0 ? null : new Date(ms).toISOString());
-    return {
-      sequenceId,
-      state: record.state,
-      walletId: record.walletId,
-      coin: record.coin,
-      attempts: record.sends,
-      failures: record.failures,
-      lastError: record.lastError ?? null,
-      txid: record.txid ?? null,
-      gate: record.gate ? JSON.parse(record.gate) : null,
-      createdAt: iso(record.createdAt),
-      updatedAt: iso(record.updatedAt),
-      submittedAt: iso(record.submittedAt),
-      version: record.version,
-      events: await readTransferEvents(app.redis, app.ledger.keys, sequenceId),
-    };
+    const view = await transferView(app.ledger, sequenceId);
+    if (!view) return reply.code(404).send({ error: 'NOT_FOUND', message: 'unknown transfer' });
+    return view;
   });
 
   await registerDashboard(server, app, config.http);

@@ -1,0 +1,45 @@
+import { readTransferEvents } from '../events/read.ts';
+import type { TransferEvent } from '../events/events.ts';
+import type { Ledger } from './ledger.ts';
+
+/** What operators see of one transfer (HTTP `GET /transfers/:sequenceId`, CLI `status`). */
+export interface TransferView {
+  sequenceId: string;
+  state: string;
+  walletId: string | undefined;
+  coin: string | undefined;
+  /** sendTransaction requests made for it. */
+  attempts: number;
+  failures: number;
+  lastError: string | null;
+  txid: string | null;
+  gate: unknown;
+  createdAt: string | null;
+  updatedAt: string | null;
+  submittedAt: string | null;
+  version: number;
+  events: TransferEvent[];
+}
+
+/** The transfer's ledger record and its events so far; undefined when the sequenceId is unknown. */
+export async function transferView(ledger: Ledger, sequenceId: string): Promise<TransferView | undefined> {
+  const record = await ledger.get(sequenceId);
+  if (!record) return undefined;
+  const iso = (ms: number | undefined) => (ms === undefined || ms === 0 ? null : new Date(ms).toISOString());
+  return {
+    sequenceId,
+    state: record.state,
+    walletId: record.walletId,
+    coin: record.coin,
+    attempts: record.sends,
+    failures: record.failures,
+    lastError: record.lastError ?? null,
+    txid: record.txid ?? null,
+    gate: record.gate ? JSON.parse(record.gate) : null,
+    createdAt: iso(record.createdAt),
+    updatedAt: iso(record.updatedAt),
+    submittedAt: iso(record.submittedAt),
+    version: record.version,
+    events: await readTransferEvents(ledger.redis, ledger.keys, sequenceId),
+  };
+}
