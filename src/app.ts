@@ -14,6 +14,7 @@ import { createProcessor } from './queues/processor.ts';
 import { SEND_LEASE_MARGIN_MS, SUBMIT_RETRY, withBase } from './queues/profiles.ts';
 import { createRedis, type RedisClient } from './redis.ts';
 import { CustodyClient } from './upstream/client.ts';
+import type { Tracing } from './telemetry.ts';
 import { createRedisRateLimiter, MAX_RATE_LIMIT_WAIT_MS } from './upstream/rate-limit.ts';
 
 /** Connection errors repeat on every reconnect attempt while Redis is away: log them once per interval. */
@@ -76,7 +77,12 @@ export interface App {
  * Builds the whole worker from a parsed config: Redis, custody client, ledger, queues and their
  * processors. Nothing here reads the environment; `src/worker.ts` does that and handles signals.
  */
-export async function createApp(config: Readonly<Config>, logger: Logger, metrics: Metrics = createMetrics()): Promise<App> {
+export async function createApp(
+  config: Readonly<Config>,
+  logger: Logger,
+  metrics: Metrics = createMetrics(),
+  tracing?: Tracing,
+): Promise<App> {
   const redis = createRedis(config.redis, 'custody-worker');
   const keys = createKeys(config.queue.prefix, config.queue.eventsStream);
   const ledger = new Ledger(redis, keys, {
@@ -88,6 +94,7 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
   const custody = new CustodyClient({
     ...config.custody,
     beforeRequest: config.custody.maxRps > 0 ? createRedisRateLimiter(redis, keys.rateLimit, config.custody.maxRps) : undefined,
+    trace: tracing?.upstream,
     observe: (endpoint, status, durationMs) => {
       metrics.upstreamRequests.inc({ endpoint, status });
       metrics.upstreamDuration.observe({ endpoint, status }, durationMs / 1000);
@@ -101,10 +108,11 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
   const inFlight = new InFlight();
   const connection = redis;
   const prefix = config.queue.prefix;
+  const telemetry = tracing?.bullmq;
   const queues = {
-    [QueueName.SUBMIT]: new Queue(QueueName.SUBMIT, { connection, prefix }),
-    [QueueName.TRACK]: new Queue(QueueName.TRACK, { connection, prefix }),
-    [QueueName.RECONCILE]: new Queue(QueueName.RECONCILE, { connection, prefix }),
+    [QueueName.SUBMIT]: new Queue(QueueName.SUBMIT, { connection, prefix, telemetry }),
+    [QueueName.TRACK]: new Queue(QueueName.TRACK, { connection, prefix, telemetry }),
+    [QueueName.RECONCILE]: new Queue(QueueName.RECONCILE, { connection, prefix, telemetry }),
   } satisfies Record<QueueName, Queue>;
 
   const travelRule = new TravelRuleCache(redis, custody, keys, {
@@ -139,6 +147,7 @@ export async function createApp(config: Readonly<Config>, logger: Logger, metric
   const workerOptions = {
     connection,
     prefix,
+    telemetry,
     lockDuration: config.jobs.lockDurationMs,
     stalledInterval: config.jobs.lockDurationMs,
     maxStalledCount: config.jobs.maxStalledCount,

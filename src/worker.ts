@@ -3,13 +3,15 @@ import { loadConfigOrExit } from './config/config.ts';
 import { createHttpServer } from './http/server.ts';
 import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
+import { startTracing } from './telemetry.ts';
 
 // Composition root: config → logger → app (clients, processors, workers) → HTTP → signals. Nothing else.
 const config = loadConfigOrExit();
 const logger = createLogger({ level: config.log.level });
 const metrics = createMetrics();
+const tracing = await startTracing(config, logger);
 
-const app = await createApp(config, logger, metrics);
+const app = await createApp(config, logger, metrics, tracing);
 const http = await createHttpServer({ app, config, logger, metrics });
 const address = await http.listen({ host: config.http.host, port: config.http.port });
 logger.info(
@@ -32,6 +34,7 @@ async function shutdown(signal: string): Promise<void> {
     // Workers first (readiness turns 503 at once), the HTTP server last so probes see the drain.
     await app.close();
     await http.close();
+    await tracing?.shutdown();
     logger.info('stopped');
     process.exit(0);
   } catch (err) {

@@ -136,6 +136,9 @@ const envSchema = z
     RETENTION: duration('30d', 1_000),
     JOB_RETENTION: duration('1d', 1_000),
     SHUTDOWN_TIMEOUT: duration('30s', 1_000),
+
+    OTEL_EXPORTER_OTLP_ENDPOINT: optionalHttpUrl(),
+    OTEL_SERVICE_NAME: z.preprocess((v) => (v === undefined || v === '' ? 'custody-transfer-worker' : v), z.string().max(256)),
   });
 
 /**
@@ -230,6 +233,10 @@ function build(env: z.infer<typeof envSchema>) {
       maxStalledCount: env.JOB_MAX_STALLED,
     },
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT,
+    telemetry: {
+      otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT,
+      serviceName: env.OTEL_SERVICE_NAME,
+    },
   };
 }
 

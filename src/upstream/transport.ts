@@ -11,6 +11,8 @@ export interface TransportOptions {
   beforeRequest?: (endpoint: CustodyEndpoint) => Promise<void>;
   /** Called after every request with its outcome: HTTP status, or the error code when there was none. */
   observe?: (endpoint: CustodyEndpoint, outcome: string, durationMs: number) => void;
+  /** Wraps every request (a tracing span) when tracing is on. */
+  trace?: <T>(endpoint: CustodyEndpoint, call: () => Promise<T>) => Promise<T>;
 }
 
 export interface TransportRequest {
@@ -47,7 +49,12 @@ export class Transport {
     this.#options = options;
   }
 
-  async request(req: TransportRequest): Promise<TransportResponse> {
+  request(req: TransportRequest): Promise<TransportResponse> {
+    const trace = this.#options.trace;
+    return trace ? trace(req.endpoint, () => this.#request(req)) : this.#request(req);
+  }
+
+  async #request(req: TransportRequest): Promise<TransportResponse> {
     await this.#options.beforeRequest?.(req.endpoint);
     const started = performance.now();
     let outcome = 'error';

@@ -1,0 +1,66 @@
+/**
+ * OpenTelemetry: with OTEL_EXPORTER_OTLP_ENDPOINT set, the real worker exports spans of its jobs and
+ * of its upstream calls to an OTLP/HTTP collector (here a local HTTP server that keeps what it gets);
+ * without it, nothing is started.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/config.ts';
+import { createLogger } from '../../src/logger.ts';
+import { startTracing } from '../../src/telemetry.ts';
+import { startHarness, type Harness } from '../helpers/harness.ts';
+import { samplePayload } from '../helpers/payloads.ts';
+import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
+
+describe('tracing', () => {
+  let h: Harness;
+  let collector: Server;
+  let endpoint: string;
+  const exports: Array<{ path: string; contentType: string; body: Buffer }> = [];
+
+  beforeAll(async () => {
+    h = await startHarness({ name: 'otel', worker: false });
+    collector = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        exports.push({ path: request.url ?? '', contentType: String(request.headers['content-type']), body: Buffer.concat(chunks) });
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    endpoint = `http://127.0.0.1:${(collector.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await killAllWorkers();
+    await h.close();
+    await new Promise((resolve) => collector.close(resolve));
+  });
+
+  it('exports spans of jobs and upstream calls to the OTLP endpoint', async () => {
+    const worker = spawnWorker({ ...h.env, OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'custody-test', LOG_LEVEL: 'info' });
+    await worker.waitForLog('worker started', 20_000);
+    const payload = samplePayload();
+    await h.producer.submit(payload);
+    await h.waitForEvents((events) => events.some((e) => e.event === 'transfer.submitted' && e.sequenceId === payload.halfSigned.sequenceId));
+    // SIGTERM flushes the exporter before exit.
+    expect(await worker.stop(15_000)).toEqual({ code: 0, signal: null });
+
+    expect(exports.length).toBeGreaterThan(0);
+    expect(exports.every((e) => e.path === '/v1/traces')).toBe(true);
+    const text = Buffer.concat(exports.map((e) => e.body)).toString('latin1');
+    expect(text).toContain('custody sendTransaction');
+    expect(text).toContain('custody isEnabled');
+    expect(text).toContain('submit-transaction');
+    expect(text).toContain('custody-test');
+    // Spans carry endpoint names and codes, never credentials.
+    expect(text).not.toContain(h.sim.clientSecret);
+  });
+
+  it('starts nothing when OTEL_EXPORTER_OTLP_ENDPOINT is unset', async () => {
+    const config = loadConfig(h.env);
+    expect(config.telemetry.otlpEndpoint).toBeUndefined();
+    expect(await startTracing(config, createLogger({ level: 'silent' }))).toBeUndefined();
+  });
+});
