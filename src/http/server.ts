@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
 import type { Config } from '../config/config.ts';
 import { SEQUENCE_ID } from '../jobs/submit-transaction/payload.ts';
@@ -29,9 +29,9 @@ export interface HttpDeps {
 export async function createHttpServer({ app, config, logger, metrics }: HttpDeps): Promise<FastifyInstance> {
   const server: FastifyInstance = Fastify({
     loggerInstance: logger.child({ component: 'http' }) as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     // sequenceIds are up to 128 characters: longer ones must reach the handler to get a 400, not a 404.
-    maxParamLength: 1024,
+    routerOptions: { maxParamLength: 1024 },
   });
 
   server.get('/healthz', async () => ({ status: 'ok' }));
