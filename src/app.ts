@@ -1,4 +1,4 @@
-import { Queue, Worker } from 'bullmq';
+import { Queue, Worker, type WorkerOptions } from 'bullmq';
 import type { Config } from './config/config.ts';
 import { createReconcileHandler } from './jobs/reconcile/handler.ts';
 import { createSubmitHandler } from './jobs/submit-transaction/handler.ts';
@@ -10,7 +10,7 @@ import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { QueueName, trackJobId } from './queues/names.ts';
 import { InFlight } from './queues/in-flight.ts';
-import { createProcessor } from './queues/processor.ts';
+import { createProcessor, type Handler } from './queues/processor.ts';
 import { SEND_LEASE_MARGIN_MS, SUBMIT_RETRY, withBase } from './queues/profiles.ts';
 import { createRedis, type RedisClient } from './redis.ts';
 import { CustodyClient } from './upstream/client.ts';
@@ -155,17 +155,15 @@ export async function createApp(
     removeOnFail: { age: Math.ceil(config.retention.transfersMs / 1000) },
   };
 
-  const submitWorker = new Worker(
-    QueueName.SUBMIT,
-    createProcessor(submitHandler, {
-      queue: QueueName.SUBMIT,
-      logger,
-      rateLimit: (ms) => queues[QueueName.SUBMIT].rateLimit(ms),
-      onFinished,
-      inFlight,
-    }),
-    { ...workerOptions, concurrency: config.submit.concurrency, name: `submit-${process.pid}` },
-  );
+  /** One BullMQ worker per queue, each behind the processor wrapper that classifies outcomes. */
+  const startWorker = <R>(queue: QueueName, handler: Handler<R>, options: Partial<WorkerOptions> & { concurrency: number }) =>
+    new Worker(
+      queue,
+      createProcessor(handler, { queue, logger, rateLimit: (ms) => queues[queue].rateLimit(ms), onFinished, inFlight }),
+      { ...workerOptions, name: `${queue}-${process.pid}`, ...options },
+    );
+
+  const submitWorker = startWorker(QueueName.SUBMIT, submitHandler, { concurrency: config.submit.concurrency });
 
   const trackHandler = createTrackHandler({
     ledger,
@@ -177,17 +175,7 @@ export async function createApp(
       await redis.zadd(keys.broadcast, Date.now(), sequenceId);
     },
   });
-  const trackWorker = new Worker(
-    QueueName.TRACK,
-    createProcessor(trackHandler, {
-      queue: QueueName.TRACK,
-      logger,
-      rateLimit: (ms) => queues[QueueName.TRACK].rateLimit(ms),
-      onFinished,
-      inFlight,
-    }),
-    { ...workerOptions, concurrency: config.track.concurrency, name: `track-${process.pid}` },
-  );
+  const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 
   const reconcileHandler = createReconcileHandler({
     ledger,
@@ -197,17 +185,11 @@ export async function createApp(
     retentionMs: config.retention.transfersMs,
     trackFirstPollMs: config.track.pollMinMs,
   });
-  const reconcileWorker = new Worker(
-    QueueName.RECONCILE,
-    createProcessor(reconcileHandler, {
-      queue: QueueName.RECONCILE,
-      logger,
-      rateLimit: (ms) => queues[QueueName.RECONCILE].rateLimit(ms),
-      onFinished,
-      inFlight,
-    }),
-    { ...workerOptions, concurrency: 1, name: `reconcile-${process.pid}`, removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
-  );
+  const reconcileWorker = startWorker(QueueName.RECONCILE, reconcileHandler, {
+    concurrency: 1,
+    removeOnComplete: { count: 100 },
+    removeOnFail: { count: 100 },
+  });
   // One scheduler for all worker processes: upserting the same id from each is idempotent.
   await queues[QueueName.RECONCILE].upsertJobScheduler(
     QueueName.RECONCILE,

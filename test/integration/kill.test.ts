@@ -11,6 +11,7 @@ import { QueueName } from '../../src/queues/names.ts';
 import type { DeepPartial, FaultPlan, SimulatorSettings } from '../../src/simulator/index.ts';
 import { countBy, startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../helpers/payloads.ts';
+import { until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
 
 const TRANSFERS = 500;
@@ -57,20 +58,6 @@ interface ScenarioResult {
   kills: KillFigures[];
   settleMs: number;
   workers: WorkerProcess[];
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, everyMs = 10): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
 }
 
 async function runKillScenario(scenario: Scenario): Promise<ScenarioResult> {

@@ -8,6 +8,7 @@ import { createKeys } from '../../src/ledger/keys.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import { countBy, startHarness, versionProblems } from '../helpers/harness.ts';
 import { samplePayload } from '../helpers/payloads.ts';
+import { until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
 
 const TRANSFERS = 200;
@@ -19,20 +20,6 @@ afterEach(async () => {
   await killAllWorkers();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
 });
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, everyMs = 10): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
 
 describe('SIGTERM during load', () => {
   it(

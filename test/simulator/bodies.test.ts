@@ -3,10 +3,8 @@
  * against the project's own schemas, so a drift on either side shows up).
  */
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startSimulator } from '../../src/simulator/index.ts';
-import type { Simulator } from '../../src/simulator/index.ts';
-import { basicOf, getTransfer, newSequenceId, postJson, send, sendBody, token, transfersOf } from './sim-client.ts';
+import { describe, expect, it } from 'vitest';
+import { basicOf, getTransfer, newSequenceId, postJson, send, sendBody, transfersOf, useSimulator } from './sim-client.ts';
 
 const SIGNED_8 = /^-?\d+\.\d{8}$/;
 const UNSIGNED_8 = /^\d+\.\d{8}$/;
@@ -57,27 +55,15 @@ function expectParty22(party: Json): void {
   else expect(keys(party)).toEqual(['address', 'amount', 'isMine']);
 }
 
-let sim: Simulator;
-let bearer: string;
-
-beforeAll(async () => {
-  sim = await startSimulator({ port: 0 });
-  bearer = await token(sim);
-});
-afterAll(async () => {
-  await sim.close();
-});
-beforeEach(() => {
-  sim.reset();
-});
+const ctx = useSimulator();
 
 describe('sendTransaction answers a spec 2.4 record', () => {
   it('with every field typed as the spec says and raw holding the submission', async () => {
     const sequenceId = newSequenceId();
     const txHex = '02f8b1018203e8843b9aca00850df8475800825208944b5a';
     const body = sendBody(sequenceId, txHex) as { halfSigned: Json };
-    const res = await postJson(`${sim.url}/api/wallet/310/sendTransaction`, body, {
-      authorization: `Bearer ${bearer}`,
+    const res = await postJson(`${ctx.sim.url}/api/wallet/310/sendTransaction`, body, {
+      authorization: `Bearer ${ctx.bearer}`,
     });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
@@ -136,11 +122,11 @@ describe('sendTransaction answers a spec 2.4 record', () => {
   });
 
   it('derives the same destination and amount from the same txHex', async () => {
-    const a = (await (await postJson(`${sim.url}/api/wallet/310/sendTransaction`, sendBody(newSequenceId(), 'aa11'), {
-      authorization: `Bearer ${bearer}`,
+    const a = (await (await postJson(`${ctx.sim.url}/api/wallet/310/sendTransaction`, sendBody(newSequenceId(), 'aa11'), {
+      authorization: `Bearer ${ctx.bearer}`,
     })).json()) as Json;
-    const b = (await (await postJson(`${sim.url}/api/wallet/310/sendTransaction`, sendBody(newSequenceId(), 'aa11'), {
-      authorization: `Bearer ${bearer}`,
+    const b = (await (await postJson(`${ctx.sim.url}/api/wallet/310/sendTransaction`, sendBody(newSequenceId(), 'aa11'), {
+      authorization: `Bearer ${ctx.bearer}`,
     })).json()) as Json;
     expect(b.destinationAddress).toBe(a.destinationAddress);
     expect(b.amount).toBe(a.amount);
@@ -155,22 +141,22 @@ describe('sendTransaction answers a spec 2.4 record', () => {
     ['a missing txBase64', '310', { txHex: 'aa', halfSigned: { txHex: 'aa', sequenceId: 's-3' } }],
     ['a body that is not JSON', '310', '{"txHex":'],
   ])('answers 400 to %s and records nothing', async (_name, walletId, body) => {
-    const res = await postJson(`${sim.url}/api/wallet/${walletId}/sendTransaction`, body, {
-      authorization: `Bearer ${bearer}`,
+    const res = await postJson(`${ctx.sim.url}/api/wallet/${walletId}/sendTransaction`, body, {
+      authorization: `Bearer ${ctx.bearer}`,
     });
     expect(res.status).toBe(400);
     const answer = (await res.json()) as Json;
     expect(answer.success).toBe(false);
     expect(typeof answer.message).toBe('string');
-    expect(sim.stats().transfers).toBe(0);
+    expect(ctx.sim.stats().transfers).toBe(0);
   });
 });
 
 describe('get-transfer answers a list of spec 2.1 Transactions', () => {
   it('with a send transaction: inputs from the wallet, outputs to the destination', async () => {
     const sequenceId = newSequenceId();
-    const record = (await (await send(sim, bearer, sequenceId, 310)).json()) as Json;
-    const list = await transfersOf(sim, { sequenceId }, 310);
+    const record = (await (await send(ctx.sim, ctx.bearer, sequenceId, 310)).json()) as Json;
+    const list = await transfersOf(ctx.sim, { sequenceId }, 310);
     expect(list).toHaveLength(1);
     const tx = list[0]!;
     expect(keys(tx)).toEqual(
@@ -220,19 +206,19 @@ describe('get-transfer answers a list of spec 2.1 Transactions', () => {
 
   it('finds the same transfer by txId, echoing the requested coin', async () => {
     const sequenceId = newSequenceId();
-    await send(sim, bearer, sequenceId, 311);
-    const [bySequence] = await transfersOf(sim, { sequenceId }, 311);
-    const [byTxid, ...rest] = await transfersOf(sim, { txId: bySequence!.txid as string }, 311);
+    await send(ctx.sim, ctx.bearer, sequenceId, 311);
+    const [bySequence] = await transfersOf(ctx.sim, { sequenceId }, 311);
+    const [byTxid, ...rest] = await transfersOf(ctx.sim, { txId: bySequence!.txid as string }, 311);
     expect(rest).toEqual([]);
     expect(byTxid).toEqual(bySequence);
   });
 
   it('answers [] to an unknown sequenceId, txId, or a transfer of another wallet', async () => {
     const sequenceId = newSequenceId();
-    await send(sim, bearer, sequenceId, 310);
-    expect(await transfersOf(sim, { sequenceId: 'unknown' })).toEqual([]);
-    expect(await transfersOf(sim, { txId: `0x${'0'.repeat(64)}` })).toEqual([]);
-    expect(await transfersOf(sim, { sequenceId }, 999)).toEqual([]);
+    await send(ctx.sim, ctx.bearer, sequenceId, 310);
+    expect(await transfersOf(ctx.sim, { sequenceId: 'unknown' })).toEqual([]);
+    expect(await transfersOf(ctx.sim, { txId: `0x${'0'.repeat(64)}` })).toEqual([]);
+    expect(await transfersOf(ctx.sim, { sequenceId }, 999)).toEqual([]);
   });
 
   it.each([
@@ -243,7 +229,7 @@ describe('get-transfer answers a list of spec 2.1 Transactions', () => {
     ['an empty sequenceId', { wallet: { coin: 'eth', walletId: 310 }, sequenceId: '' }],
     ['not JSON', 'nope'],
   ])('answers 400 to a body with %s', async (_name, body) => {
-    const res = await postJson(`${sim.url}/api/wallet/get-transfer`, body, { authorization: basicOf(sim) });
+    const res = await postJson(`${ctx.sim.url}/api/wallet/get-transfer`, body, { authorization: basicOf(ctx.sim) });
     expect(res.status).toBe(400);
     const answer = (await res.json()) as Json;
     expect(answer.success).toBe(false);
@@ -254,11 +240,11 @@ describe('get-transfer answers a list of spec 2.1 Transactions', () => {
 describe('get wallet transaction answers {result: spec 2.5}', () => {
   it('for a known txid, and 404 for an unknown one', async () => {
     const sequenceId = newSequenceId();
-    const record = (await (await send(sim, bearer, sequenceId, 312)).json()) as Json;
-    const [tx] = await transfersOf(sim, { sequenceId }, 312);
+    const record = (await (await send(ctx.sim, ctx.bearer, sequenceId, 312)).json()) as Json;
+    const [tx] = await transfersOf(ctx.sim, { sequenceId }, 312);
     const txid = tx!.txid as string;
-    const res = await fetch(`${sim.url}/api/wallet/312/txid/${txid}`, {
-      headers: { authorization: `Bearer ${bearer}`, accept: 'application/json' },
+    const res = await fetch(`${ctx.sim.url}/api/wallet/312/txid/${txid}`, {
+      headers: { authorization: `Bearer ${ctx.bearer}`, accept: 'application/json' },
     });
     expect(res.status).toBe(200);
     const body = (await res.json()) as Json;
@@ -294,12 +280,12 @@ describe('get wallet transaction answers {result: spec 2.5}', () => {
     expect(wallet.balance).toMatch(UNSIGNED_8);
     expect(wallet.balanceUSD).toMatch(UNSIGNED_8);
 
-    const otherWallet = await fetch(`${sim.url}/api/wallet/313/txid/${txid}`, {
-      headers: { authorization: `Bearer ${bearer}` },
+    const otherWallet = await fetch(`${ctx.sim.url}/api/wallet/313/txid/${txid}`, {
+      headers: { authorization: `Bearer ${ctx.bearer}` },
     });
     expect(otherWallet.status).toBe(404);
-    const unknown = await fetch(`${sim.url}/api/wallet/312/txid/0x${'1'.repeat(64)}`, {
-      headers: { authorization: `Bearer ${bearer}` },
+    const unknown = await fetch(`${ctx.sim.url}/api/wallet/312/txid/0x${'1'.repeat(64)}`, {
+      headers: { authorization: `Bearer ${ctx.bearer}` },
     });
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toEqual({ success: false, message: expect.any(String) });
@@ -308,7 +294,7 @@ describe('get wallet transaction answers {result: spec 2.5}', () => {
 
 describe('is-enabled answers {success, data: spec 2.6}', () => {
   it('with the configured travel-rule setting', async () => {
-    const res = await postJson(`${sim.url}/api/travel-rule/is-enabled`, '', { authorization: basicOf(sim) });
+    const res = await postJson(`${ctx.sim.url}/api/travel-rule/is-enabled`, '', { authorization: basicOf(ctx.sim) });
     expect(res.status).toBe(200);
     const body = (await res.json()) as Json;
     expect(keys(body)).toEqual(['data', 'success']);
@@ -337,9 +323,9 @@ describe('is-enabled answers {success, data: spec 2.6}', () => {
     expect(address.country).toMatch(/^[A-Z]{2}$/);
     expect(keys(dataJson.identification)).toEqual(['authority', 'country', 'number', 'type']);
 
-    sim.updateSettings({ travelRule: { outgoingTxn: 1, mandatory: true } });
-    const switched = (await (await postJson(`${sim.url}/api/travel-rule/is-enabled`, '', {
-      authorization: basicOf(sim),
+    ctx.sim.updateSettings({ travelRule: { outgoingTxn: 1, mandatory: true } });
+    const switched = (await (await postJson(`${ctx.sim.url}/api/travel-rule/is-enabled`, '', {
+      authorization: basicOf(ctx.sim),
     })).json()) as { data: Json };
     expect(switched.data.outgoingTxn).toBe(1);
     expect(switched.data.mandatory).toBe(true);
@@ -350,11 +336,11 @@ describe('is-enabled answers {success, data: spec 2.6}', () => {
 describe('optional fields', () => {
   it('adds sequenceId to Transactions only when includeSequenceIdInTransactions is on', async () => {
     const sequenceId = newSequenceId();
-    await send(sim, bearer, sequenceId);
-    expect((await transfersOf(sim, { sequenceId }))[0]).not.toHaveProperty('sequenceId');
-    sim.updateSettings({ includeSequenceIdInTransactions: true });
-    expect((await transfersOf(sim, { sequenceId }))[0]!.sequenceId).toBe(sequenceId);
-    const res = await getTransfer(sim, { sequenceId });
+    await send(ctx.sim, ctx.bearer, sequenceId);
+    expect((await transfersOf(ctx.sim, { sequenceId }))[0]).not.toHaveProperty('sequenceId');
+    ctx.sim.updateSettings({ includeSequenceIdInTransactions: true });
+    expect((await transfersOf(ctx.sim, { sequenceId }))[0]!.sequenceId).toBe(sequenceId);
+    const res = await getTransfer(ctx.sim, { sequenceId });
     expect(res.status).toBe(200);
   });
 });

@@ -1,151 +1,137 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startSimulator } from '../../src/simulator/index.ts';
-import type { Simulator } from '../../src/simulator/index.ts';
-import { getTransfer, newSequenceId, send, sleep, token, transfersOf } from './sim-client.ts';
+import { describe, expect, it } from 'vitest';
+import { getTransfer, newSequenceId, send, sleep, transfersOf, useSimulator } from './sim-client.ts';
 
-let sim: Simulator;
-let bearer: string;
-
-beforeAll(async () => {
-  sim = await startSimulator({ port: 0 });
-  bearer = await token(sim);
-});
-afterAll(async () => {
-  await sim.close();
-});
-beforeEach(() => {
-  sim.reset();
-});
+const ctx = useSimulator();
 
 describe('a transfer moves through its life on the configured delays', () => {
   it('is invisible, then visible with txid "", then carries a txid', async () => {
-    sim.updateSettings({ visibleAfterMs: 200, txidAfterMs: 300 });
+    ctx.sim.updateSettings({ visibleAfterMs: 200, txidAfterMs: 300 });
     const sequenceId = newSequenceId();
-    expect((await send(sim, bearer, sequenceId)).status).toBe(200);
+    expect((await send(ctx.sim, ctx.bearer, sequenceId)).status).toBe(200);
 
-    expect(await transfersOf(sim, { sequenceId })).toEqual([]);
-    expect(sim.transfer(sequenceId)).toMatchObject({ visible: false, txid: '' });
+    expect(await transfersOf(ctx.sim, { sequenceId })).toEqual([]);
+    expect(ctx.sim.transfer(sequenceId)).toMatchObject({ visible: false, txid: '' });
 
     await sleep(300);
-    const visible = await transfersOf(sim, { sequenceId });
+    const visible = await transfersOf(ctx.sim, { sequenceId });
     expect(visible).toHaveLength(1);
     expect(visible[0]!.txid).toBe('');
-    expect(sim.transfer(sequenceId)).toMatchObject({ visible: true, txid: '' });
+    expect(ctx.sim.transfer(sequenceId)).toMatchObject({ visible: true, txid: '' });
 
     await sleep(300);
-    const done = await transfersOf(sim, { sequenceId });
+    const done = await transfersOf(ctx.sim, { sequenceId });
     expect(done[0]!.txid).toMatch(/^0x[0-9a-f]{64}$/);
-    expect(sim.transfer(sequenceId)).toMatchObject({ visible: true, txid: done[0]!.txid });
+    expect(ctx.sim.transfer(sequenceId)).toMatchObject({ visible: true, txid: done[0]!.txid });
     // the 2.1 id and date do not change as the transfer ages
     expect(done[0]!.id).toBe(visible[0]!.id);
     expect(done[0]!.date).toBe(visible[0]!.date);
   });
 
   it('keeps the delays fixed at acceptance: a later settings change does not move it', async () => {
-    sim.updateSettings({ visibleAfterMs: 60_000 });
+    ctx.sim.updateSettings({ visibleAfterMs: 60_000 });
     const sequenceId = newSequenceId();
-    await send(sim, bearer, sequenceId);
-    sim.updateSettings({ visibleAfterMs: 0 });
-    expect(await transfersOf(sim, { sequenceId })).toEqual([]);
+    await send(ctx.sim, ctx.bearer, sequenceId);
+    ctx.sim.updateSettings({ visibleAfterMs: 0 });
+    expect(await transfersOf(ctx.sim, { sequenceId })).toEqual([]);
   });
 
   it('shows a txid forced with setTxid at once, also to the txid lookups', async () => {
-    sim.updateSettings({ visibleAfterMs: 60_000, txidAfterMs: 60_000 });
+    ctx.sim.updateSettings({ visibleAfterMs: 60_000, txidAfterMs: 60_000 });
     const sequenceId = newSequenceId();
-    await send(sim, bearer, sequenceId, 410);
+    await send(ctx.sim, ctx.bearer, sequenceId, 410);
     const txid = `0x${'ab'.repeat(32)}`;
-    sim.setTxid(sequenceId, txid);
-    const [tx] = await transfersOf(sim, { sequenceId }, 410);
+    ctx.sim.setTxid(sequenceId, txid);
+    const [tx] = await transfersOf(ctx.sim, { sequenceId }, 410);
     expect(tx!.txid).toBe(txid);
-    expect(await transfersOf(sim, { txId: txid }, 410)).toEqual([tx]);
-    const res = await fetch(`${sim.url}/api/wallet/410/txid/${txid}`, { headers: { authorization: `Bearer ${bearer}` } });
+    expect(await transfersOf(ctx.sim, { txId: txid }, 410)).toEqual([tx]);
+    const res = await fetch(`${ctx.sim.url}/api/wallet/410/txid/${txid}`, { headers: { authorization: `Bearer ${ctx.bearer}` } });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { result: { txid: string } }).result.txid).toBe(txid);
 
     const other = newSequenceId();
-    await send(sim, bearer, other, 410);
-    sim.setTxid(other);
-    expect((await transfersOf(sim, { sequenceId: other }, 410))[0]!.txid).toMatch(/^0x[0-9a-f]{64}$/);
-    expect(() => sim.setTxid('never-sent')).toThrow(/unknown sequenceId/);
+    await send(ctx.sim, ctx.bearer, other, 410);
+    ctx.sim.setTxid(other);
+    expect((await transfersOf(ctx.sim, { sequenceId: other }, 410))[0]!.txid).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(() => ctx.sim.setTxid('never-sent')).toThrow(/unknown sequenceId/);
   });
 });
 
 describe('duplicate sends', () => {
   it('refuses a second send of an accepted sequenceId with 409 and counts both', async () => {
     const sequenceId = newSequenceId();
-    expect((await send(sim, bearer, sequenceId)).status).toBe(200);
-    const second = await send(sim, bearer, sequenceId);
+    expect((await send(ctx.sim, ctx.bearer, sequenceId)).status).toBe(200);
+    const second = await send(ctx.sim, ctx.bearer, sequenceId);
     expect(second.status).toBe(409);
     const body = (await second.json()) as Record<string, unknown>;
     expect(body.success).toBe(false);
     expect(typeof body.message).toBe('string');
-    expect((await send(sim, bearer, sequenceId, 311)).status).toBe(409);
+    expect((await send(ctx.sim, ctx.bearer, sequenceId, 311)).status).toBe(409);
 
-    const stats = sim.stats();
+    const stats = ctx.sim.stats();
     expect(stats.sends[sequenceId]).toEqual({ accepted: 1, duplicates: 2 });
     expect(stats.transfers).toBe(1);
     expect(stats.requests.sendTransaction).toEqual({ '200': 1, '409': 2 });
-    expect(await transfersOf(sim, { sequenceId })).toHaveLength(1);
+    expect(await transfersOf(ctx.sim, { sequenceId })).toHaveLength(1);
   });
 
   it('refuses all but one of concurrent sends of one sequenceId', async () => {
     const sequenceId = newSequenceId();
-    const statuses = await Promise.all(Array.from({ length: 20 }, () => send(sim, bearer, sequenceId).then((r) => r.status)));
+    const statuses = await Promise.all(Array.from({ length: 20 }, () => send(ctx.sim, ctx.bearer, sequenceId).then((r) => r.status)));
     expect(statuses.filter((status) => status === 200)).toHaveLength(1);
     expect(statuses.filter((status) => status === 409)).toHaveLength(19);
-    expect(sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 19 });
+    expect(ctx.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 19 });
   });
 
   it('accepts and counts every send when rejectDuplicates is off, like a provider without dedupe', async () => {
-    sim.updateSettings({ rejectDuplicates: false });
+    ctx.sim.updateSettings({ rejectDuplicates: false });
     const sequenceId = newSequenceId();
-    const first = (await (await send(sim, bearer, sequenceId)).json()) as { id: number };
-    const second = await send(sim, bearer, sequenceId);
+    const first = (await (await send(ctx.sim, ctx.bearer, sequenceId)).json()) as { id: number };
+    const second = await send(ctx.sim, ctx.bearer, sequenceId);
     expect(second.status).toBe(200);
     expect(((await second.json()) as { id: number }).id).not.toBe(first.id);
-    const stats = sim.stats();
+    const stats = ctx.sim.stats();
     expect(stats.sends[sequenceId]).toEqual({ accepted: 2, duplicates: 0 });
     expect(stats.transfers).toBe(2);
     // both transfers exist upstream now: a double spend a client can see
-    const listed = await transfersOf(sim, { sequenceId });
+    const listed = await transfersOf(ctx.sim, { sequenceId });
     expect(listed).toHaveLength(2);
     expect(listed[0]!.txid).not.toBe(listed[1]!.txid);
-    expect(sim.transfer(sequenceId)).toMatchObject({ accepted: 2 });
+    expect(ctx.sim.transfer(sequenceId)).toMatchObject({ accepted: 2 });
   });
 });
 
 describe('narrowResults', () => {
   it('off: a lookup also returns the wallet\'s other transfers of that coin, newest first', async () => {
-    sim.updateSettings({ narrowResults: false });
+    ctx.sim.updateSettings({ narrowResults: false });
     const sequenceIds: string[] = [];
     for (let index = 0; index < 3; index += 1) {
       const sequenceId = newSequenceId();
       sequenceIds.push(sequenceId);
-      await send(sim, bearer, sequenceId, 520);
+      await send(ctx.sim, ctx.bearer, sequenceId, 520);
       await sleep(5);
     }
-    await send(sim, bearer, newSequenceId(), 521);
+    await send(ctx.sim, ctx.bearer, newSequenceId(), 521);
     const [oldest] = sequenceIds;
-    const listed = await transfersOf(sim, { sequenceId: oldest! }, 520);
+    const listed = await transfersOf(ctx.sim, { sequenceId: oldest! }, 520);
     expect(listed).toHaveLength(3);
     const dates = listed.map((tx) => Date.parse(tx.date as string));
     expect(dates).toEqual([...dates].sort((a, b) => b - a));
     expect(dates[0]).toBeGreaterThan(dates[2]!);
     expect(listed.every((tx) => tx.wallet === 520)).toBe(true);
-    const mine = sim.transfer(oldest!) as { txid: string };
+    const mine = ctx.sim.transfer(oldest!) as { txid: string };
     expect(listed[2]!.txid).toBe(mine.txid);
 
-    const byTxid = await transfersOf(sim, { txId: mine.txid }, 520);
+    const byTxid = await transfersOf(ctx.sim, { txId: mine.txid }, 520);
     expect(byTxid.map((tx) => tx.txid)).toEqual(listed.map((tx) => tx.txid));
     // an unknown key still answers []
-    expect(await transfersOf(sim, { sequenceId: 'unknown' }, 520)).toEqual([]);
+    expect(await transfersOf(ctx.sim, { sequenceId: 'unknown' }, 520)).toEqual([]);
   });
 
   it('on (default): only the matching transfer', async () => {
     const first = newSequenceId();
-    await send(sim, bearer, first, 530);
-    await send(sim, bearer, newSequenceId(), 530);
-    const listed = await transfersOf(sim, { sequenceId: first }, 530);
+    await send(ctx.sim, ctx.bearer, first, 530);
+    await send(ctx.sim, ctx.bearer, newSequenceId(), 530);
+    const listed = await transfersOf(ctx.sim, { sequenceId: first }, 530);
     expect(listed).toHaveLength(1);
   });
 });
@@ -153,13 +139,13 @@ describe('narrowResults', () => {
 describe('mixedCaseAddresses', () => {
   it('spells get-transfer addresses in another letter case than the send record', async () => {
     const sequenceId = newSequenceId();
-    const record = (await (await send(sim, bearer, sequenceId)).json()) as { destinationAddress: string };
-    const plain = await transfersOf(sim, { sequenceId });
+    const record = (await (await send(ctx.sim, ctx.bearer, sequenceId)).json()) as { destinationAddress: string };
+    const plain = await transfersOf(ctx.sim, { sequenceId });
     const plainOut = (plain[0]!.outputs as Array<{ address: string; isMine: boolean }>).find((o) => !o.isMine)!;
     expect(plainOut.address).toBe(record.destinationAddress);
 
-    sim.updateSettings({ mixedCaseAddresses: true });
-    const mixed = await transfersOf(sim, { sequenceId });
+    ctx.sim.updateSettings({ mixedCaseAddresses: true });
+    const mixed = await transfersOf(ctx.sim, { sequenceId });
     const mixedOut = (mixed[0]!.outputs as Array<{ address: string; isMine: boolean }>).find((o) => !o.isMine)!;
     expect(mixedOut.address).not.toBe(record.destinationAddress);
     expect(mixedOut.address.toLowerCase()).toBe(record.destinationAddress.toLowerCase());
@@ -170,11 +156,11 @@ describe('mixedCaseAddresses', () => {
 describe('the coin', () => {
   it('is the one the get-transfer lookup names, as sendTransaction carries none', async () => {
     const sequenceId = newSequenceId();
-    await send(sim, bearer, sequenceId, 540);
-    const res = await getTransfer(sim, { sequenceId }, 540, 'usdc');
+    await send(ctx.sim, ctx.bearer, sequenceId, 540);
+    const res = await getTransfer(ctx.sim, { sequenceId }, 540, 'usdc');
     const [tx] = (await res.json()) as Array<{ coin: string; inputs: Array<{ wallet: { coin: string } }> }>;
     expect(tx!.coin).toBe('usdc');
     expect(tx!.inputs[0]!.wallet.coin).toBe('usdc');
-    expect(sim.transfer(sequenceId)).toMatchObject({ coin: 'usdc' });
+    expect(ctx.sim.transfer(sequenceId)).toMatchObject({ coin: 'usdc' });
   });
 });

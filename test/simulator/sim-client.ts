@@ -1,5 +1,6 @@
 /** Small HTTP helpers for the simulator tests: real sockets, node's global fetch. */
-import type { Simulator } from '../../src/simulator/index.ts';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.ts';
 
 export function basic(id: string, secret: string): string {
   return `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
@@ -89,4 +90,23 @@ export async function transfersOf(
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * One simulator for the file, reset before each test, with a bearer token ready. Returns a live view:
+ * read `ctx.sim` and `ctx.bearer` inside tests, not at module load.
+ */
+export function useSimulator(options: Partial<SimulatorOptions> = {}): { sim: Simulator; bearer: string } {
+  const ctx = {} as { sim: Simulator; bearer: string };
+  beforeAll(async () => {
+    ctx.sim = await startSimulator({ port: 0, ...options });
+    ctx.bearer = await token(ctx.sim);
+  });
+  afterAll(async () => {
+    await ctx.sim.close();
+  });
+  beforeEach(() => {
+    ctx.sim.reset();
+  });
+  return ctx;
 }
