@@ -1,0 +1,173 @@
+/**
+ * The dashboard as an operator sees it: Bull Board rendered by a real headless Chromium against the
+ * worker's HTTP server (in-process worker, real Redis, real simulator), behind Basic auth. Leaves a
+ * full-page screenshot in test-artifacts/dashboard.png. Also: the real worker process refuses to
+ * listen beyond loopback without dashboard credentials.
+ */
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { EX_CONFIG } from '../../src/config/config.ts';
+import { createHttpServer } from '../../src/http/server.ts';
+import { createLogger } from '../../src/logger.ts';
+import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
+import { startHarness, workerEnv, type Harness } from '../helpers/harness.ts';
+import { samplePayload } from '../helpers/payloads.ts';
+import { uniquePrefix } from '../helpers/redis.ts';
+import { PROJECT_ROOT, killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const USER = 'ops';
+const PASSWORD = 'browser-dashboard-pass-456';
+const QUEUES = ['submit-transaction', 'track-transfer', 'reconcile'];
+const SCREENSHOT = join(PROJECT_ROOT, 'test-artifacts', 'dashboard.png');
+
+/** The page's visible text once `ready` holds for it (polled: the board renders after its API calls). */
+async function waitForText(page: Page, ready: (text: string) => boolean, timeoutMs = 20_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const text = await page.locator('body').innerText();
+    if (ready(text)) return text;
+    if (Date.now() > deadline) throw new Error(`the dashboard did not render within ${timeoutMs} ms; page text:\n${text}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe('dashboard in headless Chromium', () => {
+  let h: Harness | undefined;
+  let server: FastifyInstance | undefined;
+  let browser: Browser | undefined;
+  let base: string;
+
+  beforeAll(async () => {
+    // Never skipped: CI installs Chromium (.ci/run), so a missing browser is a broken machine.
+    if (!existsSync(CHROMIUM)) {
+      throw new Error(`${CHROMIUM} not found: the dashboard browser test needs Debian's Chromium (apt-get install -y chromium)`);
+    }
+    h = await startHarness({ name: 'dashboard-browser', env: { DASHBOARD_USER: USER, DASHBOARD_PASSWORD: PASSWORD } });
+    server = await createHttpServer({ app: h.app!, config: h.config, logger: createLogger({ level: 'silent' }), metrics: h.app!.metrics });
+    base = await server.listen({ host: '127.0.0.1', port: 0 });
+
+    // Two transfers through to broadcast, so submit-transaction and track-transfer both hold jobs.
+    const payloads = [samplePayload({ metadata: { orderId: 'A-1001' } }), samplePayload({ metadata: { orderId: 'A-1002' } })];
+    for (const payload of payloads) await h.producer.submit(payload);
+    for (const payload of payloads) await h.producer.waitForTerminal(payload.halfSigned.sequenceId, 15_000);
+
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    await h?.close();
+  });
+
+  it('renders every queue of the worker for an operator with the credentials', async () => {
+    const context = await browser!.newContext({
+      httpCredentials: { username: USER, password: PASSWORD },
+      viewport: { width: 1280, height: 800 },
+    });
+    try {
+      const page = await context.newPage();
+      const response = await page.goto(`${base}/dashboard`, { waitUntil: 'domcontentloaded' });
+      expect(response?.status()).toBe(200);
+      // Bull Board is a React app: the names arrive after its API call, not in the HTML; then the
+      // overview replaces its "Loading..." with one card per queue and its job count.
+      const text = await waitForText(page, (body) => QUEUES.every((name) => body.includes(name)) && /\bJobs?\b/.test(body) && !body.includes('Loading'));
+      expect(text).toContain('custody worker');
+      for (const name of QUEUES) expect(text).toContain(name);
+      // Exactly the two transfers enqueued above, each with its one tracking job (fresh queue prefix).
+      expect(text).toMatch(/submit-transaction\s+2 Jobs/);
+      expect(text).toMatch(/track-transfer\s+2 Jobs/);
+      expect(text).toMatch(/reconcile\s+\d+ Jobs?/);
+
+      mkdirSync(join(PROJECT_ROOT, 'test-artifacts'), { recursive: true });
+      await page.screenshot({ path: SCREENSHOT, fullPage: true });
+      expect(statSync(SCREENSHOT).size).toBeGreaterThan(10_000);
+    } finally {
+      await context.close();
+    }
+  });
+
+  /**
+   * Opens /dashboard in a fresh context and returns every answer the browser got for it. Chromium
+   * (under Playwright) gives up on a Basic challenge it cannot answer with ERR_INVALID_AUTH_CREDENTIALS
+   * instead of showing the 401 body, so the answers are read from the network, not from the page.
+   */
+  async function dashboardAnswers(httpCredentials?: { username: string; password: string }) {
+    const context = await browser!.newContext(httpCredentials ? { httpCredentials } : {});
+    try {
+      const page = await context.newPage();
+      const answers: Array<{ status: number; challenge: string | undefined }> = [];
+      page.on('response', (response) => {
+        if (new URL(response.url()).pathname === '/dashboard') answers.push({ status: response.status(), challenge: response.headers()['www-authenticate'] });
+      });
+      const navigation = await page.goto(`${base}/dashboard`).then(
+        () => 'loaded',
+        (error: Error) => error.message,
+      );
+      const text = await page.locator('body').innerText().catch(() => '');
+      return { answers, navigation, text };
+    } finally {
+      await context.close();
+    }
+  }
+
+  it('answers 401 with a Basic challenge to a browser without credentials', async () => {
+    const { answers, navigation, text } = await dashboardAnswers();
+    expect(answers.length).toBeGreaterThan(0);
+    for (const answer of answers) {
+      expect(answer.status).toBe(401);
+      expect(answer.challenge).toMatch(/^Basic realm=/);
+    }
+    // Either the navigation failed on the challenge or it shows the bare 401: never the board.
+    if (navigation !== 'loaded') expect(navigation).toContain('ERR_INVALID_AUTH_CREDENTIALS');
+    for (const name of QUEUES) expect(text).not.toContain(name);
+  });
+
+  it('answers 401 to a browser with a wrong password', async () => {
+    const { answers, text } = await dashboardAnswers({ username: USER, password: `${PASSWORD}-wrong` });
+    expect(answers.length).toBeGreaterThan(0);
+    expect(answers.map((answer) => answer.status).every((status) => status === 401)).toBe(true);
+    for (const name of QUEUES) expect(text).not.toContain(name);
+  });
+});
+
+describe('real worker process listening beyond loopback', () => {
+  let sim: Simulator;
+  beforeAll(async () => {
+    sim = await startSimulator({ port: 0 });
+  });
+  afterEach(async () => {
+    await killAllWorkers();
+  });
+  afterAll(async () => {
+    await sim.close();
+  });
+
+  it('exits 78 naming DASHBOARD_USER and DASHBOARD_PASSWORD when HTTP_HOST=0.0.0.0 has no credentials', async () => {
+    // Empty values count as unset, and override any the test process may carry.
+    const worker = spawnWorker(workerEnv(sim, uniquePrefix('no-dashboard-auth'), { HTTP_HOST: '0.0.0.0', DASHBOARD_USER: '', DASHBOARD_PASSWORD: '' }));
+    const exit = await worker.waitForExit(20_000);
+    expect(exit).toEqual({ code: EX_CONFIG, signal: null });
+    const lines = worker.output().split('\n');
+    expect(lines.some((line) => /^\s*DASHBOARD_USER: required when HTTP_HOST is not a loopback address/.test(line))).toBe(true);
+    expect(lines.some((line) => /^\s*DASHBOARD_PASSWORD: required when HTTP_HOST is not a loopback address/.test(line))).toBe(true);
+    expect(worker.output()).not.toContain('worker started');
+    expect(worker.output()).not.toContain(sim.clientSecret);
+  });
+});
