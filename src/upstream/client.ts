@@ -142,13 +142,35 @@ export class CustodyClient {
     build: (authorization: string) => TransportRequest,
     schema: S,
   ): Promise<z.output<S>> {
-    const token = await this.#tokens.token();
+    const token = await this.#bearerToken();
     try {
       return readResponse(endpoint, await this.#transport.request(build(`Bearer ${token}`)), schema);
     } catch (error) {
       if (!isCustodyError(error, CustodyErrorCode.UNAUTHORIZED) || !this.#tokens.invalidate(token)) throw error;
-      const fresh = await this.#tokens.token();
+      const fresh = await this.#bearerToken();
       return readResponse(endpoint, await this.#transport.request(build(`Bearer ${fresh}`)), schema);
+    }
+  }
+
+  /**
+   * A token for a bearer call. When the token request fails, the call itself was never made: a token
+   * answer that timed out or was unreadable says "maybe processed" about the token request, and passing
+   * that on would make a send that never left look as if it may have gone out (and such a send is
+   * never failed for good, only resolved again and again).
+   */
+  async #bearerToken(): Promise<string> {
+    try {
+      return await this.#tokens.token();
+    } catch (error) {
+      if (!isCustodyError(error) || !error.maybeProcessed) throw error;
+      throw new CustodyError(error.code, error.message, {
+        endpoint: error.endpoint,
+        httpStatus: error.httpStatus,
+        retryAfterMs: error.retryAfterMs,
+        upstreamMessage: error.upstreamMessage,
+        maybeProcessed: false,
+        cause: error.cause,
+      });
     }
   }
 }

@@ -10,9 +10,17 @@ import { findTransfer } from '../track-transfer/match.ts';
 const PAGE = 500;
 /** A broadcast is re-verified within this window; older unverified entries are dropped from the index. */
 export const VERIFY_WINDOW_MS = 24 * 3_600_000;
-/** Longest run; the lock expires after it so a crashed run never blocks the schedule. */
-const LOCK_TTL_MS = 10 * 60_000;
+/**
+ * The run lock expires this long after its last renewal, and the running holder renews it every
+ * LOCK_RENEW_MS. A worker killed mid-run stops renewing, so the schedule resumes within LOCK_TTL_MS
+ * (a fixed TTL as long as the longest run kept every later run skipped for that long after a crash).
+ * Should renewals fail (Redis away longer than the TTL), a second run may overlap this one: harmless,
+ * since every repair is guarded and safe to repeat.
+ */
+const LOCK_TTL_MS = 30_000;
+const LOCK_RENEW_MS = 10_000;
 const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+const RENEW_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
 
 export interface ReconcileDeps {
   ledger: Ledger;
@@ -60,6 +68,10 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       log.info('another reconciliation is running, skipped');
       return { skipped: true };
     }
+    const renewal = setInterval(() => {
+      redis.eval(RENEW_LUA, 1, keys.reconcileLock, token, LOCK_TTL_MS).catch(() => undefined);
+    }, LOCK_RENEW_MS);
+    renewal.unref();
     try {
       const started = now();
       const counts: ReconcileCounts = {
@@ -80,6 +92,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       log.info(counts, 'reconciliation completed');
       return { skipped: false, ...counts };
     } finally {
+      clearInterval(renewal);
       await redis.eval(RELEASE_LUA, 1, keys.reconcileLock, token);
     }
   };
