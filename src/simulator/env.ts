@@ -51,6 +51,10 @@ export function readSimulatorEnv(env: NodeJS.ProcessEnv): SimulatorEnv {
   if (visibleAfterMs !== undefined) settings.visibleAfterMs = visibleAfterMs;
   const txidAfterMs = check('SIM_TXID_AFTER', durationMs, 'a duration in ms (e.g. 1500, 2s)');
   if (txidAfterMs !== undefined) settings.txidAfterMs = txidAfterMs;
+  const visibleJitterMs = check('SIM_VISIBLE_JITTER', durationMs, 'a duration in ms (e.g. 500, 1s)');
+  if (visibleJitterMs !== undefined) settings.visibleJitterMs = visibleJitterMs;
+  const txidJitterMs = check('SIM_TXID_JITTER', durationMs, 'a duration in ms (e.g. 500, 1s)');
+  if (txidJitterMs !== undefined) settings.txidJitterMs = txidJitterMs;
   const tokenLifetimeSec = check(
     'SIM_TOKEN_LIFETIME',
     (text) => (/^\d+$/.test(text) && Number(text) <= 2_000_000 ? Number(text) : undefined),

@@ -67,6 +67,10 @@ export interface SimulatorSettings {
   visibleAfterMs: number;
   /** And gets a non-empty txid this long after it became visible. */
   txidAfterMs: number;
+  /** Up to this much more, drawn at random per transfer, before it becomes visible. */
+  visibleJitterMs: number;
+  /** Up to this much more, drawn at random per transfer, before its txid is set. */
+  txidJitterMs: number;
   /** `expires_in` of issued tokens; a token past its life gets 401. */
   tokenLifetimeSec: number;
   /** false: get-transfer also returns the wallet's other transfers, newest first (spec 4.1 leaves it open). */
@@ -137,6 +141,8 @@ export function defaultSettings(): SimulatorSettings {
     latencyMs: { token: 0, getTransfer: 0, sendTransaction: 0, getWalletTransaction: 0, isEnabled: 0 },
     visibleAfterMs: 0,
     txidAfterMs: 0,
+    visibleJitterMs: 0,
+    txidJitterMs: 0,
     tokenLifetimeSec: 3600,
     narrowResults: true,
     mixedCaseAddresses: false,
@@ -178,6 +184,8 @@ const SETTINGS_SHAPE: Shape = {
   latencyMs: MS_FIELDS,
   visibleAfterMs: 'ms',
   txidAfterMs: 'ms',
+  visibleJitterMs: 'ms',
+  txidJitterMs: 'ms',
   tokenLifetimeSec: 'ms',
   narrowResults: 'bool',
   mixedCaseAddresses: 'bool',

@@ -5,7 +5,7 @@
  * derived on every read from the timestamps fixed when it was accepted, so thousands of transfers cost
  * nothing between requests.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { buildSubmitRecord, deriveFromTxHex, formatUnits } from './records.ts';
 import type { Derived, SubmitRecord } from './records.ts';
 import { SIM_ENDPOINTS } from './settings.ts';
@@ -169,7 +169,8 @@ export class SimState {
       return { accepted: false };
     }
     this.transferCount += 1;
-    const visibleAt = now + settings.visibleAfterMs;
+    const jitter = (maxMs: number) => (maxMs > 0 ? randomInt(maxMs + 1) : 0);
+    const visibleAt = now + settings.visibleAfterMs + jitter(settings.visibleJitterMs);
     const transfer: SimTransfer = {
       ordinal: this.transferCount,
       sequenceId,
@@ -180,7 +181,7 @@ export class SimState {
       derived: deriveFromTxHex(txHex),
       acceptedAt: now,
       visibleAt,
-      txidAt: visibleAt + settings.txidAfterMs,
+      txidAt: visibleAt + settings.txidAfterMs + jitter(settings.txidJitterMs),
       txid: `0x${randomBytes(32).toString('hex')}`,
     };
     count.accepted += 1;

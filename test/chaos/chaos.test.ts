@@ -39,7 +39,7 @@ const ENQUEUE_BATCH = 50;
 const ENQUEUE_EVERY_MS = 1_500;
 const KILL_EVERY_MS = 3_000;
 const EXPIRE_TOKENS_EVERY_MS = 3_000;
-/** The simulator has one fixed delay per setting (no per-transfer jitter): redrawn this often instead. */
+/** Latency is one setting per endpoint: redrawn this often. Visibility and txid delays are per transfer. */
 const REDRAW_DELAYS_EVERY_MS = 500;
 const MAX_VISIBLE_AFTER_MS = 1_500;
 const MAX_TXID_AFTER_MS = 1_500;
@@ -117,8 +117,11 @@ describe('chaos: 3 workers, SIGKILLs, a Redis crash, expired tokens and upstream
       settings: {
         // The travel rule applies (spec 4.4), so the references on every payload are what lets them through.
         travelRule: { outgoingTxn: 1, mandatory: true },
-        visibleAfterMs: 500,
-        txidAfterMs: 500,
+        // Each transfer becomes visible, then gets its txid, after its own random delays.
+        visibleAfterMs: 0,
+        visibleJitterMs: MAX_VISIBLE_AFTER_MS,
+        txidAfterMs: 0,
+        txidJitterMs: MAX_TXID_AFTER_MS,
         // Short-lived tokens: renewals happen throughout the run, besides the forced expiries below.
         tokenLifetimeSec: 5,
         retryAfterSec: 1,
@@ -236,7 +239,7 @@ describe('chaos: 3 workers, SIGKILLs, a Redis crash, expired tokens and upstream
       enqueueError = error;
     });
 
-    // ---- chaos: kills, the Redis crash, token expiries, redrawn delays; until everything has settled
+    // ---- chaos: kills, the Redis crash, token expiries, redrawn latencies; until everything has settled
     let chaosOn = true;
     const chaosErrors: unknown[] = [];
     stopChaos = () => {
@@ -282,8 +285,6 @@ describe('chaos: 3 workers, SIGKILLs, a Redis crash, expired tokens and upstream
       }),
       loop(REDRAW_DELAYS_EVERY_MS, async () => {
         sim!.updateSettings({
-          visibleAfterMs: randomInt(MAX_VISIBLE_AFTER_MS),
-          txidAfterMs: randomInt(MAX_TXID_AFTER_MS),
           latencyMs: { sendTransaction: randomInt(MAX_LATENCY_MS), getTransfer: randomInt(MAX_LATENCY_MS) },
         });
       }),

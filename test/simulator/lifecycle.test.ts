@@ -4,6 +4,25 @@ import { getTransfer, newSequenceId, send, sleep, transfersOf, useSimulator } fr
 const ctx = useSimulator();
 
 describe('a transfer moves through its life on the configured delays', () => {
+  it('draws per-transfer random extra delays within the configured jitter', async () => {
+    ctx.sim.updateSettings({ visibleAfterMs: 1_000, visibleJitterMs: 2_000, txidAfterMs: 500, txidJitterMs: 3_000 });
+    const views = [];
+    for (let i = 0; i < 20; i++) {
+      const sequenceId = newSequenceId();
+      expect((await send(ctx.sim, ctx.bearer, sequenceId)).status).toBe(200);
+      views.push(ctx.sim.transfer(sequenceId)!);
+    }
+    const visibleDelays = views.map((v) => Date.parse(v.visibleAt) - Date.parse(v.acceptedAt));
+    const txidDelays = views.map((v) => Date.parse(v.txidAt) - Date.parse(v.visibleAt));
+    expect(Math.min(...visibleDelays)).toBeGreaterThanOrEqual(1_000);
+    expect(Math.max(...visibleDelays)).toBeLessThanOrEqual(3_000);
+    expect(Math.min(...txidDelays)).toBeGreaterThanOrEqual(500);
+    expect(Math.max(...txidDelays)).toBeLessThanOrEqual(3_500);
+    // 20 draws from 2,001 and 3,001 values: all equal would mean no jitter at all.
+    expect(new Set(visibleDelays).size).toBeGreaterThan(1);
+    expect(new Set(txidDelays).size).toBeGreaterThan(1);
+  });
+
   it('is invisible, then visible with txid "", then carries a txid', async () => {
     ctx.sim.updateSettings({ visibleAfterMs: 200, txidAfterMs: 300 });
     const sequenceId = newSequenceId();
