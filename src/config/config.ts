@@ -157,7 +157,8 @@ function crossProblems(env: NodeJS.ProcessEnv): string[] {
     // The ledger publishes in the same Lua call that changes state: the stream must share the slot.
     const tag = /\{[^{}]+\}/.exec(env.QUEUE_PREFIX ?? '')?.[0];
     if (tag && !String(env.EVENTS_STREAM).includes(tag)) {
-      problems.push(`EVENTS_STREAM: must carry the hash tag of QUEUE_PREFIX (${tag}) when REDIS_CLUSTER_NODES is set`);
+      // The tag is part of a value: never quoted, as a secret pasted into the wrong variable would be.
+      problems.push('EVENTS_STREAM: must carry the hash tag of QUEUE_PREFIX when REDIS_CLUSTER_NODES is set');
     }
   }
   if (!isLoopback(env.HTTP_HOST || '127.0.0.1')) {

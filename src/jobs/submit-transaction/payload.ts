@@ -32,7 +32,8 @@ export const submitPayloadSchema = z.object({
     z.number().int('must be a whole number').positive('must be positive').max(Number.MAX_SAFE_INTEGER),
     z
       .string()
-      .regex(/^\d{1,16}$/, 'must be a positive integer')
+      // Leading zeros are still a string of digits (CONTRACT 3); past them, 16 digits hold every safe integer.
+      .regex(/^0*\d{1,16}$/, 'must be a positive integer')
       .transform(Number)
       .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer'),
   ], { error: 'must be a positive integer' }),
@@ -48,11 +49,40 @@ export const submitPayloadSchema = z.object({
     .nullish()
     .transform((v) => v ?? undefined),
   metadata: z
-    .record(z.string(), z.unknown(), { error: 'must be a JSON object' })
-    .refine((v) => Buffer.byteLength(JSON.stringify(v), 'utf8') <= MAX_METADATA_BYTES, 'must be at most 4 KiB as JSON')
+    .custom<Record<string, unknown>>(isPlainObject, { error: 'must be a JSON object' })
+    .transform((v, ctx) => {
+      const text = jsonText(v);
+      if (text === undefined) {
+        ctx.addIssue({ code: 'custom', message: 'must be serialisable as JSON' });
+        return z.NEVER;
+      }
+      if (Buffer.byteLength(text, 'utf8') > MAX_METADATA_BYTES) {
+        ctx.addIssue({ code: 'custom', message: 'must be at most 4 KiB as JSON' });
+        return z.NEVER;
+      }
+      // A copy read back from its JSON text, which is what the queue stores anyway. It keeps keys such
+      // as `__proto__` as plain data (a record schema drops them), so every event echoes the metadata
+      // exactly as given.
+      return JSON.parse(text) as Record<string, unknown>;
+    })
     .nullish()
     .transform((v) => v ?? undefined),
 });
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/** JSON text of a value, or undefined when it has none (a BigInt, a cycle): parsing never throws. */
+function jsonText(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
+}
 
 export type SubmitPayload = z.output<typeof submitPayloadSchema>;
 export type SubmitPayloadInput = z.input<typeof submitPayloadSchema>;
@@ -82,7 +112,7 @@ export function describeInvalidPayload(data: unknown): { sequenceId: string; wal
   const plain = (v: unknown, max: number) =>
     (typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) && String(v).length <= max ? String(v) : '';
   const root = obj(data);
-  const metadata = root.metadata && typeof root.metadata === 'object' && !Array.isArray(root.metadata) ? JSON.stringify(root.metadata) : '';
+  const metadata = isPlainObject(root.metadata) ? (jsonText(root.metadata) ?? '') : '';
   return {
     sequenceId: plain(obj(root.halfSigned).sequenceId, 256),
     walletId: plain(root.walletId, 64),
