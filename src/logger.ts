@@ -48,8 +48,19 @@ export function createLogger(options: { level: string; name?: string }, destinat
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-      serializers: { err: pino.stdSerializers.err },
+      serializers: { err: serializeError },
     },
     destination,
   );
+}
+
+/**
+ * pino's error serializer, minus ioredis's `command.args`: a failed Redis command carries all of its
+ * arguments (whole Lua scripts, job payloads), which have no place in a log line. The command's name stays.
+ */
+function serializeError(error: Error): ReturnType<typeof pino.stdSerializers.err> {
+  const serialized = pino.stdSerializers.err(error);
+  const command = (serialized as { command?: { name?: unknown } }).command;
+  if (command && typeof command === 'object') (serialized as { command?: unknown }).command = { name: command.name };
+  return serialized;
 }

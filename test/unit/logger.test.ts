@@ -1,6 +1,8 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
 import { createLogger } from '../../src/logger.ts';
+import { testRedisUrl } from '../helpers/redis.ts';
 
 function capture() {
   const lines: string[] = [];
@@ -56,5 +58,25 @@ describe('log redaction', () => {
     const line = JSON.parse(text().trim());
     expect(line).toMatchObject({ level: 'warn', msg: 'fixed phrase', sequenceId: 'abc' });
     expect(typeof line.time).toBe('string');
+  });
+});
+
+describe('error serialization', () => {
+  it('keeps a failed Redis command\'s name but not its arguments (scripts, payloads)', async () => {
+    const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
+    try {
+      const error = await redis.eval('return redis.call("NO_SUCH_COMMAND")', 0, 'payload-argument-7f3a').catch((e: Error) => e);
+      expect(error).toBeInstanceOf(Error);
+      // ioredis attaches the command with every argument to the error.
+      expect(JSON.stringify((error as { command?: unknown }).command)).toContain('payload-argument-7f3a');
+      const { logger, text } = capture();
+      logger.error({ err: error }, 'redis call failed');
+      const line = JSON.parse(text()) as { err: { message: string; command: unknown } };
+      expect(line.err.message).toContain('Unknown Redis command');
+      expect(line.err.command).toEqual({ name: 'eval' });
+      expect(text()).not.toContain('payload-argument-7f3a');
+    } finally {
+      await redis.quit();
+    }
   });
 });

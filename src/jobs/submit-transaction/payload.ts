@@ -114,7 +114,9 @@ export function describeInvalidPayload(data: unknown): { sequenceId: string; wal
   const root = obj(data);
   const metadata = isPlainObject(root.metadata) ? (jsonText(root.metadata) ?? '') : '';
   return {
-    sequenceId: plain(obj(root.halfSigned).sequenceId, 256),
+    // Text only: a number is not a sequenceId (CONTRACT 3), and keying its rejection under its text would
+    // make a later, valid transfer with that text a "duplicate" of the rejected job.
+    sequenceId: typeof obj(root.halfSigned).sequenceId === 'string' ? plain(obj(root.halfSigned).sequenceId, 256) : '',
     walletId: plain(root.walletId, 64),
     coin: plain(root.coin, 64),
     metadata: Buffer.byteLength(metadata, 'utf8') <= MAX_METADATA_BYTES ? metadata : '',
