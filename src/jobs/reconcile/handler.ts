@@ -11,6 +11,12 @@ const PAGE = 500;
 /** A broadcast is re-verified within this window; older unverified entries are dropped from the index. */
 export const VERIFY_WINDOW_MS = 24 * 3_600_000;
 /**
+ * Verification time per run: each broadcast costs two upstream calls, slow ones when upstream is in
+ * trouble, and the run lock holds off the next repair pass while it lasts. What is left is verified
+ * by the next run (oldest first).
+ */
+export const VERIFY_BUDGET_MS = 60_000;
+/**
  * The run lock expires this long after its last renewal, and the running holder renews it every
  * LOCK_RENEW_MS. A worker killed mid-run stops renewing, so the schedule resumes within LOCK_TTL_MS
  * (a fixed TTL as long as the longest run kept every later run skipped for that long after a crash).
@@ -165,7 +171,12 @@ export function createReconcileHandler(deps: ReconcileDeps) {
     const cutoff = now() - deps.graceMs;
     await redis.zremrangebyscore(keys.broadcast, '-inf', now() - VERIFY_WINDOW_MS);
     const due = await redis.zrangebyscore(keys.broadcast, '-inf', cutoff, 'LIMIT', 0, PAGE);
-    for (const sequenceId of due) {
+    const budgetEnds = now() + VERIFY_BUDGET_MS;
+    for (const [index, sequenceId] of due.entries()) {
+      if (now() > budgetEnds) {
+        log.info({ left: due.length - index }, 'verification budget spent, the rest next run');
+        return;
+      }
       const record = await ledger.get(sequenceId);
       if (!record?.txid) {
         await redis.zrem(keys.broadcast, sequenceId);
