@@ -14,6 +14,16 @@ const unsignedDecimal = z.string().regex(/^\d+(\.\d+)?$/, 'expected unsigned dec
 const timestamp = z.iso.datetime({ offset: true });
 const numericText = z.string().regex(/^\d+$/, 'expected numeric text');
 const anyValue = z.unknown();
+
+/**
+ * 2.3 and 2.5 `raw` ("null or any value"): kept as given, except that a `user` object inside it is
+ * dropped as it is from 2.4's, so no person reaches events or logs whatever a provider puts there.
+ */
+const looseRaw = anyValue.transform((value) => {
+  if (!value || typeof value !== 'object' || Array.isArray(value) || !Object.hasOwn(value, 'user')) return value;
+  const { user: _user, ...rest } = value as Record<string, unknown>;
+  return rest;
+});
 const int = z.number().int();
 
 /** 2.3 Wallet, embedded in transfer parties. */
@@ -25,7 +35,7 @@ export const walletSchema = z.object({
   status: int,
   balance: signedDecimal,
   balanceusd: signedDecimal,
-  raw: anyValue,
+  raw: looseRaw,
   issynced: z.boolean(),
   walletpath: anyValue,
   walletidentifier: z.string(),
@@ -158,7 +168,7 @@ export const sendTransactionResponseSchema = z.preprocess(unwrap, submittedTrans
 export const walletTransactionSchema = z.object({
   id: int,
   txid: z.string(),
-  raw: anyValue,
+  raw: looseRaw,
   walletid: int,
   type: z.string(),
   fee: signedDecimal,
