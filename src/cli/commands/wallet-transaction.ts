@@ -1,0 +1,45 @@
+import type { WalletTransaction } from '../../upstream/schemas.ts';
+import type { Command } from '../command.ts';
+import { custodyOptions, txidArgument, walletArgument, withCustody } from '../custody.ts';
+import { table } from '../format.ts';
+
+export const walletTransactionCommand: Command = {
+  name: 'wallet-transaction',
+  synopsis: 'wallet-transaction --wallet ID --txid TXID',
+  summary: 'spec 4.3: one wallet transaction',
+  help: `Calls get single wallet transaction (spec 4.3, Bearer auth) and prints the record. Upstream's 404
+exits 3.
+
+Options:
+  --wallet ID     wallet id (digits)
+  --txid TXID     transaction hash
+
+Needs the worker's CUSTODY_* configuration (CUSTODY_BASE_URL, CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN, ...).
+
+Example:
+  custody-worker wallet-transaction --wallet 310 --txid 0x5f1c... --json`,
+  options: { wallet: custodyOptions.wallet, txid: custodyOptions.txid },
+  positionals: { min: 0, max: 0, names: '' },
+  async run({ values, out, env }) {
+    const walletId = walletArgument(values);
+    const txid = txidArgument(values);
+    const record = await withCustody(env, out, (client) => client.getWalletTransaction(walletId, txid));
+    out.result(record, formatWalletTransaction);
+  },
+};
+
+function formatWalletTransaction(tx: WalletTransaction): string {
+  return table([
+    ['txid', tx.txid],
+    ['id', tx.id],
+    ['type', tx.type],
+    ['wallet', `${tx.walletid} ${tx.wallet.name} (${tx.wallet.type}, ${tx.wallet.config}, ${tx.wallet.subtype})`],
+    ['coin', `${tx.coin} on ${tx.wallet.chain}`],
+    ['change', `${tx.effectivechange} (usd ${tx.effectivechangeusd})`],
+    ['fee', tx.fee],
+    ['running balance', tx.runningbalance],
+    ['counterparty', tx.externaladdress],
+    ['timestamp', tx.timestamp],
+    ['explorer', tx.explorerLink],
+  ]);
+}

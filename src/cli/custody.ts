@@ -1,0 +1,71 @@
+import { loadConfig } from '../config/config.ts';
+import { SEQUENCE_ID } from '../jobs/submit-transaction/payload.ts';
+import { basicAuthorization } from '../upstream/auth.ts';
+import { CustodyClient } from '../upstream/client.ts';
+import { stringOption, type OptionValues } from './command.ts';
+import { usageError } from './errors.ts';
+import type { Output } from './output.ts';
+
+/*
+ * Argument rules of the custody commands. The client refuses the same values before any request
+ * (CUSTODY_INVALID_REQUEST); checking them here makes a malformed argument a usage error (exit 2)
+ * that names the option, and no configuration or connection is needed to say so.
+ */
+const WALLET_ID = /^\d{1,20}$/;
+const COIN = /^[a-z0-9._-]{1,32}$/;
+/** The client's txid rule: one plain token, starting alphanumeric (never `.`, `..`, a slash or a percent). */
+const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
+
+export const custodyOptions = {
+  wallet: { type: 'string' },
+  coin: { type: 'string' },
+  'sequence-id': { type: 'string' },
+  txid: { type: 'string' },
+} as const;
+
+function required(values: OptionValues, name: string): string {
+  const value = stringOption(values, name);
+  if (value === undefined) throw usageError(`--${name} is required`);
+  return value;
+}
+
+export function walletArgument(values: OptionValues): string {
+  const wallet = required(values, 'wallet');
+  if (!WALLET_ID.test(wallet) || !Number.isSafeInteger(Number(wallet))) throw usageError('--wallet must be a wallet id: digits only');
+  return wallet;
+}
+
+export function coinArgument(values: OptionValues): string {
+  const coin = required(values, 'coin');
+  if (!COIN.test(coin)) throw usageError('--coin must be a lowercase asset code: 1-32 of a-z 0-9 . _ -');
+  return coin;
+}
+
+export function txidArgument(values: OptionValues, name = 'txid'): string {
+  const txid = required(values, name);
+  if (!TXID.test(txid)) throw usageError(`--${name} must be one token of letters, digits and . _ : - starting with a letter or digit`);
+  return txid;
+}
+
+export function sequenceIdArgument(values: OptionValues): string {
+  const sequenceId = required(values, 'sequence-id');
+  if (!SEQUENCE_ID.test(sequenceId)) throw usageError('--sequence-id must be 1-128 of A-Z a-z 0-9 _ -');
+  return sequenceId;
+}
+
+/**
+ * Runs `work` with a custody client built from the worker's configuration (loadConfig: the CUSTODY_*
+ * variables), and closes its connections afterwards. The secrets are registered with the output first,
+ * so not even an unexpected message can print them.
+ */
+export async function withCustody<T>(env: NodeJS.ProcessEnv, out: Output, work: (client: CustodyClient) => Promise<T>): Promise<T> {
+  const { custody } = loadConfig(env);
+  out.addSecrets(custody.clientSecret, custody.accessToken, basicAuthorization(custody.clientId, custody.clientSecret).replace(/^Basic /, ''));
+  // No shared rate limiter (CUSTODY_MAX_RPS): an operator's single lookup should not need Redis.
+  const client = new CustodyClient({ ...custody });
+  try {
+    return await work(client);
+  } finally {
+    await client.close();
+  }
+}

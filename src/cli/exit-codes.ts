@@ -1,0 +1,17 @@
+import { EX_CONFIG } from '../config/config.ts';
+
+/**
+ * The CLI's exit codes, one meaning each, so scripts can branch on them. 78 is the worker's own
+ * configuration exit code (EX_CONFIG), so a bad environment reads the same for both.
+ */
+export const ExitCode = {
+  OK: 0,
+  /** Invalid input (enqueue), a custody error, a Redis error, anything unexpected. */
+  FAILURE: 1,
+  /** Unknown command or option, missing or malformed argument. */
+  USAGE: 2,
+  /** Unknown transfer, or the custody API answered 404. */
+  NOT_FOUND: 3,
+  CONFIG: EX_CONFIG,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];

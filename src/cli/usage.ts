@@ -1,0 +1,37 @@
+import type { Command } from './command.ts';
+
+/** The usage text: every command, the common options and the exit codes. */
+export function usage(commands: readonly Command[]): string {
+  // Longer synopses get their summary on the next line, so the list stays within about 100 columns.
+  const width = 42;
+  const line = (synopsis: string, summary: string) =>
+    synopsis.length > width ? `  ${synopsis}\n  ${' '.repeat(width)}  ${summary}` : `  ${synopsis.padEnd(width)}  ${summary}`;
+  return `custody-worker: operate the custody transfer worker from a shell
+
+Usage: custody-worker <command> [options]      (from the repository: npm run cli -- <command> ...)
+
+Commands:
+${commands.map((command) => line(command.synopsis, command.summary)).join('\n')}
+${line('help [command]', 'this text, or the details of one command')}
+
+Options of every command:
+  --json       exactly one JSON document on stdout (events: one JSON object per line);
+               errors are then one JSON object {"error": {"code", "message", ...}} on stderr
+  -h, --help   the command's details
+
+Configuration: the worker's environment variables. enqueue, status and events need only REDIS_URL
+(or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; the custody commands need the CUSTODY_*
+variables as well (the worker's whole configuration must be valid).
+
+Exit codes:
+  0   ok
+  1   invalid input (enqueue), custody API error (its code, e.g. CUSTODY_UNAVAILABLE), Redis error
+  2   usage error: unknown command or option, missing or malformed argument
+  3   not found: unknown transfer, or the custody API answered 404
+  78  configuration error: one line per missing or malformed variable (named, never its value)
+`;
+}
+
+export function commandUsage(command: Command): string {
+  return `Usage: custody-worker ${command.synopsis} [--json]\n\n${command.summary}\n\n${command.help}\n`;
+}
