@@ -1,25 +1,51 @@
-import { Cluster, Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config/config.ts';
 
 export type RedisClient = Redis | Cluster;
+
+/** What a caller may change of the worker's connection defaults (the CLI gives up instead of waiting). */
+export interface RedisTuning {
+  maxRetriesPerRequest?: number | null;
+  connectTimeout?: number;
+  /** Delay before reconnect attempt `times`, or null to give up. Also used between cluster refreshes. */
+  retryStrategy?: (times: number) => number | null;
+}
 
 /**
  * One connection per call. BullMQ workers need `maxRetriesPerRequest: null` (blocking commands must
  * wait out a Redis restart instead of failing); the same suits our own commands, which sit in jobs.
  */
-export function createRedis(config: Pick<Config['redis'], 'url' | 'clusterNodes'>, name = 'custody-worker'): RedisClient {
+export function createRedis(config: Pick<Config['redis'], 'url' | 'clusterNodes'>, name = 'custody-worker', tuning: RedisTuning = {}): RedisClient {
+  const options: RedisOptions = { maxRetriesPerRequest: null, connectionName: name, enableReadyCheck: true, ...tuning };
   if (config.clusterNodes) {
     const url = new URL(config.url);
     return new Cluster(config.clusterNodes, {
       redisOptions: {
-        maxRetriesPerRequest: null,
-        connectionName: name,
+        ...options,
         username: url.username || undefined,
         password: url.password ? decodeURIComponent(url.password) : undefined,
         tls: url.protocol === 'rediss:' ? {} : undefined,
       },
       enableReadyCheck: true,
+      ...(tuning.retryStrategy ? { clusterRetryStrategy: tuning.retryStrategy } : {}),
     });
   }
-  return new Redis(config.url, { maxRetriesPerRequest: null, connectionName: name, enableReadyCheck: true });
+  return new Redis(config.url, options);
+}
+
+/** QUIT, or a hard disconnect when the connection is not ready or QUIT does not answer in time. */
+export async function closeRedis(client: RedisClient, timeoutMs = 2_000): Promise<void> {
+  if (client.status === 'end') return;
+  if (client.status !== 'ready') {
+    client.disconnect();
+    return;
+  }
+  const timer = setTimeout(() => client.disconnect(), timeoutMs);
+  try {
+    await client.quit();
+  } catch {
+    client.disconnect();
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -3,6 +3,7 @@
  * (so tests never collide and never flush), and tracked ioredis clients.
  */
 import { randomBytes } from 'node:crypto';
+import { closeRedis } from '../../src/redis.ts';
 import { Redis, type RedisOptions } from 'ioredis';
 import { inject } from 'vitest';
 import './provided-context.ts';
@@ -54,21 +55,5 @@ export function newRedis(opts: RedisOptions & { url?: string } = {}): Redis {
 export async function closeAllRedis(): Promise<void> {
   const clients = [...tracked];
   tracked.clear();
-  await Promise.all(
-    clients.map(async (client) => {
-      if (client.status === 'end') return;
-      if (client.status !== 'ready') {
-        client.disconnect();
-        return;
-      }
-      const timer = setTimeout(() => client.disconnect(), 2_000);
-      try {
-        await client.quit();
-      } catch {
-        client.disconnect();
-      } finally {
-        clearTimeout(timer);
-      }
-    }),
-  );
+  await Promise.all(clients.map((client) => closeRedis(client)));
 }
