@@ -24,7 +24,7 @@ import { buildUser } from '../../src/simulator/records.ts';
 import { basicAuthorization } from '../../src/upstream/auth.ts';
 import { countBy, versionProblems, workerEnv } from '../helpers/harness.ts';
 import { samplePayload, type SamplePayload } from '../helpers/payloads.ts';
-import { startRedisServer, type RedisServerHandle } from '../helpers/redis-server.ts';
+import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type ExitInfo, type WorkerProcess } from '../helpers/worker-process.ts';

@@ -3,7 +3,7 @@
  * (so tests never collide and never flush), and tracked ioredis clients.
  */
 import { randomBytes } from 'node:crypto';
-import { closeRedis } from '../../src/redis.ts';
+import { closeRedis, type RedisClient } from '../../src/redis.ts';
 import { Redis, type RedisOptions } from 'ioredis';
 import { inject } from 'vitest';
 import './provided-context.ts';
@@ -27,16 +27,10 @@ export function uniquePrefix(name: string, opts: { hashTag?: boolean } = {}): st
   return opts.hashTag ? `{${prefix}}` : prefix;
 }
 
-interface Closable {
-  readonly status: string;
-  quit(): Promise<unknown>;
-  disconnect(reconnect?: boolean): void;
-}
-
-const tracked = new Set<Closable>();
+const tracked = new Set<RedisClient>();
 
 /** Register any ioredis client (Redis or Cluster) to be closed by closeAllRedis(). Returns it. */
-export function trackRedis<T extends Closable>(client: T): T {
+export function trackRedis<T extends RedisClient>(client: T): T {
   tracked.add(client);
   return client;
 }

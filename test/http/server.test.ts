@@ -4,7 +4,7 @@ import { createHttpServer } from '../../src/http/server.ts';
 import { createLogger } from '../../src/logger.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../helpers/payloads.ts';
-import { startRedisServer, type RedisServerHandle } from '../helpers/redis-server.ts';
+import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.ts';
 
 const USER = 'ops';
 const PASSWORD = 'dashboard-pass-123';

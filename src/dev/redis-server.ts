@@ -1,5 +1,5 @@
 /**
- * Spawn private `redis-server` processes for tests.
+ * Spawn private `redis-server` processes (tests, demo, benchmark).
  *
  * Every server binds 127.0.0.1 on a free port with a fresh temp dir, so tests
  * never touch a shared Redis (e.g. one on 6379) and never need to flush.
