@@ -215,6 +215,9 @@ export async function createApp(
       if (closed) return;
       closed = true;
       // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
+      // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,
+      // which is safe since every run picks up where the last one left off.
+      reconcileWorker.cancelAllJobs('shutting down');
       await closeWorkers(workers, inFlight);
       await Promise.all(Object.values(queues).map((queue) => withTimeout(queue.close(), CLOSE_GRACE_MS)));
       await custody.close();

@@ -199,3 +199,41 @@ describe('retention', () => {
     expect(await r.redis.zscore(keys.terminal, sequenceId)).toBeNull();
   });
 });
+
+describe('reconciliation at shutdown', () => {
+  let s: Harness;
+  beforeAll(async () => {
+    s = await startHarness({ name: 'reconcile-shutdown', env: { RECONCILE_GRACE: '0' } });
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+
+  it('stops a long run between two transfers when the worker closes, and the next run does the rest', async () => {
+    s.sim.updateSettings({ visibleAfterMs: 0, txidAfterMs: 0 });
+    const payloads = Array.from({ length: 12 }, () => samplePayload());
+    for (const payload of payloads) await s.producer.submit(payload);
+    for (const payload of payloads) expect((await s.producer.waitForTerminal(payload.halfSigned.sequenceId, 10_000)).event).toBe('transfer.broadcast');
+    await reconcileIdle(s);
+
+    // Each verification now takes two slow requests: the whole run would take several seconds.
+    s.sim.updateSettings({ latencyMs: { getTransfer: 250, getWalletTransaction: 250 } });
+    const queue = s.app!.queues[QueueName.RECONCILE];
+    const job = await queue.add(QueueName.RECONCILE, {});
+    for (let i = 0; (await job.getState()) !== 'active'; i++) {
+      if (i > 400) throw new Error('reconcile job never started');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await s.app!.close();
+    const interrupted = (await s.events()).filter((e) => e.event === 'reconcile.completed').at(-1)!.data as Record<string, unknown>;
+    expect(interrupted.interrupted).toBe(true);
+    expect(interrupted.verified).toBeLessThan(payloads.length);
+
+    // A new worker's run verifies what the interrupted one left.
+    s.sim.updateSettings({ latencyMs: { getTransfer: 0, getWalletTransaction: 0 } });
+    await s.startWorker();
+    const next = await reconcileOnce(s);
+    expect(next.interrupted).toBe(false);
+    expect((interrupted.verified as number) + (next.verified as number)).toBe(payloads.length);
+  });
+});

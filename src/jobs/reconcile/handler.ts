@@ -50,6 +50,8 @@ export interface ReconcileCounts {
   verifyErrors: number;
   retentionRemoved: number;
   staleIndexRemoved: number;
+  /** True when the worker shut down mid-run: the rest is left to the next run. */
+  interrupted: boolean;
 }
 
 export type ReconcileResult = { skipped: true } | ({ skipped: false } & ReconcileCounts);
@@ -67,7 +69,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
   const redis = ledger.redis;
   const keys = ledger.keys;
 
-  return async ({ log }: JobContext): Promise<ReconcileResult> => {
+  return async ({ log, signal }: JobContext): Promise<ReconcileResult> => {
     const token = randomUUID();
     const locked = await redis.set(keys.reconcileLock, token, 'PX', LOCK_TTL_MS, 'NX');
     if (!locked) {
@@ -90,9 +92,15 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         verifyErrors: 0,
         retentionRemoved: 0,
         staleIndexRemoved: 0,
+        interrupted: false,
       };
-      await repairActive(counts, log);
-      await verifyBroadcasts(counts, log);
+      // Stops between two transfers on shutdown: each repair is a complete step, the next run goes on.
+      const stop = () => {
+        counts.interrupted ||= signal?.aborted === true;
+        return counts.interrupted;
+      };
+      await repairActive(counts, log, stop);
+      if (!stop()) await verifyBroadcasts(counts, log, stop);
       counts.retentionRemoved = await redis.zremrangebyscore(keys.terminal, '-inf', started - deps.retentionMs);
       await ledger.publishSystemEvent('reconcile.completed', { ...counts, durationMs: now() - started });
       log.info(counts, 'reconciliation completed');
@@ -104,7 +112,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
   };
 
   /** Non-terminal transfers untouched for the grace period: each must have a live job driving it. */
-  async function repairActive(counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
+  async function repairActive(counts: ReconcileCounts, log: JobContext['log'], stop: () => boolean): Promise<void> {
     const cutoff = now() - deps.graceMs;
     let offset = 0;
     for (;;) {
@@ -112,6 +120,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       if (page.length === 0) return;
       offset += page.length;
       for (const sequenceId of page) {
+        if (stop()) return;
         const record = await ledger.get(sequenceId);
         if (!record || TERMINAL_STATES.has(record.state)) {
           // The record expired or ended without its index entry going (a crash between the two).
@@ -167,12 +176,13 @@ export function createReconcileHandler(deps: ReconcileDeps) {
   }
 
   /** Broadcast transfers re-checked once: get-transfer by txId (4.1) and the wallet transaction (4.3). */
-  async function verifyBroadcasts(counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
+  async function verifyBroadcasts(counts: ReconcileCounts, log: JobContext['log'], stop: () => boolean): Promise<void> {
     const cutoff = now() - deps.graceMs;
     await redis.zremrangebyscore(keys.broadcast, '-inf', now() - VERIFY_WINDOW_MS);
     const due = await redis.zrangebyscore(keys.broadcast, '-inf', cutoff, 'LIMIT', 0, PAGE);
     const budgetEnds = now() + VERIFY_BUDGET_MS;
     for (const [index, sequenceId] of due.entries()) {
+      if (stop()) return;
       if (now() > budgetEnds) {
         log.info({ left: due.length - index }, 'verification budget spent, the rest next run');
         return;
