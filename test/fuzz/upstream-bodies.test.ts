@@ -17,9 +17,12 @@ import { startScriptedServer, type Reply, type ScriptedServer } from './scripted
 
 const RUNS_PER_ENDPOINT = 300;
 const TOKEN_RUNS = 200;
-const TIMEOUT_MS = 250;
+/** The client's deadline for answers that come: generous, so a loaded machine never turns one into a time-out. */
+const TIMEOUT_MS = 5_000;
+/** The client's deadline where the server never answers ('hang'), short to keep the run fast. */
+const HANG_TIMEOUT_MS = 250;
 /** Far above the client's own deadline: reaching it means the call hung. */
-const HANG_GUARD_MS = TIMEOUT_MS * 4 + 2_000;
+const HANG_GUARD_MS = TIMEOUT_MS * 2 + 2_000;
 
 const CLIENT_ID = 'fuzz-client';
 const CLIENT_SECRET = 'fuzz-client-secret-5c1e7a';
@@ -412,6 +415,7 @@ describe('custody client fed random and broken upstream answers', () => {
   for (const { endpoint, valid, call, check } of cases) {
     it(`${endpoint}: resolves with a spec-valid value or rejects with a fixed CustodyError code (${RUNS_PER_ENDPOINT} runs)`, async () => {
       const client = newClient();
+      const hangClient = newClient({ timeoutMs: HANG_TIMEOUT_MS, connectTimeoutMs: HANG_TIMEOUT_MS });
       // The unmutated answer must pass, or the property would only ever see failures.
       reply = { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(valid()) };
       check(await call(client));
@@ -420,7 +424,7 @@ describe('custody client fed random and broken upstream answers', () => {
       await fc.assert(
         fc.asyncProperty(replyArb(valid), async (scripted) => {
           reply = scripted;
-          const outcome = await settle(call(client));
+          const outcome = await settle(call(scripted.mode === 'hang' ? hangClient : client));
           checkOutcome(endpoint, scripted, outcome, check);
           const kind = outcome.ok ? 'resolved' : (outcome.error as CustodyError).code;
           tally.set(kind, (tally.get(kind) ?? 0) + 1);
@@ -438,7 +442,8 @@ describe('custody client fed random and broken upstream answers', () => {
     await fc.assert(
       fc.asyncProperty(replyArb(() => answers.token), async (scripted) => {
         // A fresh client per run, so every run asks the token endpoint first.
-        const client = newClient({ accessToken: undefined, tokenUrl: `${server.url}/oauth/token` });
+        const deadline = scripted.mode === 'hang' ? { timeoutMs: HANG_TIMEOUT_MS, connectTimeoutMs: HANG_TIMEOUT_MS } : {};
+        const client = newClient({ accessToken: undefined, tokenUrl: `${server.url}/oauth/token`, ...deadline });
         const seen = server.requests.length;
         server.respond = (request) =>
           request.url === '/oauth/token' ? scripted : { status: 200, body: JSON.stringify(answers.getWalletTransaction) };
