@@ -1,0 +1,259 @@
+/**
+ * Everything the demo prints. Text for people by default: the set-up, one line per event, a progress
+ * bar (redrawn in place on a terminal, plain lines otherwise) and a summary table. With `--json`, stdout
+ * carries one JSON document per line (`start`, `event`, `summary`) and the text for people goes to stderr.
+ *
+ * Only short details of an event are printed (txid, code, issue paths), never its data as a whole, so
+ * no record, token or person (`raw.user`, travel-rule `dataJson`) can reach the output.
+ */
+import type { Writable } from 'node:stream';
+import type { TransferEvent } from '../events/events.ts';
+import { SAMPLE_LABELS, type SampleKind } from './samples.ts';
+import type { Verdict } from './verify.ts';
+
+type Stream = Writable & { isTTY?: boolean };
+
+export interface StartInfo {
+  runId: string;
+  redis: string;
+  simulator: string;
+  prefix: string;
+  eventsStream: string;
+  dashboardUrl: string;
+  /** Only when the demo made them up (HTTP_HOST not loopback and none given): printed this once. */
+  generatedCredentials: { user: string; password: string } | undefined;
+  /** Credentials the person configured: the user is named, the password never printed. */
+  configuredUser: string | undefined;
+  samples: Record<SampleKind, number>;
+  jobs: number;
+}
+
+export interface SummaryInfo {
+  runId: string;
+  prefix: string;
+  eventsStream: string;
+  dashboardUrl: string;
+  verdict: Verdict;
+  jobs: number;
+  events: number;
+  durationMs: number;
+  /** Set when the run gave up waiting. */
+  timedOut: boolean;
+}
+
+const COLORS = { red: 31, green: 32, yellow: 33, cyan: 36, dim: 2, bold: 1 } as const;
+const BAR_WIDTH = 24;
+
+export class DemoOutput {
+  readonly json: boolean;
+  readonly #stdout: Stream;
+  readonly #stderr: Stream;
+  readonly #color: boolean;
+  /** Progress bar drawn in place on stderr (a terminal); plain progress lines otherwise. */
+  readonly #liveBar: boolean;
+  #bar = '';
+  #lastProgress = '';
+
+  constructor(options: { json: boolean; stdout: Stream; stderr: Stream; color: boolean }) {
+    this.json = options.json;
+    this.#stdout = options.stdout;
+    this.#stderr = options.stderr;
+    this.#color = options.color;
+    this.#liveBar = options.stderr.isTTY === true;
+  }
+
+  /** Text for people: stdout, or stderr in JSON mode. */
+  info(text: string): void {
+    this.#write(this.json ? this.#stderr : this.#stdout, text);
+  }
+
+  /** Always stderr: shutdown steps, warnings, errors. */
+  notice(text: string): void {
+    this.#write(this.#stderr, text);
+  }
+
+  start(info: StartInfo): void {
+    if (this.json) this.#record({ type: 'start', ...info });
+    const counts = Object.entries(info.samples)
+      .filter(([, count]) => count > 0)
+      .map(([kind, count]) => `${count} ${SAMPLE_LABELS[kind as SampleKind]}`)
+      .join(', ');
+    const transfers = Object.values(info.samples).reduce((sum, count) => sum + count, 0);
+    const dashboard = info.generatedCredentials
+      ? `${info.dashboardUrl}  (user ${info.generatedCredentials.user}, password ${info.generatedCredentials.password}: shown once)`
+      : info.configuredUser
+        ? `${info.dashboardUrl}  (user ${info.configuredUser}, password from DASHBOARD_PASSWORD)`
+        : info.dashboardUrl;
+    this.info(
+      [
+        this.#paint('bold', `custody transfer worker demo (${info.runId})`),
+        `  redis       ${info.redis}`,
+        `  simulator   ${info.simulator}  (travel rule applies: outgoingTxn 1, mandatory)`,
+        `  worker      queue prefix ${info.prefix}, events on ${info.eventsStream}`,
+        `  dashboard   ${dashboard}`,
+        `enqueueing ${info.jobs} jobs for ${transfers} transfers: ${counts}`,
+        '',
+        this.#paint('bold', 'events (UTC)'),
+      ].join('\n'),
+    );
+  }
+
+  event(event: TransferEvent): void {
+    if (this.json) {
+      this.#record({ type: 'event', id: event.id, at: event.at, event: event.event, sequenceId: event.sequenceId, version: event.version, detail: eventDetail(event) });
+      return;
+    }
+    const time = event.at.slice(11, 23);
+    const who = event.event === 'reconcile.completed' ? ''.padEnd(34) : `${event.sequenceId.padEnd(30)} v${event.version}`.padEnd(34);
+    this.info(`  ${time}  ${this.#paint(eventColor(event.event), event.event.padEnd(19))}  ${who}  ${eventDetail(event)}`);
+  }
+
+  progress(settled: number, total: number, elapsedMs: number): void {
+    const text = `${settled}/${total} transfers settled`;
+    if (!this.#liveBar) {
+      if (text !== this.#lastProgress) this.#stderr.write(`progress: ${text} (${seconds(elapsedMs)})\n`);
+      this.#lastProgress = text;
+      return;
+    }
+    const filled = total === 0 ? BAR_WIDTH : Math.round((settled / total) * BAR_WIDTH);
+    this.#bar = `[${'█'.repeat(filled)}${'░'.repeat(BAR_WIDTH - filled)}] ${text}  ${seconds(elapsedMs)}`;
+    this.#stderr.write(`\r\x1b[2K${this.#bar}`);
+  }
+
+  /** The bar's last state stays on screen as a line of its own. */
+  endProgress(): void {
+    if (this.#liveBar && this.#bar) this.#stderr.write(`\r\x1b[2K${this.#bar}\n`);
+    this.#bar = '';
+  }
+
+  summary(summary: SummaryInfo): void {
+    const { verdict } = summary;
+    if (this.json) {
+      this.#record({
+        type: 'summary',
+        ok: verdict.ok,
+        runId: summary.runId,
+        prefix: summary.prefix,
+        eventsStream: summary.eventsStream,
+        dashboardUrl: summary.dashboardUrl,
+        durationMs: summary.durationMs,
+        timedOut: summary.timedOut,
+        jobs: summary.jobs,
+        events: summary.events,
+        samples: verdict.samples.map((result) => ({
+          sequenceId: result.sample.sequenceId,
+          kind: result.sample.kind,
+          jobs: result.sample.jobs.length,
+          expected: result.sample.expected,
+          got: result.terminal.length === 1 ? result.terminal[0] : result.terminal.length === 0 ? null : result.terminal,
+          submitted: result.submitted,
+          acceptedSends: result.accepted,
+          ok: result.ok,
+          problems: result.problems,
+        })),
+        problems: verdict.problems,
+      });
+    }
+    const header = ['sequenceId', 'sample', 'jobs', 'expected', 'got', 'submitted', 'sends', 'ok'];
+    const rows = verdict.samples.map((result) => [
+      result.sample.sequenceId,
+      SAMPLE_LABELS[result.sample.kind],
+      String(result.sample.jobs.length),
+      result.sample.expected,
+      result.terminal.length === 0 ? '(none)' : result.terminal.join('+'),
+      String(result.submitted),
+      String(result.accepted),
+      result.ok ? 'yes' : 'NO',
+    ]);
+    const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]!.length)));
+    const line = (cells: string[], paint?: (cell: string, column: number) => string) =>
+      `  ${cells.map((cell, column) => (paint ? paint(cell.padEnd(widths[column]!), column) : cell.padEnd(widths[column]!))).join('  ')}`.trimEnd();
+    const transfers = verdict.samples.length;
+    const failed = verdict.samples.filter((result) => !result.ok).length;
+    const stats = `${summary.jobs} jobs, ${summary.events} events, ${seconds(summary.durationMs)}`;
+    const lines = [
+      '',
+      this.#paint('bold', 'summary'),
+      this.#paint('dim', line(header)),
+      ...rows.map((row) => line(row, (cell, column) => (column === 7 ? this.#paint(cell.trim() === 'yes' ? 'green' : 'red', cell) : cell))),
+      '',
+      verdict.ok
+        ? this.#paint('green', `ok: all ${transfers} transfers reached their expected outcome (${stats})`)
+        : this.#paint('red', `FAILED: ${failed} of ${transfers} transfers did not reach their expected outcome${summary.timedOut ? ' before DEMO_TIMEOUT' : ''} (${stats})`),
+      ...verdict.problems.map((problem) => `  ${problem}`),
+      `dashboard: ${summary.dashboardUrl}`,
+    ];
+    this.info(lines.join('\n'));
+  }
+
+  error(message: string): void {
+    if (this.json) this.#record({ type: 'error', message });
+    this.#write(this.#stderr, this.#paint('red', `demo: ${message}`));
+  }
+
+  #record(value: Record<string, unknown>): void {
+    this.#write(this.#stdout, JSON.stringify(value));
+  }
+
+  /** Writes a line; a live bar is taken off first and drawn again after, so lines never run into it. */
+  #write(stream: Stream, text: string): void {
+    if (this.#bar) this.#stderr.write('\r\x1b[2K');
+    stream.write(`${text}\n`);
+    if (this.#bar) this.#stderr.write(this.#bar);
+  }
+
+  #paint(color: keyof typeof COLORS, text: string): string {
+    return this.#color ? `\x1b[${COLORS[color]}m${text}\x1b[0m` : text;
+  }
+}
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+function eventColor(event: string): keyof typeof COLORS {
+  if (event === 'transfer.broadcast') return 'green';
+  if (event === 'transfer.submitted') return 'cyan';
+  if (event === 'transfer.blocked' || event === 'transfer.expired') return 'yellow';
+  if (event === 'reconcile.completed') return 'dim';
+  return 'red';
+}
+
+/** One short phrase per event: what a person watching needs, nothing that could be personal or secret. */
+export function eventDetail(event: TransferEvent): string {
+  const data = (event.data ?? {}) as Record<string, unknown>;
+  switch (event.event) {
+    case 'transfer.submitted': {
+      const transfer = (data.transfer ?? {}) as Record<string, unknown>;
+      return `wallet ${text(event.walletId)} ${text(event.coin)}, upstream id ${text(transfer.id)}, amount ${text(transfer.amount)}`;
+    }
+    case 'transfer.broadcast':
+      return `txid ${shorten(text(data.txid))}`;
+    case 'transfer.rejected': {
+      const issues = Array.isArray(data.issues) ? (data.issues as Array<{ path?: unknown }>) : [];
+      return `${text(data.code)} (${[...new Set(issues.map((issue) => text(issue.path)))].join(', ')})`;
+    }
+    case 'transfer.blocked': {
+      const setting = (data.setting ?? {}) as Record<string, unknown>;
+      return `${text(data.code)} (outgoingTxn ${text(setting.outgoingTxn)}, mandatory ${text(setting.mandatory)})`;
+    }
+    case 'transfer.failed':
+      return `${text(data.code)} http ${text(data.httpStatus)} after ${text(data.attempts)} attempts`;
+    case 'transfer.expired':
+      return `${text(data.code)} deadline ${text(data.deadline)}`;
+    case 'reconcile.completed': {
+      // Counts that are zero say nothing in a demo; `checked` always shows.
+      const counts = Object.entries(data).filter(([key, value]) => typeof value === 'number' && (value > 0 || key === 'checked') && key !== 'durationMs');
+      return counts.map(([key, value]) => `${key} ${String(value)}`).join(', ');
+    }
+  }
+}
+
+function text(value: unknown): string {
+  if (value === undefined || value === null || value === '') return '-';
+  return typeof value === 'object' ? JSON.stringify(value) : String(value);
+}
+
+function shorten(value: string): string {
+  return value.length > 24 ? `${value.slice(0, 12)}…${value.slice(-8)}` : value;
+}

@@ -1,0 +1,124 @@
+/**
+ * The demo's sample transfers and what each must end in. The simulator's travel rule applies for the
+ * whole run (outgoingTxn 1, mandatory), so every sample that should go through carries a
+ * `travelRule.reference` and the one that should be blocked carries none.
+ */
+import { randomBytes } from 'node:crypto';
+import type { EventType } from '../events/events.ts';
+
+export type SampleKind = 'normal' | 'duplicate' | 'blocked' | 'invalid';
+
+export interface SampleJob {
+  jobId: string;
+  data: unknown;
+  /** `producer`: through the typed producer (validated); `queue`: added raw, as a careless producer would. */
+  via: 'producer' | 'queue';
+}
+
+export interface Sample {
+  kind: SampleKind;
+  sequenceId: string;
+  /** The one terminal event the transfer must get. */
+  expected: EventType;
+  /** How many `transfer.submitted` events (and accepted sends upstream) it must get: 0 or 1. */
+  sends: 0 | 1;
+  /** Every job enqueued for it (two for the duplicate). */
+  jobs: SampleJob[];
+}
+
+export const SAMPLE_LABELS: Record<SampleKind, string> = {
+  normal: 'normal',
+  duplicate: 'duplicate (2 jobs)',
+  blocked: 'no travel-rule ref',
+  invalid: 'invalid payload',
+};
+
+const COINS = ['eth', 'btc', 'sol', 'usdc', 'trx'] as const;
+
+/** A random half-signed transaction: hex and the same bytes in base64, as CONTRACT section 3 wants. */
+function halfSignedTx(): { txHex: string; txBase64: string } {
+  const bytes = Buffer.concat([Buffer.from([2, 0xf8]), randomBytes(94)]);
+  return { txHex: bytes.toString('hex'), txBase64: bytes.toString('base64') };
+}
+
+function validPayload(sequenceId: string, index: number, reference: string | undefined): Record<string, unknown> {
+  const tx = halfSignedTx();
+  return {
+    walletId: 310 + (index % 3),
+    coin: COINS[index % COINS.length],
+    txHex: tx.txHex,
+    halfSigned: { txBase64: tx.txBase64, txHex: tx.txHex, sequenceId },
+    ...(reference ? { travelRule: { reference } } : {}),
+    metadata: { orderId: `DEMO-${1000 + index}` },
+  };
+}
+
+/**
+ * `normal` ordinary transfers, then one enqueued twice under two job ids, one without a travel-rule
+ * reference and one whose payload breaks the contract (but names a sequenceId, so its rejection is
+ * keyed by it). sequenceIds are `<runId>-<kind>[-n]`, readable in the output and the dashboard.
+ */
+export function buildSamples(runId: string, normal: number): Sample[] {
+  const samples: Sample[] = [];
+  const add = (kind: SampleKind, sequenceId: string, expected: EventType, sends: 0 | 1, jobs: SampleJob[]) =>
+    samples.push({ kind, sequenceId, expected, sends, jobs });
+
+  for (let i = 1; i <= normal; i++) {
+    const sequenceId = `${runId}-normal-${i}`;
+    add('normal', sequenceId, 'transfer.broadcast', 1, [
+      { jobId: sequenceId, data: validPayload(sequenceId, i, `tr-${runId}-${i}`), via: 'producer' },
+    ]);
+  }
+
+  const duplicate = `${runId}-duplicate`;
+  const duplicatePayload = validPayload(duplicate, 0, `tr-${runId}-dup`);
+  add('duplicate', duplicate, 'transfer.broadcast', 1, [
+    { jobId: duplicate, data: duplicatePayload, via: 'producer' },
+    // Same transfer, another job id: the worker must treat it as the same transfer (CONTRACT section 3).
+    { jobId: `${duplicate}-again`, data: duplicatePayload, via: 'queue' },
+  ]);
+
+  const blocked = `${runId}-blocked`;
+  add('blocked', blocked, 'transfer.blocked', 0, [{ jobId: blocked, data: validPayload(blocked, 1, undefined), via: 'producer' }]);
+
+  const invalid = `${runId}-invalid`;
+  const tx = halfSignedTx();
+  add('invalid', invalid, 'transfer.rejected', 0, [
+    {
+      jobId: invalid,
+      data: {
+        walletId: 'wallet-310',
+        coin: 'ETH',
+        txHex: 'not hex',
+        halfSigned: { txBase64: tx.txBase64, txHex: tx.txHex, sequenceId: invalid },
+        metadata: { orderId: 'DEMO-INVALID' },
+      },
+      via: 'queue',
+    },
+  ]);
+  return samples;
+}
+
+/**
+ * The order jobs are enqueued in: first jobs interleaved so that outcomes of every kind arrive
+ * early, the duplicate's second job last.
+ */
+export function enqueueOrder(samples: readonly Sample[]): Array<{ sample: Sample; job: SampleJob }> {
+  const special = samples.filter((sample) => sample.kind !== 'normal');
+  const normal = samples.filter((sample) => sample.kind === 'normal');
+  const first: Sample[] = [];
+  while (normal.length > 0 || special.length > 0) {
+    const next = normal.shift();
+    if (next) first.push(next);
+    const other = special.shift();
+    if (other) first.push(other);
+  }
+  const order = first.map((sample) => ({ sample, job: sample.jobs[0]! }));
+  for (const sample of samples) for (const job of sample.jobs.slice(1)) order.push({ sample, job });
+  return order;
+}
+
+/** A fresh run id: the queue prefix and the sequenceIds' stem (`demo-<hex>`). */
+export function newRunId(): string {
+  return `demo-${randomBytes(4).toString('hex')}`;
+}
