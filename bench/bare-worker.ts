@@ -1,0 +1,108 @@
+/**
+ * The baseline of the benchmark: the least a BullMQ worker can do for the same work, run as its own
+ * process against the same simulator and Redis as ours.
+ *
+ *   submit: one HTTP POST sendTransaction (Bearer token fetched once at start) and one XADD of the
+ *           answer to a stream (MAXLEN ~ like ours); no validation, no ledger, no tracking job.
+ *   track:  one HTTP POST get-transfer (Basic auth) per job, then the job re-delays itself with
+ *           moveToDelayed + DelayedError, the BullMQ idiom for "poll again later" (ours does the same).
+ *
+ * Both keep completed jobs as ours does (removeOnComplete age 1 d, count 100 000) and use one undici
+ * keep-alive pool with as many connections as ours. Started by bench/processes.ts; prints one line
+ * "bare worker ready", stops on SIGTERM.
+ */
+import { DelayedError, Worker, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { Pool } from 'undici';
+
+const env = process.env;
+const required = (name: string): string => {
+  const value = env[name];
+  if (!value) throw new Error(`${name} is required`);
+  return value;
+};
+
+const mode = required('BARE_MODE');
+const prefix = required('BARE_PREFIX');
+const stream = required('BARE_STREAM');
+const clientId = required('BARE_CLIENT_ID');
+const clientSecret = required('BARE_CLIENT_SECRET');
+const concurrency = Number(required('BARE_CONCURRENCY'));
+const trackDelayMs = Number(env.BARE_TRACK_DELAY_MS ?? '10');
+const EVENTS_MAXLEN = 1_000_000;
+
+const redis = new Redis(required('BARE_REDIS_URL'), { maxRetriesPerRequest: null });
+const pool = new Pool(required('BARE_SIM_URL'), { connections: Number(required('BARE_CONNECTIONS')), keepAliveTimeout: 30_000 });
+
+async function post(path: string, headers: Record<string, string>, body: string): Promise<string> {
+  const response = await pool.request({ method: 'POST', path, headers: { 'content-type': 'application/json', accept: 'application/json', ...headers }, body });
+  const text = await response.body.text();
+  if (response.statusCode !== 200) throw new Error(`${path}: HTTP ${response.statusCode}`);
+  return text;
+}
+
+interface SubmitData {
+  walletId: number;
+  txHex: string;
+  halfSigned: { txBase64: string; txHex: string; sequenceId: string };
+}
+
+interface TrackData {
+  sequenceId: string;
+  walletId: number;
+  coin: string;
+}
+
+let processor: (job: Job, token?: string) => Promise<void>;
+let queueName: string;
+if (mode === 'submit') {
+  const tokenAnswer = JSON.parse(
+    await post('/oauth/token', {}, JSON.stringify({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret })),
+  ) as { access_token: string };
+  const authorization = `Bearer ${tokenAnswer.access_token}`;
+  queueName = 'submit-transaction';
+  processor = async (job) => {
+    const data = job.data as SubmitData;
+    const answer = await post(
+      `/api/wallet/${data.walletId}/sendTransaction`,
+      { authorization },
+      JSON.stringify({ txHex: data.txHex, halfSigned: data.halfSigned }),
+    );
+    await redis.xadd(stream, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', 'transfer.submitted', 'sequenceId', data.halfSigned.sequenceId, 'data', answer);
+  };
+} else if (mode === 'track') {
+  const authorization = `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`;
+  queueName = 'track-transfer';
+  processor = async (job, token) => {
+    const data = job.data as TrackData;
+    await post('/api/wallet/get-transfer', { authorization }, JSON.stringify({ wallet: { walletId: data.walletId, coin: data.coin }, sequenceId: data.sequenceId }));
+    await job.moveToDelayed(Date.now() + trackDelayMs, token);
+    throw new DelayedError();
+  };
+} else {
+  throw new Error(`BARE_MODE must be submit or track, not ${mode}`);
+}
+
+const worker = new Worker(queueName, processor, {
+  connection: redis,
+  prefix,
+  concurrency,
+  removeOnComplete: { age: 86_400, count: 100_000 },
+  removeOnFail: { age: 30 * 86_400 },
+});
+worker.on('error', (error) => process.stderr.write(`bare worker error: ${error.message}\n`));
+worker.on('failed', (job, error) => process.stderr.write(`bare job ${job?.id} failed: ${error.message}\n`));
+await worker.waitUntilReady();
+process.stdout.write(`${JSON.stringify({ msg: 'bare worker ready', mode, concurrency })}\n`);
+
+let stopping = false;
+async function stop(): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  await worker.close();
+  await pool.close();
+  await redis.quit();
+  process.exit(0);
+}
+process.on('SIGTERM', () => void stop());
+process.on('SIGINT', () => void stop());

@@ -1,0 +1,254 @@
+/** The benchmark's result: one object, printed as tables and written as JSON. */
+import { readFileSync } from 'node:fs';
+import { cpus, totalmem, release, platform } from 'node:os';
+import type { MemoryResult } from './memory.ts';
+import type { CpuShare } from './cpu.ts';
+import { describeCommands } from './redis-stats.ts';
+import type { LatencyResult, ThroughputRound } from './submissions.ts';
+import type { TrackingRound } from './tracking.ts';
+
+/** Rounds of one side, and their median, which is the figure. */
+export interface SubmitSide {
+  perSecond: number;
+  rounds: ThroughputRound[];
+}
+
+export interface TrackSide {
+  transfers: number;
+  pollsPerSecond: number;
+  rounds: TrackingRound[];
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+export interface Target {
+  name: string;
+  target: string;
+  value: number;
+  unit: string;
+  met: boolean;
+}
+
+export interface BenchResult {
+  version: 1;
+  finishedAt: string;
+  quick: boolean;
+  machine: { cpu: string; cores: number; memoryGiB: number; os: string };
+  versions: { node: string; redis: string; bullmq: string; ioredis: string; undici: string };
+  redis: { source: string };
+  setup: Record<string, string | number>;
+  submissions: { ours: SubmitSide; bare: SubmitSide; ratio: number };
+  latency: { ours: LatencyResult; bare: LatencyResult };
+  tracking: { ours: TrackSide; bare: TrackSide; ratio: number };
+  memory: MemoryResult;
+  targets: Target[];
+  notes: string[];
+}
+
+export function packageVersion(name: string): string {
+  try {
+    const url = new URL(`../node_modules/${name}/package.json`, import.meta.url);
+    return (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+export function machine(): BenchResult['machine'] {
+  const list = cpus();
+  return {
+    cpu: list[0]?.model.trim() ?? 'unknown',
+    cores: list.length,
+    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    os: `${platform()} ${release()}`,
+  };
+}
+
+export function targets(result: Omit<BenchResult, 'targets' | 'notes' | 'version' | 'finishedAt'>): Target[] {
+  return [
+    {
+      name: 'submissions/s, ours ÷ bare',
+      target: '≥ 0.70',
+      value: result.submissions.ratio,
+      unit: '×',
+      met: result.submissions.ratio >= 0.7,
+    },
+    {
+      name: 'tracking polls/s, ours ÷ bare',
+      target: '≥ 0.80',
+      value: result.tracking.ratio,
+      unit: '×',
+      met: result.tracking.ratio >= 0.8,
+    },
+    {
+      name: 'Redis memory per tracked transfer',
+      target: '≤ 2048 B',
+      value: result.memory.bytesPerTransfer,
+      unit: 'B',
+      met: result.memory.bytesPerTransfer <= 2048,
+    },
+    {
+      name: 'p99 enqueue → submitted at half load',
+      target: '≤ 20 ms',
+      value: result.latency.ours.p99Ms,
+      unit: 'ms',
+      met: result.latency.ours.p99Ms <= 20,
+    },
+  ];
+}
+
+/** First column left-aligned, the others right-aligned (or all left with `leftAligned`). */
+function table(rows: string[][], leftAligned = false): string {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length)));
+  return rows
+    .map((row, index) => {
+      const line = row
+        .map((cell, column) => (column === 0 || leftAligned ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!)))
+        .join('  ')
+        .trimEnd();
+      return index === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
+    })
+    .join('\n');
+}
+
+/** The most CPU other processes used in any of the windows, in cores ("n/a" off Linux). */
+function otherCpu(shares: Array<CpuShare | undefined>): string {
+  const known = shares.filter((share): share is CpuShare => share !== undefined);
+  if (known.length === 0) return 'n/a';
+  return `≤ ${Math.max(...known.map((share) => share.otherCores)).toFixed(2)} cores`;
+}
+
+/** The round whose rate is the median (the lower middle one of an even number). */
+function medianRound<R>(rounds: R[], rate: (round: R) => number): R | undefined {
+  const sorted = [...rounds].sort((a, b) => rate(a) - rate(b));
+  return sorted[Math.floor((sorted.length - 1) / 2)];
+}
+
+/**
+ * Where the CPU goes: per job (or poll), the CPU time each process of the benchmark spent, in µs,
+ * from the round with the median rate. The worker under test is the side's own process.
+ */
+function cpuPerJob<R extends { cpu: CpuShare | undefined; seconds: number }>(
+  unit: string,
+  sides: Array<[string, R[]]>,
+  count: (round: R) => number,
+): string {
+  const rows: string[][] = [[`CPU per ${unit} (µs, median round)`, 'worker', 'redis', 'simulator', 'load generator', 'all']];
+  for (const [label, rounds] of sides) {
+    const round = medianRound(rounds, (r) => count(r) / r.seconds);
+    const processes = round?.cpu?.processes;
+    if (!round || !processes) return `CPU per ${unit}: n/a`;
+    const share = round.cpu!;
+    const micros = (cores: number | undefined) => ((cores ?? 0) * share.seconds * 1e6) / count(round);
+    const parts = [processes[label], processes['redis-server'], processes.simulator, processes['load generator']].map(micros);
+    rows.push([label, ...parts.map((value) => n0(value)), n0(parts.reduce((sum, value) => sum + value, 0))]);
+  }
+  return table(rows);
+}
+
+const n0 = (value: number) => Math.round(value).toLocaleString('en-US');
+const n2 = (value: number) => value.toFixed(2);
+const ms = (value: number) => value.toFixed(2);
+
+export function format(result: BenchResult): string {
+  const out: string[] = [];
+  const { machine: m, versions: v, submissions: s, latency: l, tracking: t, memory: mem } = result;
+  out.push(`custody-transfer-worker benchmark${result.quick ? ' (BENCH_QUICK: tiny sizes, figures not meaningful)' : ''}, ${result.finishedAt}`);
+  out.push(`machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`);
+  out.push(`node ${v.node}, redis ${v.redis} (${result.redis.source}), bullmq ${v.bullmq}, ioredis ${v.ioredis}, undici ${v.undici}`);
+  out.push('');
+  out.push('setup');
+  out.push(table([['setting', 'value'], ...Object.entries(result.setup).map(([key, value]) => [key, String(value)])], true));
+  out.push('');
+  out.push('submissions end to end: backlog enqueued into the paused queue, then resume → its last transfer.submitted; rounds alternate');
+  out.push(
+    table([
+      ['', 'jobs/round', 'rounds (per second)', 'median/s', 'other CPU'],
+      ...([['ours', s.ours], ['bare BullMQ (1 POST + 1 XADD)', s.bare]] as const).map(([label, side]) => [
+        label,
+        n0(side.rounds[0]?.jobs ?? 0),
+        side.rounds.map((round) => n0(round.perSecond)).join(' / '),
+        n0(side.perSecond),
+        otherCpu(side.rounds.map((round) => round.cpu)),
+      ]),
+      ['ratio ours ÷ bare', '', '', n2(s.ratio), ''],
+    ]),
+  );
+  out.push(cpuPerJob('submission', [['ours', s.ours.rounds], ['bare', s.bare.rounds]], (round) => round.jobs));
+  out.push(`Redis commands per submission (median round; inside scripts included): ours ${describeCommands(medianRound(s.ours.rounds, (r) => r.perSecond)?.redisCommands)}`);
+  out.push(`  bare ${describeCommands(medianRound(s.bare.rounds, (r) => r.perSecond)?.redisCommands)}`);
+  out.push('');
+  out.push(`latency enqueue → transfer.submitted seen on the stream, paced at half of ours' maximum (${n0(l.ours.offeredPerSecond)}/s)`);
+  out.push(
+    table([
+      ['', 'jobs', 'offered/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'mean ms', 'worker CPU', 'other CPU'],
+      ...([['ours', l.ours, 'ours'], ['bare (same rate)', l.bare, 'bare']] as const).map(([label, r, side]) => [
+        label,
+        n0(r.count),
+        n0(r.offeredPerSecond),
+        ms(r.p50Ms),
+        ms(r.p90Ms),
+        ms(r.p99Ms),
+        ms(r.maxMs),
+        ms(r.meanMs),
+        r.cpu ? `${(r.cpu.processes[side] ?? 0).toFixed(2)} cores` : 'n/a',
+        otherCpu([r.cpu]),
+      ]),
+    ]),
+  );
+  out.push('');
+  out.push('tracking polls: get-transfer requests counted at the simulator (txid never appears); rounds alternate');
+  out.push(
+    table([
+      ['', 'transfers', 'rounds (per second)', 'median/s', 'errors', 'other CPU'],
+      ...([['ours', t.ours], ['bare BullMQ (1 POST + re-delay)', t.bare]] as const).map(([label, side]) => [
+        label,
+        n0(side.transfers),
+        side.rounds.map((round) => n0(round.pollsPerSecond)).join(' / '),
+        n0(side.pollsPerSecond),
+        n0(side.rounds.reduce((sum, round) => sum + round.errors, 0)),
+        otherCpu(side.rounds.map((round) => round.cpu)),
+      ]),
+      ['ratio ours ÷ bare', '', '', n2(t.ratio), '', ''],
+    ]),
+  );
+  out.push(cpuPerJob('poll', [['ours', t.ours.rounds], ['bare', t.bare.rounds]], (round) => round.polls));
+  out.push(`Redis commands per poll (median round; inside scripts included): ours ${describeCommands(medianRound(t.ours.rounds, (r) => r.pollsPerSecond)?.redisCommands)}`);
+  out.push(`  bare ${describeCommands(medianRound(t.bare.rounds, (r) => r.pollsPerSecond)?.redisCommands)}`);
+  out.push('');
+  out.push(
+    `Redis memory: ${n0(mem.tracked)} transfers tracked (loaded in ${n2(mem.loadSeconds)} s), used_memory ${n0(mem.usedMemoryBefore)} → ${n0(mem.usedMemoryAfter)} B: ` +
+      `${n0(mem.bytesPerTransfer)} B per tracked transfer (${n0(mem.bytesPerTransferWithoutEvents)} B without the events stream), ` +
+      `${n2(mem.keysPerTransfer)} keys per transfer`,
+  );
+  out.push(
+    table([
+      ['part (MEMORY USAGE, per transfer)', 'bytes', 'encoding'],
+      ...mem.breakdown.map((p) => [p.part, n0(p.bytesPerTransfer), p.encoding]),
+    ]),
+  );
+  out.push('largest hash fields of one transfer: ' + mem.largestFields.map((f) => `${f.key.split(':').slice(-2, -1)[0]}.${f.field} ${f.bytes} B`).join(', '));
+  out.push('');
+  out.push('targets (measured, not asserted)');
+  out.push(
+    table([
+      ['', 'target', 'measured', 'status'],
+      ...result.targets.map((target) => [
+        target.name,
+        target.target,
+        `${target.unit === 'B' ? n0(target.value) : n2(target.value)} ${target.unit}`,
+        target.met ? 'met' : 'MISSED',
+      ]),
+    ]),
+  );
+  if (result.notes.length > 0) {
+    out.push('');
+    out.push('notes');
+    for (const note of result.notes) out.push(`- ${note}`);
+  }
+  return out.join('\n');
+}

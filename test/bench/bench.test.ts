@@ -1,0 +1,98 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const RUN = fileURLToPath(new URL('../../bench/run.ts', import.meta.url));
+
+interface Outcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runBench(env: Record<string, string>, timeoutMs: number): Promise<Outcome> {
+  const childEnv: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && !key.startsWith('BENCH_') && key !== 'NODE_OPTIONS') childEnv[key] = value;
+  }
+  const child = spawn(process.execPath, [RUN], { cwd: ROOT, env: { ...childEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Every figure the benchmark must produce (CONTRACT section 7), by its path in the JSON result. */
+const FIGURES = [
+  'submissions.ours.perSecond',
+  'submissions.bare.perSecond',
+  'submissions.ratio',
+  'latency.ours.p50Ms',
+  'latency.ours.p99Ms',
+  'latency.bare.p50Ms',
+  'latency.bare.p99Ms',
+  'tracking.ours.pollsPerSecond',
+  'tracking.bare.pollsPerSecond',
+  'tracking.ratio',
+  'memory.bytesPerTransfer',
+] as const;
+
+function at(result: unknown, path: string): unknown {
+  return path.split('.').reduce<unknown>((value, key) => (value as Record<string, unknown> | undefined)?.[key], result);
+}
+
+describe('npm run bench (BENCH_QUICK=1)', () => {
+  let dir: string | undefined;
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('exits 0, prints every figure and the targets, and writes them all to the JSON result as finite positive numbers', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'bench-test-'));
+    const resultFile = join(dir, 'latest.json');
+    const outcome = await runBench({ BENCH_QUICK: '1', BENCH_RESULT_FILE: resultFile }, 100_000);
+    expect(outcome.code, `stderr:\n${outcome.stderr}\nstdout:\n${outcome.stdout}`).toBe(0);
+
+    const result = JSON.parse(await readFile(resultFile, 'utf8')) as Record<string, unknown>;
+    for (const path of FIGURES) {
+      const value = at(result, path);
+      expect(typeof value, path).toBe('number');
+      expect(Number.isFinite(value) && (value as number) > 0, `${path} = ${String(value)}`).toBe(true);
+    }
+    const targets = result.targets as Array<{ name: string; value: number; met: boolean }>;
+    expect(targets).toHaveLength(4);
+    for (const target of targets) {
+      expect(Number.isFinite(target.value) && target.value > 0, target.name).toBe(true);
+      expect(typeof target.met).toBe('boolean');
+    }
+
+    const out = outcome.stdout;
+    for (const heading of ['machine:', 'submissions end to end', 'latency enqueue', 'tracking polls', 'Redis memory', 'targets']) {
+      expect(out).toContain(heading);
+    }
+    for (const target of targets) expect(out).toContain(target.name);
+    const printed = (value: unknown) => Math.round(value as number).toLocaleString('en-US');
+    expect(out).toContain(printed(at(result, 'submissions.ours.perSecond')));
+    expect(out).toContain(printed(at(result, 'submissions.bare.perSecond')));
+    expect(out).toContain(printed(at(result, 'tracking.ours.pollsPerSecond')));
+    expect(out).toContain(printed(at(result, 'tracking.bare.pollsPerSecond')));
+    expect(out).toContain(`${printed(at(result, 'memory.bytesPerTransfer'))} B per tracked transfer`);
+    expect(out).toContain((at(result, 'latency.ours.p99Ms') as number).toFixed(2));
+    expect(out).toContain(`${process.version}`);
+  }, 120_000);
+});
