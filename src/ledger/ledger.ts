@@ -50,10 +50,10 @@ export interface TransferRecord {
   leaseUntil: number;
   /** The job payload, kept until the transfer is submitted so a lost job can be recreated. */
   payload: string | undefined;
-  /** JSON: the travel-rule decision. */
-  gate: string | undefined;
-  /** JSON: what tracking matches on (destination address and amount, or the upstream transaction id). */
-  match: string | undefined;
+  /** The travel-rule decision, once made. */
+  gate: GateDecision | undefined;
+  /** What tracking matches on (the upstream transaction id, or destination address and amount). */
+  match: LedgerMatch;
   submittedAt: number | undefined;
   txid: string | undefined;
   /** Consecutive failed polls of get-transfer while tracking. */
@@ -65,6 +65,51 @@ export interface TransferRecord {
   lastError: string | undefined;
   /** Stream ids of the transfer's events, oldest first. */
   events: string[];
+}
+
+/** The travel-rule decision recorded on a transfer (what the setting said, when, and the outcome). */
+export interface GateDecision {
+  setting: { outgoingTxn: number; mandatory: boolean; blockTxn: boolean };
+  settingFetchedAt: string;
+  checkedAt: string;
+  applies: boolean;
+  reference: boolean;
+  outcome: 'passed' | 'blocked';
+}
+
+/** How tracking recognises the transfer in a get-transfer answer; see track-transfer/match.ts. */
+export interface LedgerMatch {
+  transactionId?: string | undefined;
+  destinationAddress?: string | undefined;
+  amount?: string | undefined;
+}
+
+/*
+ * Records are stored as short fields, not JSON blobs: a hash whose every value is at most 64 bytes
+ * stays in Redis's compact listpack encoding (about half the memory of a hashtable), which matters
+ * with 100,000s of transfers being tracked. The long job payload is dropped on submission, and the
+ * transition script then rewrites the hash so it can return to the compact encoding.
+ */
+
+/** Hash fields of a gate decision (for `TransitionRequest.set`). */
+export function gateFields(decision: GateDecision): Record<string, string> {
+  return {
+    gateOutcome: decision.outcome,
+    gateSetting: JSON.stringify(decision.setting),
+    gateFetchedAt: decision.settingFetchedAt,
+    gateCheckedAt: decision.checkedAt,
+    gateApplies: decision.applies ? '1' : '0',
+    gateReference: decision.reference ? '1' : '0',
+  };
+}
+
+/** Hash fields of a match (for `TransitionRequest.set`); absent parts are not written. */
+export function matchFields(match: LedgerMatch): Record<string, string> {
+  const fields: Record<string, string> = {};
+  if (match.transactionId !== undefined) fields.matchTransactionId = match.transactionId;
+  if (match.destinationAddress !== undefined) fields.matchAddress = match.destinationAddress;
+  if (match.amount !== undefined) fields.matchAmount = match.amount;
+  return fields;
 }
 
 export interface TransitionRequest {
@@ -210,8 +255,17 @@ function toRecord(sequenceId: string, hash: Record<string, string>): TransferRec
     failures: num(hash.failures),
     leaseUntil: num(hash.leaseUntil),
     payload: opt(hash.payload),
-    gate: opt(hash.gate),
-    match: opt(hash.match),
+    gate: hash.gateOutcome
+      ? {
+          setting: JSON.parse(hash.gateSetting ?? '{}') as GateDecision['setting'],
+          settingFetchedAt: hash.gateFetchedAt ?? '',
+          checkedAt: hash.gateCheckedAt ?? '',
+          applies: hash.gateApplies === '1',
+          reference: hash.gateReference === '1',
+          outcome: hash.gateOutcome as GateDecision['outcome'],
+        }
+      : undefined,
+    match: { transactionId: opt(hash.matchTransactionId), destinationAddress: opt(hash.matchAddress), amount: opt(hash.matchAmount) },
     submittedAt: opt(hash.submittedAt) === undefined ? undefined : num(hash.submittedAt),
     txid: opt(hash.txid),
     pollFailures: num(hash.pollFailures),

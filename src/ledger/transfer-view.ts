@@ -35,7 +35,7 @@ export async function transferView(ledger: Ledger, sequenceId: string): Promise<
     failures: record.failures,
     lastError: record.lastError ?? null,
     txid: record.txid ?? null,
-    gate: record.gate ? JSON.parse(record.gate) : null,
+    gate: record.gate ?? null,
     createdAt: iso(record.createdAt),
     updatedAt: iso(record.updatedAt),
     submittedAt: iso(record.submittedAt),

@@ -49,6 +49,13 @@ if ARGV[14] ~= '' then
 end
 if ARGV[12] ~= '' then
   for field in string.gmatch(ARGV[12], '[^,]+') do redis.call('HDEL', KEYS[1], field) end
+  -- A hash that once held a long value (the job payload) keeps the large hashtable encoding for good;
+  -- written anew it takes the compact listpack encoding again when every value is short.
+  local fields = redis.call('HGETALL', KEYS[1])
+  local ttl = redis.call('PTTL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
 
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')

@@ -7,7 +7,12 @@ export class RetryLater extends Error {
   readonly delayMs: number;
   readonly reason: string;
   constructor(delayMs: number, reason: string) {
+    // Thrown on every poll of every tracked transfer: a signal, not a fault, so no stack is captured
+    // (capturing it was several per cent of the tracking worker's time).
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(`retry in ${delayMs} ms: ${reason}`);
+    Error.stackTraceLimit = stackTraceLimit;
     this.name = 'RetryLater';
     this.delayMs = delayMs;
     this.reason = reason;

@@ -46,7 +46,7 @@ describe('submitting a transfer', () => {
     const ledger = await h.app!.ledger.get(sequenceId);
     expect(ledger).toMatchObject({ state: 'broadcast', version: 2, sends: 1, jobId: sequenceId });
     expect(ledger!.payload).toBeUndefined();
-    expect(JSON.parse(ledger!.gate!)).toMatchObject({ applies: false, outcome: 'passed', setting: { outgoingTxn: 0, mandatory: false } });
+    expect(ledger!.gate).toMatchObject({ applies: false, outcome: 'passed', setting: { outgoingTxn: 0, mandatory: false } });
   });
 
   it('refuses an invalid payload in the producer before it reaches the queue', async () => {

@@ -151,7 +151,7 @@ describe('travel-rule gate', () => {
       expect(outcome.event).toBe('transfer.submitted');
       expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
     }
-    const gate = JSON.parse((await h.app!.ledger.get(sequenceId))!.gate!);
+    const gate = (await h.app!.ledger.get(sequenceId))!.gate!;
     expect(gate).toMatchObject({
       setting: { outgoingTxn, mandatory, blockTxn: true },
       applies: outgoingTxn === 1 && mandatory,

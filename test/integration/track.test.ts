@@ -89,6 +89,23 @@ describe('tracking a submitted transfer', () => {
     }
   });
 
+  it('keeps the record of a tracked transfer in the compact hash encoding once the payload is dropped', async () => {
+    h.sim.updateSettings({ visibleAfterMs: 0, txidAfterMs: 60_000 });
+    const sequenceId = await submit({ travelRule: { reference: 'tr-5521' } });
+    await h.waitForEvents((all) => all.some((e) => e.sequenceId === sequenceId && e.event === 'transfer.submitted'));
+    const key = h.app!.ledger.keys.transfer(sequenceId);
+    // Written while the payload (far above 64 bytes) was in it, so it started as a hashtable.
+    expect(await h.redis.object('ENCODING', key)).toBe('listpack');
+    const record = (await h.app!.ledger.get(sequenceId))!;
+    expect(record).toMatchObject({ state: 'submitted', payload: undefined, gate: { outcome: 'passed', reference: true } });
+    expect(record.match.destinationAddress).toBe(h.sim.transfer(sequenceId)!.record.destinationAddress);
+    expect(await h.redis.pttl(key)).toBe(-1);
+    // Let it finish, so later tests do not see it tracking.
+    h.sim.setTxid(sequenceId);
+    expect((await h.producer.waitForTerminal(sequenceId, 10_000)).event).toBe('transfer.broadcast');
+    h.sim.updateSettings({ txidAfterMs: 0 });
+  });
+
   it('keeps tracking through upstream 5xx and time-outs while polling', async () => {
     h.sim.updateSettings({ visibleAfterMs: 0, txidAfterMs: 400 });
     h.sim.setFault('getTransfer', { sequence: ['5xx', 'timeout', 'reset', 'malformed', '5xx'] });

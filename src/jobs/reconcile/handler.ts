@@ -195,7 +195,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       try {
         const wallet = { walletId: record.walletId, coin: record.coin };
         const list = await deps.custody.getTransfersByTxId(wallet, record.txid);
-        const match = record.match ? JSON.parse(record.match) : { sequenceId };
+        const match = { sequenceId, ...record.match };
         const found = findTransfer(list.filter((tx) => tx.txid === record.txid), match);
         const walletTx = await deps.custody.getWalletTransaction(record.walletId, record.txid).catch(() => null);
         const problems: string[] = [];

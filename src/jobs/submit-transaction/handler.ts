@@ -1,5 +1,5 @@
 import { FailureCode } from '../../events/events.ts';
-import { NO_RECORD, TERMINAL_STATES, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
+import { gateFields, matchFields, NO_RECORD, TERMINAL_STATES, TransferState, type GateDecision, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
 import { decimalFromNumber } from '../../lib/decimal.ts';
 import { RateLimited, RetryLater } from '../../queues/outcomes.ts';
 import { backoffDelay, type BackoffProfile } from '../../queues/profiles.ts';
@@ -142,7 +142,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     }
     const applies = travelRuleApplies(setting);
     const hasReference = payload.travelRule?.reference !== undefined;
-    const decision = {
+    const decision: GateDecision = {
       setting: { outgoingTxn: setting.outgoingTxn, mandatory: setting.mandatory, blockTxn: setting.blockTxn },
       settingFetchedAt: setting.fetchedAt,
       checkedAt: new Date(now()).toISOString(),
@@ -154,7 +154,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
       await deps.ledger.transition(record.sequenceId, {
         from: [TransferState.RECEIVED],
         to: TransferState.BLOCKED,
-        set: { gate: JSON.stringify(decision) },
+        set: gateFields(decision),
         unset: ['payload'],
         event: { type: 'transfer.blocked', data: { code: FailureCode.TRAVEL_RULE_REQUIRED, setting: decision.setting } },
       });
@@ -164,7 +164,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     await deps.ledger.transition(record.sequenceId, {
       from: [TransferState.RECEIVED],
       to: TransferState.GATED,
-      set: { gate: JSON.stringify(decision) },
+      set: gateFields(decision),
     });
   }
 
@@ -241,7 +241,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     await deps.ledger.transition(sequenceId, {
       from: [TransferState.SUBMITTING],
       to: TransferState.SUBMITTED,
-      set: { submittedAt: now(), leaseUntil: 0, match: JSON.stringify(match) },
+      set: { submittedAt: now(), leaseUntil: 0, ...matchFields(match) },
       unset: ['payload', 'lastError'],
       event: { type: 'transfer.submitted', data },
     });

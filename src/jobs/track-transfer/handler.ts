@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { FailureCode } from '../../events/events.ts';
-import { TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
+import { matchFields, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
 import { RetryLater } from '../../queues/outcomes.ts';
 import { backoffDelay, TRACK_ERROR_RETRY, type BackoffProfile } from '../../queues/profiles.ts';
 import type { JobContext } from '../../queues/processor.ts';
@@ -55,7 +55,7 @@ export function createTrackHandler(deps: TrackDeps) {
     }
     const submittedAt = record.submittedAt ?? record.updatedAt;
     const deadline = submittedAt + deps.deadlineMs;
-    const match: TransferMatch = record.match ? JSON.parse(record.match) : { sequenceId };
+    const match: TransferMatch = { sequenceId, ...record.match };
 
     let list;
     try {
@@ -82,7 +82,7 @@ export function createTrackHandler(deps: TrackDeps) {
       await deps.ledger.transition(sequenceId, {
         from: [TransferState.SUBMITTED],
         to: TransferState.SUBMITTED,
-        set: { match: JSON.stringify(match), pollFailures: 0 },
+        set: { ...matchFields(match), pollFailures: 0 },
       });
     } else if (record.pollFailures > 0) {
       await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0 } });
