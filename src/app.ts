@@ -177,6 +177,8 @@ export async function createApp(
   });
   const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 
+  // Aborted by close(), before the workers drain; a job fetched at that very moment sees it too.
+  const shutdown = new AbortController();
   const reconcileHandler = createReconcileHandler({
     ledger,
     queues: { submit: queues[QueueName.SUBMIT], track: queues[QueueName.TRACK] },
@@ -184,6 +186,7 @@ export async function createApp(
     graceMs: config.reconcile.graceMs,
     retentionMs: config.retention.transfersMs,
     trackFirstPollMs: config.track.pollMinMs,
+    shutdown: shutdown.signal,
   });
   const reconcileWorker = startWorker(QueueName.RECONCILE, reconcileHandler, {
     concurrency: 1,
@@ -217,7 +220,7 @@ export async function createApp(
       // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
       // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,
       // which is safe since every run picks up where the last one left off.
-      reconcileWorker.cancelAllJobs('shutting down');
+      shutdown.abort();
       await closeWorkers(workers, inFlight);
       await Promise.all(Object.values(queues).map((queue) => withTimeout(queue.close(), CLOSE_GRACE_MS)));
       await custody.close();

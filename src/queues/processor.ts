@@ -8,8 +8,6 @@ export interface JobContext<T = unknown> {
   job: Job<T>;
   token: string | undefined;
   log: Logger;
-  /** Aborted when the worker shuts down; long-running handlers (reconcile) stop early on it. */
-  signal?: AbortSignal | undefined;
 }
 
 export type Handler<R> = (context: JobContext) => Promise<R>;
@@ -30,8 +28,7 @@ export interface ProcessorOptions {
  * attempt; RateLimited = queue paused, job back to wait; anything else = unexpected, retried later.
  */
 export function createProcessor<R>(handler: Handler<R>, options: ProcessorOptions) {
-  // Three parameters: BullMQ then gives each job an AbortSignal (worker.cancelAllJobs aborts it).
-  return async (job: Job, token?: string, signal?: AbortSignal): Promise<R> => {
+  return async (job: Job, token?: string): Promise<R> => {
     const started = performance.now();
     const log = options.logger.child({
       queue: options.queue,
@@ -42,7 +39,7 @@ export function createProcessor<R>(handler: Handler<R>, options: ProcessorOption
     let outcome = 'completed';
     options.inFlight?.start();
     try {
-      return await handler({ job, token, log, signal });
+      return await handler({ job, token, log });
     } catch (error) {
       if (error instanceof RetryLater) {
         outcome = 'delayed';

@@ -38,6 +38,8 @@ export interface ReconcileDeps {
   /** Delay of a restored tracker's first poll. */
   trackFirstPollMs: number;
   now?: () => number;
+  /** Aborted when the worker shuts down: a run then stops between two transfers. */
+  shutdown?: AbortSignal;
 }
 
 export interface ReconcileCounts {
@@ -69,7 +71,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
   const redis = ledger.redis;
   const keys = ledger.keys;
 
-  return async ({ log, signal }: JobContext): Promise<ReconcileResult> => {
+  return async ({ log }: JobContext): Promise<ReconcileResult> => {
     const token = randomUUID();
     const locked = await redis.set(keys.reconcileLock, token, 'PX', LOCK_TTL_MS, 'NX');
     if (!locked) {
@@ -96,7 +98,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       };
       // Stops between two transfers on shutdown: each repair is a complete step, the next run goes on.
       const stop = () => {
-        counts.interrupted ||= signal?.aborted === true;
+        counts.interrupted ||= deps.shutdown?.aborted === true;
         return counts.interrupted;
       };
       await repairActive(counts, log, stop);
