@@ -7,7 +7,7 @@
  *   track:  one HTTP POST get-transfer (Basic auth) per job, then the job re-delays itself with
  *           moveToDelayed + DelayedError, the BullMQ idiom for "poll again later" (ours does the same).
  *
- * Both keep completed jobs as ours does (removeOnComplete age 1 d, count 100 000) and use one undici
+ * Both keep completed jobs as ours does by default (removeOnComplete age 1 d, count 1000) and use one undici
  * keep-alive pool with as many connections as ours. Started by bench/processes.ts; prints one line
  * "bare worker ready", stops on SIGTERM.
  */
@@ -87,7 +87,7 @@ const worker = new Worker(queueName, processor, {
   connection: redis,
   prefix,
   concurrency,
-  removeOnComplete: { age: 86_400, count: 100_000 },
+  removeOnComplete: { age: 86_400, count: 1_000 },
   removeOnFail: { age: 30 * 86_400 },
 });
 worker.on('error', (error) => process.stderr.write(`bare worker error: ${error.message}\n`));

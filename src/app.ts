@@ -151,7 +151,9 @@ export async function createApp(
     lockDuration: config.jobs.lockDurationMs,
     stalledInterval: config.jobs.lockDurationMs,
     maxStalledCount: config.jobs.maxStalledCount,
-    removeOnComplete: { age: Math.ceil(config.retention.jobsMs / 1000), count: 100_000 },
+    // The ledger and the events are the record of a transfer; completed jobs are only there for
+    // operators to look at, so few are kept (each completed submit job holds its ~2 KB payload).
+    removeOnComplete: { age: Math.ceil(config.retention.jobsMs / 1000), count: config.retention.jobsCount },
     removeOnFail: { age: Math.ceil(config.retention.transfersMs / 1000) },
   };
 

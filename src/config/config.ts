@@ -135,6 +135,7 @@ const envSchema = z
     RECONCILE_GRACE: duration('2m', 0),
     RETENTION: duration('30d', 1_000),
     JOB_RETENTION: duration('1d', 1_000),
+    JOB_KEEP_COMPLETED: integer(1_000, 0, 10_000_000),
     SHUTDOWN_TIMEOUT: duration('30s', 1_000),
 
     OTEL_EXPORTER_OTLP_ENDPOINT: optionalHttpUrl(),
@@ -228,6 +229,7 @@ function build(env: z.infer<typeof envSchema>) {
     retention: {
       transfersMs: env.RETENTION,
       jobsMs: env.JOB_RETENTION,
+      jobsCount: env.JOB_KEEP_COMPLETED,
     },
     jobs: {
       lockDurationMs: env.JOB_LOCK_DURATION,
