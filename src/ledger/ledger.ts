@@ -125,13 +125,13 @@ export interface TransitionRequest {
 }
 
 export type TransitionResult =
-  | { ok: true; version: number; streamId: string }
+  | { ok: true; version: number; streamId: string; record: TransferRecord }
   | { ok: false; state: TransferState | typeof NO_RECORD; leaseUntil?: number };
 
 const TRANSITION_LUA = readFileSync(new URL('./transition.lua', import.meta.url), 'utf8');
 
 interface LedgerCommands {
-  transferTransition(...args: Array<string | number>): Promise<[number, number | string, string?]>;
+  transferTransition(...args: Array<string | number>): Promise<[number, number | string, string?, string[]?]>;
 }
 
 export interface LedgerOptions {
@@ -231,7 +231,10 @@ export class Ledger {
     );
     if (reply[0] === 1) {
       if (request.event) this.#options.onEvent?.(request.event.type);
-      return { ok: true, version: Number(reply[1]), streamId: String(reply[2] ?? '') };
+      const fields: Record<string, string> = {};
+      const flat = reply[3] ?? [];
+      for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+      return { ok: true, version: Number(reply[1]), streamId: String(reply[2] ?? ''), record: toRecord(eventSequenceId || indexMember, fields) };
     }
     const state = String(reply[1]) as TransferState | typeof NO_RECORD;
     return reply[2] === undefined ? { ok: false, state } : { ok: false, state, leaseUntil: Number(reply[2]) };

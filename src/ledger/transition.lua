@@ -24,8 +24,9 @@
   ARGV[14] fields to increment by one, comma-separated ('' = none)
   ARGV[15..] field, value pairs to set
 
-  Returns {1, version, streamId} on success, {0, currentState} when the state was not expected,
-  {0, currentState, leaseUntil} when a send lease is still running.
+  Returns {1, version, streamId, fields} on success, where fields is the record after the change
+  (HGETALL, so the caller need not read it again), {0, currentState} when the state was not
+  expected, {0, currentState, leaseUntil} when a send lease is still running.
 ]]
 local current = redis.call('HGET', KEYS[1], 'state')
 if not current then current = '-' end
@@ -87,4 +88,4 @@ if ARGV[4] == '1' then
 elseif ARGV[11] ~= '' then
   redis.call('ZADD', KEYS[3], now, ARGV[11])
 end
-return {1, version, streamId}
+return {1, version, streamId, redis.call('HGETALL', KEYS[1])}

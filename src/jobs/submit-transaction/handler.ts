@@ -1,5 +1,5 @@
 import { FailureCode } from '../../events/events.ts';
-import { gateFields, matchFields, NO_RECORD, TERMINAL_STATES, TransferState, type GateDecision, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
+import { gateFields, matchFields, NO_RECORD, TERMINAL_STATES, TransferState, type GateDecision, type Ledger, type TransferRecord, type TransitionResult } from '../../ledger/ledger.ts';
 import { decimalFromNumber } from '../../lib/decimal.ts';
 import { RateLimited, RetryLater } from '../../queues/outcomes.ts';
 import { backoffDelay, type BackoffProfile } from '../../queues/profiles.ts';
@@ -78,10 +78,9 @@ export function createSubmitHandler(deps: SubmitDeps) {
   /** Creates the ledger record unless one exists; the creating job owns the transfer. */
   async function claim(jobId: string, payload: SubmitPayload): Promise<TransferRecord> {
     const sequenceId = payload.halfSigned.sequenceId;
-    const existing = await deps.ledger.get(sequenceId);
-    if (existing) return existing;
-    // Guarded by "no record yet": of two concurrent jobs exactly one creates it, the other reads it.
-    await deps.ledger.transition(sequenceId, {
+    // Guarded by "no record yet": of two concurrent jobs exactly one creates it, the other (and any
+    // retry of either) finds it there and reads it.
+    const created = await deps.ledger.transition(sequenceId, {
       from: [NO_RECORD],
       to: TransferState.RECEIVED,
       set: {
@@ -94,7 +93,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
         payload: JSON.stringify(payload),
       },
     });
-    return mustGet(sequenceId);
+    return created.ok ? created.record : mustGet(sequenceId);
   }
 
   async function mustGet(sequenceId: string): Promise<TransferRecord> {
@@ -103,20 +102,25 @@ export function createSubmitHandler(deps: SubmitDeps) {
     return record;
   }
 
-  /** Runs the state machine from wherever the ledger says the transfer is. */
+  /**
+   * Runs the state machine from wherever the ledger says the transfer is. Each step returns the record
+   * as its own transition left it, or undefined when it did not change it (someone else did): then the
+   * ledger is read again.
+   */
   async function drive(start: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<SubmitResult> {
     const sequenceId = start.sequenceId;
     let record = start;
     for (;;) {
+      let next: TransferRecord | undefined;
       switch (record.state) {
         case TransferState.RECEIVED:
-          await gate(record, payload, log);
+          next = await gate(record, payload, log);
           break;
         case TransferState.GATED:
-          await send(record, payload, TransferState.GATED, log);
+          next = await send(record, payload, TransferState.GATED, log);
           break;
         case TransferState.SUBMITTING:
-          await resolve(record, payload, log);
+          next = await resolve(record, payload, log);
           break;
         case TransferState.SUBMITTED:
           // Repeats safely: the tracker job id is derived from the sequenceId, so a second add is a no-op.
@@ -128,12 +132,12 @@ export function createSubmitHandler(deps: SubmitDeps) {
           }
           throw new Error(`unknown transfer state ${record.state}`);
       }
-      record = await mustGet(sequenceId);
+      record = next ?? (await mustGet(sequenceId));
     }
   }
 
   /** received → blocked | gated. Nothing is sent here; a crash leaves `received`, which gates again. */
-  async function gate(record: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<void> {
+  async function gate(record: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | undefined> {
     let setting: GateSetting;
     try {
       setting = await deps.travelRule.setting();
@@ -151,7 +155,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
       outcome: applies && !hasReference ? 'blocked' : 'passed',
     };
     if (decision.outcome === 'blocked') {
-      await deps.ledger.transition(record.sequenceId, {
+      const blocked = await deps.ledger.transition(record.sequenceId, {
         from: [TransferState.RECEIVED],
         to: TransferState.BLOCKED,
         set: gateFields(decision),
@@ -159,13 +163,15 @@ export function createSubmitHandler(deps: SubmitDeps) {
         event: { type: 'transfer.blocked', data: { code: FailureCode.TRAVEL_RULE_REQUIRED, setting: decision.setting } },
       });
       log.info({ setting: decision.setting }, 'transfer blocked by the travel rule');
-      return;
+      return changed(blocked);
     }
-    await deps.ledger.transition(record.sequenceId, {
-      from: [TransferState.RECEIVED],
-      to: TransferState.GATED,
-      set: gateFields(decision),
-    });
+    return changed(
+      await deps.ledger.transition(record.sequenceId, {
+        from: [TransferState.RECEIVED],
+        to: TransferState.GATED,
+        set: gateFields(decision),
+      }),
+    );
   }
 
   /**
@@ -178,7 +184,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     payload: SubmitPayload,
     from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
     log: JobContext['log'],
-  ): Promise<void> {
+  ): Promise<TransferRecord | undefined> {
     const sequenceId = record.sequenceId;
     const taken = await deps.ledger.transition(sequenceId, {
       from: [from],
@@ -201,19 +207,20 @@ export function createSubmitHandler(deps: SubmitDeps) {
     }
     // A crash between the answer and this line leaves `submitting`: the next runner finds the transfer
     // by lookup or gets 409 on its resend, both of which lead here without a second accepted send.
-    await markSubmitted(sequenceId, { transfer: accepted }, {
+    const submitted = await markSubmitted(sequenceId, { transfer: accepted }, {
       sequenceId,
       destinationAddress: accepted.destinationAddress,
       amount: decimalFromNumber(accepted.amount),
     });
     log.info({ recordId: accepted.id }, 'transfer submitted');
+    return submitted;
   }
 
   /**
    * Found in `submitting`: an earlier send may have gone out. Look first (get-transfer by sequenceId);
    * found → submitted; not found → send again, where a 409 means "accepted earlier".
    */
-  async function resolve(record: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<void> {
+  async function resolve(record: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | undefined> {
     if (record.leaseUntil > now()) return waitForLease({ leaseUntil: record.leaseUntil });
     const sequenceId = record.sequenceId;
     let found;
@@ -224,37 +231,37 @@ export function createSubmitHandler(deps: SubmitDeps) {
       return retryOrFail(record, error, { code: errorCode(error), attempts: record.sends, uncertain: true }, log);
     }
     if (found.kind === 'found') {
-      await markSubmitted(
+      const submitted = await markSubmitted(
         sequenceId,
         { transfer: null, recoveredBy: 'get-transfer', transaction: found.transaction },
         { sequenceId, transactionId: found.transaction.id },
       );
       log.info({ transactionId: found.transaction.id }, 'earlier send found by lookup');
-      return;
+      return submitted;
     }
     // Not visibly there (or the answer is not narrowed to it): sending again is safe because upstream
     // refuses a second send of one sequenceId with 409, which we read as "accepted earlier".
-    await send(record, payload, TransferState.SUBMITTING, log);
+    return send(record, payload, TransferState.SUBMITTING, log);
   }
 
-  async function markSubmitted(sequenceId: string, data: object, match: TransferMatch): Promise<void> {
-    await deps.ledger.transition(sequenceId, {
+  async function markSubmitted(sequenceId: string, data: object, match: TransferMatch): Promise<TransferRecord | undefined> {
+    return changed(await deps.ledger.transition(sequenceId, {
       from: [TransferState.SUBMITTING],
       to: TransferState.SUBMITTED,
       set: { submittedAt: now(), leaseUntil: 0, ...matchFields(match) },
       unset: ['payload', 'lastError'],
       event: { type: 'transfer.submitted', data },
-    });
+    }));
   }
 
   /** The one place that decides what a failed send means. */
-  async function sendFailed(record: TransferRecord, error: unknown, log: JobContext['log']): Promise<void> {
+  async function sendFailed(record: TransferRecord, error: unknown, log: JobContext['log']): Promise<TransferRecord | undefined> {
     const sequenceId = record.sequenceId;
     const custody = error instanceof CustodyError ? error : undefined;
     if (custody?.code === CustodyErrorCode.DUPLICATE) {
-      await markSubmitted(sequenceId, { transfer: null, recoveredBy: 'duplicate' }, { sequenceId });
+      const submitted = await markSubmitted(sequenceId, { transfer: null, recoveredBy: 'duplicate' }, { sequenceId });
       log.warn('send answered 409: accepted earlier, treated as submitted');
-      return;
+      return submitted;
     }
     if (custody?.code === CustodyErrorCode.RATE_LIMITED) {
       // 429: upstream did not take it. Back to gated (lease released) and the queue waits Retry-After.
@@ -263,7 +270,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     }
     if (custody && !custody.retryable && !custody.maybeProcessed) {
       // 401 after a token renewal, 404, other 4xx, success:false: refused for good, nothing accepted.
-      await deps.ledger.transition(sequenceId, {
+      const failed = await deps.ledger.transition(sequenceId, {
         from: [TransferState.SUBMITTING],
         to: TransferState.FAILED,
         set: { leaseUntil: 0 },
@@ -274,7 +281,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
         },
       });
       log.warn({ code: custody.code, httpStatus: custody.httpStatus }, 'transfer refused by upstream');
-      return;
+      return changed(failed);
     }
     const uncertain = custody ? custody.maybeProcessed : true;
     return retryOrFail(record, error, { code: errorCode(error), attempts: record.sends, uncertain }, log);
@@ -291,7 +298,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     error: unknown,
     failure: { code: string; attempts: number; uncertain?: boolean },
     log: JobContext['log'],
-  ): Promise<void> {
+  ): Promise<TransferRecord | undefined> {
     const sequenceId = record.sequenceId;
     const failures = record.failures + 1;
     const custody = error instanceof CustodyError ? error : undefined;
@@ -312,7 +319,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
         },
       });
       if (failed.ok) log.warn({ code: failure.code, attempts: failure.attempts }, 'retries exhausted, transfer failed');
-      return; // the caller re-reads the ledger and finds the terminal state
+      return changed(failed); // the caller finds the terminal state
     }
     const delayMs = backoffDelay(deps.retry, failures);
     await deps.ledger.transition(sequenceId, {
@@ -332,6 +339,11 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const delayMs = Math.max(50, (taken.leaseUntil ?? now()) - now() + 50);
     throw new RetryLater(delayMs, 'send lease held');
   }
+}
+
+/** The record a successful transition left, or undefined (the caller then reads the ledger). */
+function changed(result: TransitionResult): TransferRecord | undefined {
+  return result.ok ? result.record : undefined;
 }
 
 function errorCode(error: unknown): string {
