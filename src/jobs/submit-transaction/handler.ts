@@ -36,6 +36,8 @@ export type SubmitResult =
  *
  *   received --gate--> gated --lease+send--> submitting --answer--> submitted --tracker--> (track job)
  *        \--> blocked            \--> failed (refused)      \--> (unknown: resolve first)
+ *
+ * A fresh transfer whose gate passes takes the first three steps in one transition (startFresh).
  */
 export function createSubmitHandler(deps: SubmitDeps) {
   const now = deps.now ?? Date.now;
@@ -47,6 +49,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
 
     const payload = parsed.payload;
     const sequenceId = payload.halfSigned.sequenceId;
+    const started = await startFresh(jobId, payload, log);
+    if (started) return drive(started, payload, log);
     const record = await claim(jobId, payload);
     if (record.jobId !== jobId) {
       // Another job owns this sequenceId: one transfer per sequenceId, so this one does nothing.
@@ -75,6 +79,45 @@ export function createSubmitHandler(deps: SubmitDeps) {
     return { outcome: 'rejected', sequenceId: described.sequenceId };
   }
 
+  /** The fields of a new ledger record; the job that writes them owns the transfer. */
+  function newRecordFields(jobId: string, payload: SubmitPayload): Record<string, string | number> {
+    return {
+      jobId,
+      walletId: String(payload.walletId),
+      coin: payload.coin,
+      metadata: payload.metadata ? JSON.stringify(payload.metadata) : '',
+      createdAt: now(),
+      // Kept until submitted, so reconciliation can recreate a lost job from the ledger alone.
+      payload: JSON.stringify(payload),
+    };
+  }
+
+  /**
+   * The common case in one step: a transfer with no record yet whose gate passes goes straight to
+   * `submitting` (record, gate decision and send lease in one transition), then sends. It is as safe
+   * as the step-by-step path: a crash after the transition leaves `submitting` with a lease, which
+   * the next runner resolves by looking first. Anything else (a record exists, the rule blocks, the
+   * setting cannot be fetched) returns undefined and takes the step-by-step path.
+   */
+  async function startFresh(jobId: string, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | undefined> {
+    let setting: GateSetting;
+    try {
+      setting = await deps.travelRule.setting();
+    } catch {
+      return undefined; // the gate step retries, with the failure counted on the record
+    }
+    const decision = decide(setting, payload);
+    if (decision.outcome !== 'passed') return undefined;
+    const taken = await deps.ledger.transition(payload.halfSigned.sequenceId, {
+      from: [NO_RECORD],
+      to: TransferState.SUBMITTING,
+      set: { ...newRecordFields(jobId, payload), ...gateFields(decision), leaseUntil: now() + deps.sendLeaseMs },
+      increment: ['sends'],
+    });
+    if (!taken.ok) return undefined;
+    return sendTaken(taken.record, payload, log);
+  }
+
   /** Creates the ledger record unless one exists; the creating job owns the transfer. */
   async function claim(jobId: string, payload: SubmitPayload): Promise<TransferRecord> {
     const sequenceId = payload.halfSigned.sequenceId;
@@ -83,17 +126,22 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const created = await deps.ledger.transition(sequenceId, {
       from: [NO_RECORD],
       to: TransferState.RECEIVED,
-      set: {
-        jobId,
-        walletId: String(payload.walletId),
-        coin: payload.coin,
-        metadata: payload.metadata ? JSON.stringify(payload.metadata) : '',
-        createdAt: now(),
-        // Kept until submitted, so reconciliation can recreate a lost job from the ledger alone.
-        payload: JSON.stringify(payload),
-      },
+      set: newRecordFields(jobId, payload),
     });
     return created.ok ? created.record : mustGet(sequenceId);
+  }
+
+  function decide(setting: GateSetting, payload: SubmitPayload): GateDecision {
+    const applies = travelRuleApplies(setting);
+    const hasReference = payload.travelRule?.reference !== undefined;
+    return {
+      setting: { outgoingTxn: setting.outgoingTxn, mandatory: setting.mandatory, blockTxn: setting.blockTxn },
+      settingFetchedAt: setting.fetchedAt,
+      checkedAt: new Date(now()).toISOString(),
+      applies,
+      reference: hasReference,
+      outcome: applies && !hasReference ? 'blocked' : 'passed',
+    };
   }
 
   async function mustGet(sequenceId: string): Promise<TransferRecord> {
@@ -144,16 +192,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     } catch (error) {
       return retryOrFail(record, error, { code: FailureCode.TRAVEL_RULE_UNAVAILABLE, attempts: record.failures + 1 }, log);
     }
-    const applies = travelRuleApplies(setting);
-    const hasReference = payload.travelRule?.reference !== undefined;
-    const decision: GateDecision = {
-      setting: { outgoingTxn: setting.outgoingTxn, mandatory: setting.mandatory, blockTxn: setting.blockTxn },
-      settingFetchedAt: setting.fetchedAt,
-      checkedAt: new Date(now()).toISOString(),
-      applies,
-      reference: hasReference,
-      outcome: applies && !hasReference ? 'blocked' : 'passed',
-    };
+    const decision = decide(setting, payload);
     if (decision.outcome === 'blocked') {
       const blocked = await deps.ledger.transition(record.sequenceId, {
         from: [TransferState.RECEIVED],
@@ -194,7 +233,12 @@ export function createSubmitHandler(deps: SubmitDeps) {
       increment: ['sends'],
     });
     if (!taken.ok) return waitForLease(taken);
+    return sendTaken(taken.record, payload, log);
+  }
 
+  /** One sendTransaction, by the holder of the send lease on `record` (state `submitting`). */
+  async function sendTaken(record: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | undefined> {
+    const sequenceId = record.sequenceId;
     let accepted: SubmittedTransfer;
     try {
       accepted = await deps.custody.sendTransaction(payload.walletId, {
