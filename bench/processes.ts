@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { getFreePort } from '../src/dev/redis-server.ts';
 import { labelProcess } from './cpu.ts';
-import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET } from '../src/simulator/index.ts';
+import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, workerCustodyEnv } from '../src/simulator/index.ts';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SIMULATOR_SCRIPT = fileURLToPath(new URL('../src/simulator/main.ts', import.meta.url));
@@ -171,11 +171,7 @@ export async function startOurWorker(options: WorkerChildOptions): Promise<NodeC
     env: {
       REDIS_URL: options.redisUrl,
       QUEUE_PREFIX: options.prefix,
-      CUSTODY_SDK_URL: options.sim.url,
-      CUSTODY_BASE_URL: options.sim.url,
-      CUSTODY_TOKEN_URL: `${options.sim.url}/oauth/token`,
-      CUSTODY_CLIENT_ID: options.sim.clientId,
-      CUSTODY_CLIENT_SECRET: options.sim.clientSecret,
+      ...workerCustodyEnv(options.sim),
       HTTP_HOST: '127.0.0.1',
       HTTP_PORT: String(port),
       LOG_LEVEL: 'warn',

@@ -12,7 +12,7 @@ import { QueueName, trackJobId } from './queues/names.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, type Handler } from './queues/processor.ts';
 import { SEND_LEASE_MARGIN_MS, SUBMIT_RETRY, withBase } from './queues/profiles.ts';
-import { createRedis, type RedisClient } from './redis.ts';
+import { closeRedis, createRedis, type RedisClient } from './redis.ts';
 import { CustodyClient } from './upstream/client.ts';
 import type { Tracing } from './telemetry.ts';
 import { createRedisRateLimiter, MAX_RATE_LIMIT_WAIT_MS } from './upstream/rate-limit.ts';
@@ -226,8 +226,7 @@ export async function createApp(
       await closeWorkers(workers, inFlight);
       await Promise.all(Object.values(queues).map((queue) => withTimeout(queue.close(), CLOSE_GRACE_MS)));
       await custody.close();
-      if (redis.status === 'ready') await withTimeout(redis.quit(), CLOSE_GRACE_MS).catch(() => undefined);
-      redis.disconnect();
+      await closeRedis(redis, CLOSE_GRACE_MS);
     },
   };
 }

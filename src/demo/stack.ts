@@ -18,7 +18,7 @@ import { createHttpServer, DASHBOARD_PATH } from '../http/server.ts';
 import { createLogger } from '../logger.ts';
 import { createMetrics } from '../metrics.ts';
 import { TransferProducer } from '../producer.ts';
-import { startSimulator, type Simulator, type SimulatorSettings, type DeepPartial } from '../simulator/index.ts';
+import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorSettings, type DeepPartial } from '../simulator/index.ts';
 import type { DemoOptions } from './options.ts';
 
 /** The worker's usual dashboard port, used when free and HTTP_PORT is unset. */
@@ -109,11 +109,7 @@ export class DemoStack {
     const env: Record<string, string> = {
       REDIS_URL: redis.url,
       QUEUE_PREFIX: this.#prefix,
-      CUSTODY_SDK_URL: sim.url,
-      CUSTODY_BASE_URL: sim.url,
-      CUSTODY_TOKEN_URL: `${sim.url}/oauth/token`,
-      CUSTODY_CLIENT_ID: sim.clientId,
-      CUSTODY_CLIENT_SECRET: sim.clientSecret,
+      ...workerCustodyEnv(sim),
       HTTP_HOST: options.httpHost,
       HTTP_PORT: String(httpPort),
       LOG_LEVEL: options.logLevel,

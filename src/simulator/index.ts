@@ -1,6 +1,7 @@
 /** The custody simulator: a real HTTP server faithful to spec/upstream-api.md (CONTRACT section 6). */
 export { startSimulator } from './server.ts';
 export type { Simulator } from './server.ts';
+export { workerCustodyEnv, type SimulatorAddress } from './worker-env.ts';
 export {
   DEFAULT_CLIENT_ID,
   DEFAULT_CLIENT_SECRET,

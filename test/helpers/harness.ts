@@ -4,7 +4,7 @@ import { loadConfig, type Config } from '../../src/config/config.ts';
 import { parseStreamEntry, type TransferEvent } from '../../src/events/events.ts';
 import { createLogger } from '../../src/logger.ts';
 import { TransferProducer } from '../../src/producer.ts';
-import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.ts';
+import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorOptions } from '../../src/simulator/index.ts';
 import { testRedisUrl, uniquePrefix } from './redis.ts';
 
 /** Settings that make a test run in milliseconds instead of minutes. */
@@ -54,11 +54,7 @@ export function workerEnv(sim: Simulator, prefix: string, extra: Record<string, 
   return {
     REDIS_URL: testRedisUrl(),
     QUEUE_PREFIX: prefix,
-    CUSTODY_SDK_URL: sim.url,
-    CUSTODY_BASE_URL: sim.url,
-    CUSTODY_TOKEN_URL: `${sim.url}/oauth/token`,
-    CUSTODY_CLIENT_ID: sim.clientId,
-    CUSTODY_CLIENT_SECRET: sim.clientSecret,
+    ...workerCustodyEnv(sim),
     HTTP_PORT: '0',
     ...FAST_ENV,
     ...extra,
