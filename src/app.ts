@@ -1,4 +1,4 @@
-import { Queue, Worker, type WorkerOptions } from 'bullmq';
+import { Queue, type Worker, type WorkerOptions } from 'bullmq';
 import type { Config } from './config/config.ts';
 import { createReconcileHandler } from './jobs/reconcile/handler.ts';
 import { createSubmitHandler } from './jobs/submit-transaction/handler.ts';
@@ -10,12 +10,12 @@ import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { QueueName, trackJobId } from './queues/names.ts';
 import { InFlight } from './queues/in-flight.ts';
-import { createProcessor, type Handler } from './queues/processor.ts';
-import { SEND_LEASE_MARGIN_MS, SUBMIT_RETRY, withBase } from './queues/profiles.ts';
+import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
+import { sendDeadlineMs, sendLeaseMs, SUBMIT_RETRY, withBase } from './timing.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
 import { CustodyClient } from './upstream/client.ts';
 import type { Tracing } from './telemetry.ts';
-import { createRedisRateLimiter, MAX_RATE_LIMIT_WAIT_MS } from './upstream/rate-limit.ts';
+import { createRedisRateLimiter } from './upstream/rate-limit.ts';
 
 /** Connection errors repeat on every reconnect attempt while Redis is away: log them once per interval. */
 const CONNECTION_ERROR_LOG_INTERVAL_MS = 5_000;
@@ -134,7 +134,10 @@ export async function createApp(
     },
     attempts: config.submit.attempts,
     retry: withBase(SUBMIT_RETRY, config.submit.retryBaseMs, config.submit.retryMaxMs),
-    sendLeaseMs: config.custody.timeoutMs + MAX_RATE_LIMIT_WAIT_MS + SEND_LEASE_MARGIN_MS,
+    sendDeadlineMs: sendDeadlineMs(config.custody.timeoutMs),
+    sendLeaseMs: sendLeaseMs(config.custody.timeoutMs),
+    unresolvedAfterMs: config.submit.unresolvedAfterMs,
+    deadlineMs: config.track.deadlineMs,
   });
 
   /*
@@ -159,9 +162,17 @@ export async function createApp(
 
   /** One BullMQ worker per queue, each behind the processor wrapper that classifies outcomes. */
   const startWorker = <R>(queue: QueueName, handler: Handler<R>, options: Partial<WorkerOptions> & { concurrency: number }) =>
-    new Worker(
+    new TransferWorker<R>(
       queue,
-      createProcessor(handler, { queue, logger, rateLimit: (ms) => queues[queue].rateLimit(ms), onFinished, inFlight }),
+      createProcessor(handler, {
+        queue,
+        jobName: queue,
+        logger,
+        rateLimit: (ms) => queues[queue].rateLimit(ms),
+        onFinished,
+        inFlight,
+        onRefused: (name, reason) => metrics.refusedJobs.inc({ queue: name, reason }),
+      }),
       { ...workerOptions, name: `${queue}-${process.pid}`, ...options },
     );
 
@@ -173,9 +184,6 @@ export async function createApp(
     pollMinMs: config.track.pollMinMs,
     pollMaxMs: config.track.pollMaxMs,
     deadlineMs: config.track.deadlineMs,
-    onBroadcast: async (sequenceId) => {
-      await redis.zadd(keys.broadcast, Date.now(), sequenceId);
-    },
   });
   const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 

@@ -49,6 +49,12 @@ export function createMetrics() {
       labelNames: ['event'] as const,
       registers: [registry],
     }),
+    refusedJobs: new Counter({
+      name: 'custody_worker_refused_jobs_total',
+      help: 'Jobs failed for good before their handler ran, by queue and reason (job_name: another job name; unparsable_data: data that is not JSON).',
+      labelNames: ['queue', 'reason'] as const,
+      registers: [registry],
+    }),
     travelRuleLookups: new Counter({
       name: 'custody_travel_rule_lookups_total',
       help: 'Travel-rule setting lookups by source: cache (shared Redis cache hit) or upstream.',

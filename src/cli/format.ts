@@ -39,6 +39,8 @@ function eventSummary(event: TransferEvent): string {
       return `${show(data.code)} http=${show(data.httpStatus)} attempts=${show(data.attempts)} ${show(data.message)}`;
     case 'transfer.expired':
       return `${show(data.code)} submittedAt=${show(data.submittedAt)} deadline=${show(data.deadline)}`;
+    case 'transfer.unresolved':
+      return `${show(data.code)} attempts=${show(data.attempts)} lastError=${show(data.lastError)}`;
     case 'reconcile.completed':
       return Object.entries(data)
         .map(([key, value]) => `${key}=${show(value)}`)

@@ -125,6 +125,7 @@ const envSchema = z
     SUBMIT_ATTEMPTS: integer(8, 1, 1_000),
     SUBMIT_RETRY_BASE: duration('1s', 1),
     SUBMIT_RETRY_MAX: duration('60s', 1),
+    UNRESOLVED_AFTER: duration('10m', 1),
     JOB_LOCK_DURATION: duration('30s', 1_000),
     JOB_MAX_STALLED: integer(5, 0, 1_000),
     TRAVEL_RULE_CACHE_TTL: duration('30s', 0),
@@ -214,6 +215,7 @@ function build(env: z.infer<typeof envSchema>) {
       attempts: env.SUBMIT_ATTEMPTS,
       retryBaseMs: env.SUBMIT_RETRY_BASE,
       retryMaxMs: env.SUBMIT_RETRY_MAX,
+      unresolvedAfterMs: env.UNRESOLVED_AFTER,
       travelRuleCacheTtlMs: env.TRAVEL_RULE_CACHE_TTL,
     },
     track: {

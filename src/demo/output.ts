@@ -241,6 +241,8 @@ export function eventDetail(event: TransferEvent): string {
       return `${text(data.code)} http ${text(data.httpStatus)} after ${text(data.attempts)} attempts`;
     case 'transfer.expired':
       return `${text(data.code)} deadline ${text(data.deadline)}`;
+    case 'transfer.unresolved':
+      return `${text(data.code)} after ${text(data.attempts)} sends, last error ${text(data.lastError)}: an operator may resolve it`;
     case 'reconcile.completed': {
       // Counts that are zero say nothing in a demo; `checked` always shows.
       const counts = Object.entries(data).filter(([key, value]) => typeof value === 'number' && (value > 0 || key === 'checked') && key !== 'durationMs');

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 
 /**
- * The events stream (CONTRACT section 4), v1. Every entry has the same string fields; `data` is JSON
+ * The events stream (CONTRACT section 4), v1.1. Every entry has the same string fields; `data` is JSON
  * whose shape depends on `event`. Changing a shape here is a breaking change for consumers.
  */
 export const EVENT_TYPES = [
   'transfer.submitted',
+  'transfer.unresolved',
   'transfer.broadcast',
   'transfer.rejected',
   'transfer.blocked',
@@ -28,6 +29,10 @@ export const FailureCode = {
   TRAVEL_RULE_REQUIRED: 'TRAVEL_RULE_REQUIRED',
   TRAVEL_RULE_UNAVAILABLE: 'TRAVEL_RULE_UNAVAILABLE',
   TRACKING_DEADLINE: 'TRACKING_DEADLINE',
+  /** A send may have gone out and neither a lookup nor a resend settled it (unresolved, then expired). */
+  SEND_OUTCOME_UNKNOWN: 'SEND_OUTCOME_UNKNOWN',
+  /** An operator resolved a transfer as failed (CLI `resolve --as failed`). */
+  OPERATOR_RESOLVED: 'OPERATOR_RESOLVED',
 } as const;
 
 export interface TransferEvent {

@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
-import type { EventType } from '../events/events.ts';
+import type { EventType, TransferEvent } from '../events/events.ts';
+import { readTransferEvents } from '../events/read.ts';
+import { withRedisLock } from '../lib/redis-lock.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 
@@ -42,12 +44,22 @@ export interface TransferRecord {
   metadata: string;
   createdAt: number;
   updatedAt: number;
-  /** Send requests made (each may have reached upstream). */
+  /** sendTransaction HTTP requests made (each may have reached upstream), 401 retries included. */
   sends: number;
   /** Failed processing attempts that were retried (drives backoff and the attempt limit). */
   failures: number;
-  /** A send in flight until this time (ms): nobody else may send or resolve before it passes. */
+  /** The send lease: its owner (a runner's token) and its end (Redis time, ms); see transition.lua. */
+  leaseOwner: string | undefined;
   leaseUntil: number;
+  /** A send of the lease owner's is in flight, its outcome not yet recorded. */
+  pending: boolean;
+  /**
+   * Sticky "may have been sent": when a send's outcome first became unknown (Redis time, ms). From then
+   * on nothing but a proof of acceptance, the deadline or an operator ends the transfer; never `failed`.
+   */
+  unknownSince: number | undefined;
+  /** When `transfer.unresolved` was published (at most once). */
+  unresolvedAt: number | undefined;
   /** The job payload, kept until the transfer is submitted so a lost job can be recreated. */
   payload: string | undefined;
   /** The travel-rule decision, once made. */
@@ -112,26 +124,50 @@ export function matchFields(match: LedgerMatch): Record<string, string> {
   return fields;
 }
 
+export type LeaseRequest =
+  /** Acquire (or renew) the send lease for `ms`, unless someone else holds a live one. */
+  | { mode: 'take'; owner: string; ms: number }
+  /** Only the lease's owner may make this transition (whether or not the lease has expired since). */
+  | { mode: 'own'; owner: string }
+  /** Only while nobody holds a live lease (reconciliation, an operator). */
+  | { mode: 'free' };
+
 export interface TransitionRequest {
   from: ReadonlyArray<TransferState | typeof NO_RECORD>;
   to: TransferState;
   set?: Record<string, string | number>;
   unset?: string[];
-  /** Fields incremented by one. */
-  increment?: string[];
-  /** Refuse while another holder's send lease runs (leaseUntil in the future). */
-  requireNoLease?: boolean;
+  /** Fields incremented by the given amount. */
+  increment?: Record<string, number>;
+  /** Fields set to the ledger's clock (Redis time); `once` ones only when absent. */
+  stamp?: string[];
+  stampOnce?: string[];
+  /** Refused (reason `present`) when any of these fields exists. */
+  requireAbsent?: string[];
+  lease?: LeaseRequest;
+  /** An operator's explicit resolution: may fail a transfer whose send may have gone out. */
+  operator?: boolean;
   event?: { type: EventType; data: unknown };
 }
 
+export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown';
+
 export type TransitionResult =
   | { ok: true; version: number; streamId: string; record: TransferRecord }
-  | { ok: false; state: TransferState | typeof NO_RECORD; leaseUntil?: number };
+  | {
+      ok: false;
+      state: TransferState | typeof NO_RECORD;
+      reason: RefusalReason;
+      /** The lease's end and the ledger's clock at the refusal (both Redis time). */
+      leaseUntil: number;
+      now: number;
+    };
 
 const TRANSITION_LUA = readFileSync(new URL('./transition.lua', import.meta.url), 'utf8');
 
+
 interface LedgerCommands {
-  transferTransition(...args: Array<string | number>): Promise<[number, number | string, string?, string[]?]>;
+  transferTransition(...args: Array<string | number>): Promise<Array<number | string | string[] | undefined>>;
 }
 
 export interface LedgerOptions {
@@ -139,39 +175,54 @@ export interface LedgerOptions {
   eventsMaxLen: number;
   /** How long a terminal record is kept. */
   retentionMs: number;
-  now?: () => number;
+  /**
+   * The ledger's clock. Unset (production): Redis's TIME, inside the transition script, so leases and
+   * time guards never compare the clocks of different machines. Tests that explore schedules pass a
+   * virtual clock to make "this call outlived its lease" deterministic.
+   */
+  clock?: () => number;
   /** Called once per event this process published. */
   onEvent?: (type: EventType) => void;
 }
 
 /**
  * Per-transfer state in Redis. Every change goes through one Lua script that checks the expected
- * state, applies the change, publishes the event and maintains the indexes atomically.
+ * state and the lease, applies the change, publishes the event and maintains the indexes atomically.
+ * The ledger owns its keys: callers ask it questions instead of reading them.
  */
 export class Ledger {
-  readonly redis: RedisClient;
-  readonly keys: Keys;
+  readonly #redis: RedisClient;
+  readonly #keys: Keys;
   readonly #options: LedgerOptions;
-  readonly #now: () => number;
 
   constructor(redis: RedisClient, keys: Keys, options: LedgerOptions) {
-    this.redis = redis;
-    this.keys = keys;
+    this.#redis = redis;
+    this.#keys = keys;
     this.#options = options;
-    this.#now = options.now ?? Date.now;
     if (!('transferTransition' in redis)) {
-      redis.defineCommand('transferTransition', { numberOfKeys: 4, lua: TRANSITION_LUA });
+      redis.defineCommand('transferTransition', { numberOfKeys: 5, lua: TRANSITION_LUA });
     }
   }
 
+  get eventsStream(): string {
+    return this.#keys.events;
+  }
+
   async get(sequenceId: string): Promise<TransferRecord | undefined> {
-    const hash = await this.redis.hgetall(this.keys.transfer(sequenceId));
+    const hash = await this.#redis.hgetall(this.#keys.transfer(sequenceId));
     return hash.state ? toRecord(sequenceId, hash) : undefined;
+  }
+
+  /** The ledger's clock, ms: Redis's TIME (or the test clock). Leases and time guards are judged by it. */
+  async now(): Promise<number> {
+    if (this.#options.clock) return this.#options.clock();
+    const [seconds, micros] = await this.#redis.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
 
   /** Moves a transfer between states; see transition.lua for the guarantees. */
   async transition(sequenceId: string, request: TransitionRequest): Promise<TransitionResult> {
-    return this.#run(this.keys.transfer(sequenceId), sequenceId, sequenceId, request);
+    return this.#run(this.#keys.transfer(sequenceId), sequenceId, sequenceId, request);
   }
 
   /**
@@ -183,19 +234,20 @@ export class Ledger {
     common: { sequenceId: string; walletId: string; coin: string; metadata: string },
     data: unknown,
   ): Promise<TransitionResult> {
-    return this.#run(this.keys.jobRejection(jobId), common.sequenceId, '', {
+    return this.#run(this.#keys.jobRejection(jobId), common.sequenceId, '', {
       from: [NO_RECORD],
       to: TransferState.REJECTED,
-      set: { jobId, walletId: common.walletId, coin: common.coin, metadata: common.metadata, createdAt: this.#now() },
+      set: { jobId, walletId: common.walletId, coin: common.coin, metadata: common.metadata },
+      stamp: ['createdAt'],
       event: { type: 'transfer.rejected', data },
     });
   }
 
   /** An event that belongs to no transfer (`reconcile.completed`): empty sequenceId, version 0. */
   async publishSystemEvent(type: EventType, data: unknown): Promise<string> {
-    const at = new Date(this.#now()).toISOString();
-    const id = await this.redis.xadd(
-      this.keys.events,
+    const at = new Date(Date.now()).toISOString();
+    const id = await this.#redis.xadd(
+      this.#keys.events,
       'MAXLEN',
       '~',
       this.#options.eventsMaxLen,
@@ -205,39 +257,109 @@ export class Ledger {
     return String(id);
   }
 
+  /** A transfer's events so far, oldest first (those trimmed from the stream are absent). */
+  async events(sequenceId: string): Promise<TransferEvent[]> {
+    return readTransferEvents(this.#redis, this.#keys, sequenceId);
+  }
+
+  /**
+   * Non-terminal transfers last changed at or before `cutoff`, oldest first, in pages. Paged by score,
+   * not by offset: the caller's own transitions move entries to a later score (out of range) or out of
+   * the index while it walks, which an offset would turn into skipped entries. Scores only grow, so a
+   * cursor on the score (finishing every member of the boundary score) sees each due entry once.
+   */
+  async *staleActive(cutoff: number, page: number): AsyncGenerator<string> {
+    let min = '-inf';
+    for (;;) {
+      const flat = await this.#redis.zrangebyscore(this.#keys.active, min, cutoff, 'WITHSCORES', 'LIMIT', 0, page);
+      if (flat.length === 0) return;
+      const members: string[] = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) members.push(flat[i]!);
+      const last = flat[flat.length - 1]!;
+      if (members.length === page) {
+        // Entries sharing the last score may continue past this page: take them all now.
+        const tied = await this.#redis.zrangebyscore(this.#keys.active, last, last);
+        for (const member of tied) if (!members.includes(member)) members.push(member);
+      }
+      yield* members;
+      if (members.length < page) return;
+      min = `(${last}`;
+    }
+  }
+
+  /** Drops an active-index entry whose record expired or ended without the index following. */
+  async dropActive(sequenceId: string): Promise<void> {
+    await this.#redis.zrem(this.#keys.active, sequenceId);
+  }
+
+  /** Broadcast transfers to re-verify: broadcast at or before `cutoff`, oldest first; older than `windowMs` are dropped. */
+  async dueBroadcasts(cutoff: number, windowMs: number, limit: number): Promise<string[]> {
+    await this.#redis.zremrangebyscore(this.#keys.broadcast, '-inf', cutoff - windowMs);
+    return this.#redis.zrangebyscore(this.#keys.broadcast, '-inf', cutoff, 'LIMIT', 0, limit);
+  }
+
+  async verified(sequenceId: string): Promise<void> {
+    await this.#redis.zrem(this.#keys.broadcast, sequenceId);
+  }
+
+  /** Forgets terminal-index entries older than `before` (their records expire by TTL). Returns how many. */
+  async forgetTerminal(before: number): Promise<number> {
+    return this.#redis.zremrangebyscore(this.#keys.terminal, '-inf', before);
+  }
+
+  /**
+   * Runs `task` under the cluster-wide lock `name` (SET NX PX with an owner token, renewed while it
+   * runs, released only by its owner). Returns undefined without running it when another holds it.
+   */
+  async withLock<T>(name: 'reconcile', ttlMs: number, renewMs: number, task: () => Promise<T>): Promise<T | undefined> {
+    return withRedisLock(this.#redis, this.#keys.reconcileLock, ttlMs, renewMs, task);
+  }
+
   async #run(key: string, eventSequenceId: string, indexMember: string, request: TransitionRequest): Promise<TransitionResult> {
-    const now = this.#now();
+    const clock = this.#options.clock?.();
     const pairs = Object.entries(request.set ?? {}).flatMap(([field, value]) => [field, String(value)]);
-    const reply = await (this.redis as unknown as LedgerCommands).transferTransition(
+    const lease = request.lease;
+    const reply = await (this.#redis as unknown as LedgerCommands).transferTransition(
       key,
-      this.keys.events,
-      this.keys.active,
-      this.keys.terminal,
+      this.#keys.events,
+      this.#keys.active,
+      this.#keys.terminal,
+      this.#keys.broadcast,
       eventSequenceId,
       request.from.join(','),
       request.to,
       TERMINAL_STATES.has(request.to) ? '1' : '0',
-      now,
-      new Date(now).toISOString(),
+      clock === undefined ? '' : String(clock),
+      new Date(clock ?? Date.now()).toISOString(),
       request.event?.type ?? '',
       request.event ? JSON.stringify(request.event.data) : '',
       this.#options.eventsMaxLen,
       this.#options.retentionMs,
       indexMember,
+      lease?.mode ?? '',
+      lease && lease.mode !== 'free' ? lease.owner : '',
+      lease?.mode === 'take' ? lease.ms : 0,
+      request.operator ? '1' : '0',
       (request.unset ?? []).join(','),
-      request.requireNoLease ? '1' : '0',
-      (request.increment ?? []).join(','),
+      Object.entries(request.increment ?? {}).filter(([, by]) => by !== 0).map(([field, by]) => `${field}=${by}`).join(','),
+      (request.requireAbsent ?? []).join(','),
+      [...(request.stamp ?? []), ...(request.stampOnce ?? []).map((field) => `?${field}`)].join(','),
       ...pairs,
     );
     if (reply[0] === 1) {
       if (request.event) this.#options.onEvent?.(request.event.type);
       const fields: Record<string, string> = {};
-      const flat = reply[3] ?? [];
+      const flat = (reply[3] ?? []) as string[];
       for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
       return { ok: true, version: Number(reply[1]), streamId: String(reply[2] ?? ''), record: toRecord(eventSequenceId || indexMember, fields) };
     }
-    const state = String(reply[1]) as TransferState | typeof NO_RECORD;
-    return reply[2] === undefined ? { ok: false, state } : { ok: false, state, leaseUntil: Number(reply[2]) };
+    return {
+      ok: false,
+      state: String(reply[1]) as TransferState | typeof NO_RECORD,
+      reason: String(reply[2]) as RefusalReason,
+      leaseUntil: Number(reply[3] ?? 0),
+      now: Number(reply[4] ?? 0),
+    };
   }
 }
 
@@ -256,7 +378,11 @@ function toRecord(sequenceId: string, hash: Record<string, string>): TransferRec
     updatedAt: num(hash.updatedAt),
     sends: num(hash.sends),
     failures: num(hash.failures),
+    leaseOwner: opt(hash.leaseOwner),
     leaseUntil: num(hash.leaseUntil),
+    pending: hash.pending === '1',
+    unknownSince: opt(hash.unknownSince) === undefined ? undefined : num(hash.unknownSince),
+    unresolvedAt: opt(hash.unresolvedAt) === undefined ? undefined : num(hash.unresolvedAt),
     payload: opt(hash.payload),
     gate: hash.gateOutcome
       ? {

@@ -1,4 +1,3 @@
-import { readTransferEvents } from '../events/read.ts';
 import type { TransferEvent } from '../events/events.ts';
 import type { Ledger } from './ledger.ts';
 
@@ -40,6 +39,6 @@ export async function transferView(ledger: Ledger, sequenceId: string): Promise<
     updatedAt: iso(record.updatedAt),
     submittedAt: iso(record.submittedAt),
     version: record.version,
-    events: await readTransferEvents(ledger.redis, ledger.keys, sequenceId),
+    events: await ledger.events(sequenceId),
   };
 }

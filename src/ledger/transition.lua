@@ -1,62 +1,136 @@
 --[[
   Moves one transfer from an expected state to a new one and, in the same atomic step, publishes its
-  event on the stream. Because the state check and the XADD run together, a transition (and so its
-  event) happens at most once, and `version` counts 1, 2, 3 ... with no gaps.
+  event on the stream and keeps the ledger's indexes. Because the checks, the change and the XADD run
+  together, a transition (and so its event) happens at most once, and `version` counts 1, 2, 3 ... with
+  no gaps. Time is Redis's own (TIME), so every process judges leases by one clock.
 
   KEYS[1] ledger hash of the transfer (or of a rejected job without a usable sequenceId)
   KEYS[2] events stream
   KEYS[3] index of non-terminal transfers (sorted set, score = last change ms)
   KEYS[4] index of terminal transfers (sorted set, score = terminal time ms)
+  KEYS[5] index of broadcast transfers still to verify (sorted set, score = broadcast time ms)
 
   ARGV[1]  sequenceId for the event ('' when the payload had none)
   ARGV[2]  expected states, comma-separated; '-' stands for "no record yet"
   ARGV[3]  new state
   ARGV[4]  '1' when the new state is terminal
-  ARGV[5]  now, ms since epoch
-  ARGV[6]  now, ISO 8601 with milliseconds (the event's `at`)
+  ARGV[5]  now, ms since epoch; '' = Redis TIME (a test clock passes its own)
+  ARGV[6]  the event's `at` (ISO 8601 with milliseconds)
   ARGV[7]  event type, '' for a transition without event
   ARGV[8]  event data (JSON text)
   ARGV[9]  stream MAXLEN (approximate trimming)
   ARGV[10] retention of a terminal record, ms
   ARGV[11] index member ('' = do not index)
-  ARGV[12] fields to delete, comma-separated ('' = none)
-  ARGV[13] '1' to require that no send lease is running (field leaseUntil <= now)
-  ARGV[14] fields to increment by one, comma-separated ('' = none)
-  ARGV[15..] field, value pairs to set
+  ARGV[12] lease mode: '' none | 'take' acquire or renew | 'own' caller must own it | 'free' no live lease
+  ARGV[13] lease owner token (take, own)
+  ARGV[14] lease duration ms (take)
+  ARGV[15] '1' for an operator's resolution (may fail a transfer whose send may have gone out)
+  ARGV[16] fields to delete, comma-separated
+  ARGV[17] increments, 'field=n,field=n'
+  ARGV[18] fields that must be absent, comma-separated (else refused: 'present')
+  ARGV[19] fields set to now, comma-separated; a leading '?' sets the field only when absent
+  ARGV[20..] field, value pairs to set
 
-  Returns {1, version, streamId, fields} on success, where fields is the record after the change
-  (HGETALL, so the caller need not read it again), {0, currentState} when the state was not
-  expected, {0, currentState, leaseUntil} when a send lease is still running.
+  Rules that hold whatever the caller passes:
+  - a terminal state is never left;
+  - leaving `submitting` needs lease mode 'own' (the owner) or 'free' (nobody holds a live lease);
+  - 'take' succeeds when nobody holds the lease, the caller holds it, or it has expired; taking over a
+    lease whose holder left `pending` = 1 (a send it never reported) records `unknownSince`;
+  - `failed` is refused while a send may have been accepted (`unknownSince` set, or another runner's
+    send `pending`), unless ARGV[15] says an operator decided.
+
+  Returns {1, version, streamId, fields} on success, fields being the record after the change (HGETALL);
+  {0, currentState, reason, leaseUntil, now} when refused, reason one of
+  state | terminal | lease | owner | present | unknown.
 ]]
 local current = redis.call('HGET', KEYS[1], 'state')
 if not current then current = '-' end
+
+local now
+if ARGV[5] ~= '' then
+  now = tonumber(ARGV[5])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function refuse(reason)
+  local lease = redis.call('HGET', KEYS[1], 'leaseUntil') or '0'
+  return {0, current, reason, lease, tostring(now)}
+end
+
+local terminal = { broadcast = true, rejected = true, blocked = true, failed = true, expired = true }
+if terminal[current] then return refuse('terminal') end
 
 local allowed = false
 for state in string.gmatch(ARGV[2], '[^,]+') do
   if state == current then allowed = true end
 end
-if not allowed then return {0, current} end
+if not allowed then return refuse('state') end
 
-local now = ARGV[5]
-if ARGV[13] == '1' then
-  local lease = redis.call('HGET', KEYS[1], 'leaseUntil')
-  if lease and tonumber(lease) > tonumber(now) then return {0, current, lease} end
+for field in string.gmatch(ARGV[18], '[^,]+') do
+  if redis.call('HEXISTS', KEYS[1], field) == 1 then return refuse('present') end
 end
-if #ARGV >= 15 then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 15))
+
+local mode = ARGV[12]
+local owner = redis.call('HGET', KEYS[1], 'leaseOwner') or ''
+local leaseUntil = tonumber(redis.call('HGET', KEYS[1], 'leaseUntil') or '0')
+local live = owner ~= '' and leaseUntil > now
+if current == 'submitting' and ARGV[3] ~= 'submitting' and mode ~= 'own' and mode ~= 'free' then
+  return refuse('lease')
 end
-if ARGV[14] ~= '' then
-  for field in string.gmatch(ARGV[14], '[^,]+') do redis.call('HINCRBY', KEYS[1], field, 1) end
+if mode == 'take' then
+  if live and owner ~= ARGV[13] then return refuse('lease') end
+elseif mode == 'own' then
+  if owner ~= ARGV[13] then return refuse('owner') end
+elseif mode == 'free' then
+  if live then return refuse('lease') end
 end
-if ARGV[12] ~= '' then
-  for field in string.gmatch(ARGV[12], '[^,]+') do redis.call('HDEL', KEYS[1], field) end
-  -- A hash that once held a long value (the job payload) keeps the large hashtable encoding for good;
-  -- written anew it takes the compact listpack encoding again when every value is short.
-  local fields = redis.call('HGETALL', KEYS[1])
-  local ttl = redis.call('PTTL', KEYS[1])
-  redis.call('DEL', KEYS[1])
-  if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
-  if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+
+local pendingOfOther = redis.call('HGET', KEYS[1], 'pending') == '1' and owner ~= ARGV[13]
+if ARGV[3] == 'failed' and ARGV[15] ~= '1' then
+  if redis.call('HEXISTS', KEYS[1], 'unknownSince') == 1 or pendingOfOther then return refuse('unknown') end
+end
+
+if mode == 'take' then
+  -- The previous holder sent and never said how it went (crashed, or outlived its lease): from now on
+  -- that send may have been accepted, whatever happens to later ones.
+  if pendingOfOther then
+    redis.call('HSETNX', KEYS[1], 'unknownSince', tostring(now))
+    redis.call('HDEL', KEYS[1], 'pending')
+  end
+  redis.call('HSET', KEYS[1], 'leaseOwner', ARGV[13], 'leaseUntil', tostring(now + tonumber(ARGV[14])))
+end
+
+if #ARGV >= 20 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 20))
+end
+for field in string.gmatch(ARGV[19], '[^,]+') do
+  if string.sub(field, 1, 1) == '?' then
+    redis.call('HSETNX', KEYS[1], string.sub(field, 2), tostring(now))
+  else
+    redis.call('HSET', KEYS[1], field, tostring(now))
+  end
+end
+for pair in string.gmatch(ARGV[17], '[^,]+') do
+  local field, by = string.match(pair, '^(.+)=(%-?%d+)$')
+  redis.call('HINCRBY', KEYS[1], field, by)
+end
+if ARGV[16] ~= '' then
+  local dropsLong = false
+  for field in string.gmatch(ARGV[16], '[^,]+') do
+    if field == 'payload' and redis.call('HEXISTS', KEYS[1], 'payload') == 1 then dropsLong = true end
+    redis.call('HDEL', KEYS[1], field)
+  end
+  if dropsLong then
+    -- A hash that once held a long value (the job payload) keeps the large hashtable encoding for good;
+    -- written anew it takes the compact listpack encoding again when every value is short.
+    local fields = redis.call('HGETALL', KEYS[1])
+    local ttl = redis.call('PTTL', KEYS[1])
+    redis.call('DEL', KEYS[1])
+    if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+    if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+  end
 end
 
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
@@ -77,13 +151,14 @@ if ARGV[7] ~= '' then
   if ids then ids = ids .. ',' .. streamId else ids = streamId end
   redis.call('HSET', KEYS[1], 'events', ids)
 end
-redis.call('HSET', KEYS[1], 'state', ARGV[3], 'version', version, 'updatedAt', now)
+redis.call('HSET', KEYS[1], 'state', ARGV[3], 'version', version, 'updatedAt', tostring(now))
 
 if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[10])
   if ARGV[11] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[11])
     redis.call('ZADD', KEYS[4], now, ARGV[11])
+    if ARGV[3] == 'broadcast' then redis.call('ZADD', KEYS[5], now, ARGV[11]) end
   end
 elseif ARGV[11] ~= '' then
   redis.call('ZADD', KEYS[3], now, ARGV[11])

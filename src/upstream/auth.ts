@@ -2,6 +2,7 @@ import { CustodyError, CustodyErrorCode } from './errors.ts';
 import { parseJsonBody, throwForStatus } from './responses.ts';
 import { tokenResponseSchema } from './schemas.ts';
 import type { Transport } from './transport.ts';
+import { DEFAULT_TOKEN_LIFETIME_MS, MAX_TOKEN_RENEW_MARGIN_MS } from '../timing.ts';
 
 /** `Authorization` value for the `{sdk_url}` endpoints (spec 5): Basic over `<id>:<secret>`. */
 export function basicAuthorization(clientId: string, clientSecret: string): string {
@@ -29,10 +30,6 @@ export class StaticTokenProvider implements TokenProvider {
   }
 }
 
-/** When the token endpoint gives no `expires_in`, assume this lifetime (spec 5: lifetime not shown). */
-const DEFAULT_TOKEN_LIFETIME_MS = 5 * 60_000;
-/** Renew this long before expiry: a tenth of the lifetime, at most a minute, so requests never race expiry. */
-const MAX_RENEW_MARGIN_MS = 60_000;
 
 export interface OAuthTokenOptions {
   tokenUrl: string;
@@ -92,7 +89,7 @@ export class OAuthTokenProvider implements TokenProvider {
       throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, 'token: answer is not a token response', { endpoint: 'token' });
     }
     const lifetimeMs = parsed.data.expires_in ? parsed.data.expires_in * 1000 : DEFAULT_TOKEN_LIFETIME_MS;
-    const margin = Math.min(MAX_RENEW_MARGIN_MS, lifetimeMs / 10);
+    const margin = Math.min(MAX_TOKEN_RENEW_MARGIN_MS, lifetimeMs / 10);
     this.#cached = { token: parsed.data.access_token, renewAt: this.#now() + lifetimeMs - margin };
     return parsed.data.access_token;
   }

@@ -29,6 +29,14 @@ export interface WalletRef {
   coin: string;
 }
 
+/** Per-call options of the calls the submit path makes under one deadline. */
+export interface CallOptions {
+  /** The overall deadline of the whole call: rate-limit waits, token requests and 401 retries included. */
+  signal?: AbortSignal;
+  /** Called once per HTTP request to the endpoint itself, just before it is written (counts sends). */
+  onRequest?: () => void;
+}
+
 export interface SendTransactionBody {
   txHex: string;
   halfSigned: { txBase64: string; txHex: string; sequenceId: string };
@@ -69,8 +77,8 @@ export class CustodyClient {
   }
 
   /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (spec 4.1 leaves it open). */
-  async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string): Promise<Transaction[]> {
-    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) });
+  async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<Transaction[]> {
+    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options.signal);
   }
 
   /** 4.1 by txId, for `send` and `receive`. */
@@ -78,8 +86,11 @@ export class CustodyClient {
     return this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) });
   }
 
-  /** 4.2. A 409 becomes CUSTODY_DUPLICATE: that sequenceId was accepted before. */
-  async sendTransaction(walletId: number | string, body: SendTransactionBody): Promise<SubmittedTransfer> {
+  /**
+   * 4.2. A 409 becomes CUSTODY_DUPLICATE: that sequenceId was accepted before. With `options.signal` the
+   * whole call (rate-limit wait, token requests, the send, a 401 and its retry) ends at one deadline.
+   */
+  async sendTransaction(walletId: number | string, body: SendTransactionBody, options: CallOptions = {}): Promise<SubmittedTransfer> {
     const path = `/api/wallet/${encodeURIComponent(walletPathId('sendTransaction', walletId))}/sendTransaction`;
     const payload = JSON.stringify({
       txHex: body.txHex,
@@ -91,7 +102,9 @@ export class CustodyClient {
       method: 'POST',
       headers: { authorization, accept: 'application/json', 'content-type': 'application/json' },
       body: payload,
-    }), sendTransactionResponseSchema);
+      signal: options.signal,
+      onDispatch: options.onRequest,
+    }), sendTransactionResponseSchema, options.signal);
   }
 
   /** 4.3. A 404 is CUSTODY_NOT_FOUND; the caller decides whether that means "not yet". */
@@ -122,8 +135,9 @@ export class CustodyClient {
     await this.#transport.close();
   }
 
-  async #getTransfer(body: object): Promise<Transaction[]> {
+  async #getTransfer(body: object, signal?: AbortSignal): Promise<Transaction[]> {
     const response = await this.#transport.request({
+      signal,
       endpoint: 'getTransfer',
       url: new URL(`${this.#sdkUrl}/api/wallet/get-transfer`),
       method: 'POST',
@@ -141,13 +155,14 @@ export class CustodyClient {
     endpoint: CustodyEndpoint,
     build: (authorization: string) => TransportRequest,
     schema: S,
+    signal?: AbortSignal,
   ): Promise<z.output<S>> {
-    const token = await this.#bearerToken();
+    const token = await this.#bearerToken(endpoint, signal);
     try {
       return readResponse(endpoint, await this.#transport.request(build(`Bearer ${token}`)), schema);
     } catch (error) {
       if (!isCustodyError(error, CustodyErrorCode.UNAUTHORIZED) || !this.#tokens.invalidate(token)) throw error;
-      const fresh = await this.#bearerToken();
+      const fresh = await this.#bearerToken(endpoint, signal);
       return readResponse(endpoint, await this.#transport.request(build(`Bearer ${fresh}`)), schema);
     }
   }
@@ -158,9 +173,10 @@ export class CustodyClient {
    * that on would make a send that never left look as if it may have gone out (and such a send is
    * never failed for good, only resolved again and again).
    */
-  async #bearerToken(): Promise<string> {
+  async #bearerToken(endpoint: CustodyEndpoint, signal?: AbortSignal): Promise<string> {
     try {
-      return await this.#tokens.token();
+      // The token request is shared by concurrent callers: a caller's deadline ends its wait, not the request.
+      return await untilAborted(this.#tokens.token(), signal, endpoint);
     } catch (error) {
       if (!isCustodyError(error) || !error.maybeProcessed) throw error;
       throw new CustodyError(error.code, error.message, {
@@ -173,6 +189,19 @@ export class CustodyClient {
       });
     }
   }
+}
+
+/** `promise`, or a "deadline reached before the request was sent" error once `signal` aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined, endpoint: CustodyEndpoint): Promise<T> {
+  if (!signal) return promise;
+  const deadline = () =>
+    new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a token`, { endpoint, maybeProcessed: false });
+  if (signal.aborted) return Promise.reject(deadline());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(deadline());
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /** Spec 4.4: the rule is applied when `outgoingTxn` equals 1 and `mandatory` is true; otherwise not. */

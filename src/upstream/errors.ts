@@ -35,6 +35,12 @@ const RETRYABLE: ReadonlySet<CustodyErrorCode> = new Set([
   CustodyErrorCode.BAD_RESPONSE,
 ]);
 
+/**
+ * A gateway's "the origin did not answer properly" (502 Bad Gateway, 504 Gateway Timeout): the request
+ * may have reached the custody service and been processed behind the gateway.
+ */
+const GATEWAY_NO_ANSWER: ReadonlySet<number> = new Set([502, 504]);
+
 export interface CustodyErrorDetails {
   endpoint: CustodyEndpoint;
   httpStatus?: number;
@@ -55,9 +61,10 @@ export class CustodyError extends Error {
   readonly upstreamMessage: string | undefined;
   /**
    * Whether upstream may have acted on the request although we saw an error. True for a time-out after
-   * the connection was made, a connection dropped mid-request, and an unreadable 2xx. False when
-   * upstream answered with an error status (assumption, README: a provider that answers 4xx/5xx did not
-   * accept the transfer) or the connection was never made. For sendTransaction: "the send may have gone out".
+   * the connection was made, a connection dropped mid-request, an unreadable 2xx, and a gateway's
+   * 502/504. False when upstream answered with another error status (assumption, README: a provider that
+   * answers 4xx/5xx did not accept the transfer), the connection was never made, or the request was
+   * refused before any byte was written. For sendTransaction: "the send may have gone out".
    */
   readonly maybeProcessed: boolean;
 
@@ -73,7 +80,7 @@ export class CustodyError extends Error {
     this.maybeProcessed =
       details.maybeProcessed ??
       (code === CustodyErrorCode.TIMEOUT ||
-        (code === CustodyErrorCode.UNAVAILABLE && details.httpStatus === undefined) ||
+        (code === CustodyErrorCode.UNAVAILABLE && (details.httpStatus === undefined || GATEWAY_NO_ANSWER.has(details.httpStatus))) ||
         (code === CustodyErrorCode.BAD_RESPONSE && (details.httpStatus ?? 200) < 300));
   }
 

@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
+import { MAX_RATE_LIMIT_WAIT_MS } from '../timing.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from './errors.ts';
 
 /*
@@ -26,8 +28,7 @@ redis.call('SET', KEYS[1], tostring(nextTat), 'PX', math.ceil(nextTat - now + 10
 return math.ceil(wait)
 `;
 
-/** Longest local sleep for a rate-limit slot; beyond it the call fails as rate limited. */
-export const MAX_RATE_LIMIT_WAIT_MS = 5_000;
+export { MAX_RATE_LIMIT_WAIT_MS };
 
 interface GcraCommand {
   custodyRateLimit(key: string, interval: number, burst: number, maxWait: number): Promise<number>;
@@ -37,11 +38,11 @@ export function createRedisRateLimiter(
   redis: Redis | Cluster,
   key: string,
   requestsPerSecond: number,
-): (endpoint: CustodyEndpoint) => Promise<void> {
+): (endpoint: CustodyEndpoint, signal?: AbortSignal) => Promise<void> {
   if (!('custodyRateLimit' in redis)) redis.defineCommand('custodyRateLimit', { numberOfKeys: 1, lua: GCRA_LUA });
   const interval = 1000 / requestsPerSecond;
   const burst = Math.max(1, Math.ceil(requestsPerSecond / 10));
-  return async (endpoint) => {
+  return async (endpoint, signal) => {
     const wait = await (redis as unknown as GcraCommand).custodyRateLimit(key, interval, burst, MAX_RATE_LIMIT_WAIT_MS);
     if (wait < 0) {
       throw new CustodyError(CustodyErrorCode.RATE_LIMITED, `${endpoint}: CUSTODY_MAX_RPS reached locally`, {
@@ -49,6 +50,14 @@ export function createRedisRateLimiter(
         retryAfterMs: -wait,
       });
     }
-    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    if (wait > 0) {
+      // The slot is reserved and goes unused if the caller's deadline ends the wait: harmless.
+      await sleep(wait, undefined, { signal }).catch(() => {
+        throw new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a rate-limit slot`, {
+          endpoint,
+          maybeProcessed: false,
+        });
+      });
+    }
   };
 }

@@ -7,8 +7,8 @@ export interface TransportOptions {
   connectTimeoutMs: number;
   /** Keep-alive connections per origin. */
   connections: number;
-  /** Called before every request; a shared rate limiter plugs in here. */
-  beforeRequest?: (endpoint: CustodyEndpoint) => Promise<void>;
+  /** Called before every request; a shared rate limiter plugs in here (and gives up when `signal` aborts). */
+  beforeRequest?: (endpoint: CustodyEndpoint, signal?: AbortSignal) => Promise<void>;
   /** Called after every request with its outcome: HTTP status, or the error code when there was none. */
   observe?: (endpoint: CustodyEndpoint, outcome: string, durationMs: number) => void;
   /** Wraps every request (a tracing span) when tracing is on. */
@@ -21,6 +21,10 @@ export interface TransportRequest {
   method: 'GET' | 'POST';
   headers: Record<string, string>;
   body?: string;
+  /** An overall deadline over a larger call (a whole send); the request is cut at it or at `timeoutMs`. */
+  signal?: AbortSignal;
+  /** Called once the request is about to be written (counts HTTP sends). */
+  onDispatch?: () => void;
 }
 
 export interface TransportResponse {
@@ -35,6 +39,30 @@ const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 /** Failures before a connection existed: the request cannot have reached upstream. */
 const NEVER_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+/**
+ * The request was refused by undici or Node before any byte was written (a header value with CR/LF,
+ * an invalid method or path): it never reached upstream, and it will fail the same way every time.
+ */
+const NEVER_WRITTEN = new Set([
+  'UND_ERR_INVALID_ARG',
+  'UND_ERR_NOT_SUPPORTED',
+  'ERR_INVALID_ARG_TYPE',
+  'ERR_INVALID_ARG_VALUE',
+  'ERR_INVALID_CHAR',
+  'ERR_INVALID_HTTP_TOKEN',
+  'ERR_HTTP_INVALID_HEADER_VALUE',
+  'ERR_INVALID_URL',
+]);
+
+/** The overall deadline passed before the request was written: nothing reached upstream. */
+function notPastDeadline(req: TransportRequest): void {
+  if (req.signal?.aborted) {
+    throw new CustodyError(CustodyErrorCode.TIMEOUT, `${req.endpoint}: deadline reached before the request was sent`, {
+      endpoint: req.endpoint,
+      maybeProcessed: false,
+    });
+  }
+}
 
 /**
  * HTTP to the custody API over undici: one keep-alive pool per origin, explicit connect, header and
@@ -55,16 +83,20 @@ export class Transport {
   }
 
   async #request(req: TransportRequest): Promise<TransportResponse> {
-    await this.#options.beforeRequest?.(req.endpoint);
+    notPastDeadline(req);
+    await this.#options.beforeRequest?.(req.endpoint, req.signal);
+    notPastDeadline(req);
     const started = performance.now();
     let outcome = 'error';
     try {
+      const own = AbortSignal.timeout(this.#options.timeoutMs);
+      req.onDispatch?.();
       const response = await this.#pool(req.url.origin).request({
         method: req.method,
         path: req.url.pathname + req.url.search,
         headers: req.headers,
         body: req.body ?? null,
-        signal: AbortSignal.timeout(this.#options.timeoutMs),
+        signal: req.signal ? AbortSignal.any([own, req.signal]) : own,
       });
       const text = await response.body.text();
       outcome = String(response.statusCode);
@@ -109,6 +141,13 @@ function mapTransportError(error: unknown, endpoint: CustodyEndpoint): CustodyEr
     return new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: no answer within the time-out`, {
       endpoint,
       maybeProcessed: code !== 'UND_ERR_CONNECT_TIMEOUT',
+      cause: error,
+    });
+  }
+  if (NEVER_WRITTEN.has(code)) {
+    return new CustodyError(CustodyErrorCode.INVALID_REQUEST, `${endpoint}: request refused before it was sent (${code})`, {
+      endpoint,
+      maybeProcessed: false,
       cause: error,
     });
   }

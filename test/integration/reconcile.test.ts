@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.ts';
 import { createReconcileHandler, type ReconcileResult } from '../../src/jobs/reconcile/handler.ts';
 import { TransferState } from '../../src/ledger/ledger.ts';
+import { createKeys } from '../../src/ledger/keys.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { CustodyClient } from '../../src/upstream/client.ts';
@@ -66,7 +67,13 @@ async function strandTransfer(state: 'gated' | 'submitting', sendFirst: boolean)
   await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.GATED, set: { gate: '{}' } });
   if (state === 'submitting') {
     // The lease of the dead worker's send has run out.
-    await ledger.transition(sequenceId, { from: [TransferState.GATED], to: TransferState.SUBMITTING, set: { leaseUntil: Date.now() - 1 }, increment: ['sends'] });
+    await ledger.transition(sequenceId, {
+      from: [TransferState.GATED],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'take', owner: 'worker-that-died', ms: 1 },
+      set: { pending: 1 },
+      increment: { sends: 1 },
+    });
   }
   if (sendFirst) {
     const client = new CustodyClient({
@@ -187,7 +194,7 @@ describe('retention', () => {
     const sequenceId = payload.halfSigned.sequenceId;
     await r.producer.submit(payload);
     expect((await r.producer.waitForTerminal(sequenceId, 10_000)).event).toBe('transfer.blocked');
-    const keys = r.app!.ledger.keys;
+    const keys = createKeys(r.prefix, r.config.queue.eventsStream);
     expect(await r.redis.exists(keys.transfer(sequenceId))).toBe(1);
     expect(await r.redis.zscore(keys.terminal, sequenceId)).not.toBeNull();
     expect(await r.redis.zscore(keys.active, sequenceId)).toBeNull();

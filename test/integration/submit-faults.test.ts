@@ -86,7 +86,8 @@ describe('upstream faults on sendTransaction', () => {
     h.sim.setFault('sendTransaction', { sequence: ['401', '401'] });
     const { sequenceId, outcome } = await submitAndWait();
     expect(outcome.event).toBe('transfer.failed');
-    expect(outcome.data).toMatchObject({ code: 'CUSTODY_UNAUTHORIZED', httpStatus: 401, attempts: 1 });
+    // attempts counts HTTP sends: the first, and the one after the token was renewed.
+    expect(outcome.data).toMatchObject({ code: 'CUSTODY_UNAUTHORIZED', httpStatus: 401, attempts: 2 });
     expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
   });
 
@@ -109,22 +110,27 @@ describe('upstream faults on sendTransaction', () => {
     }
   });
 
-  it('time-outs on every attempt → never failed while the send may have gone out; resolved once upstream answers', async () => {
+  it('time-outs on every attempt → never failed while the send may have gone out; resends stop at SUBMIT_ATTEMPTS, lookups go on, and the lookup settles it', async () => {
     h.sim.updateSettings({ visibleAfterMs: 60_000 });
     h.sim.setFault('sendTransaction', { probability: 1, kinds: ['timeout'] });
     const payload = samplePayload();
     const sequenceId = payload.halfSigned.sequenceId;
     try {
       await h.producer.submit(payload);
-      await waitFor(async () => ((await h.app!.ledger.get(sequenceId))?.failures ?? 0) >= 4);
+      await waitFor(async () => ((await h.app!.ledger.get(sequenceId))?.failures ?? 0) >= 5);
       expect((await h.eventsOf(sequenceId)).map((e) => e.event)).toEqual([]);
-      expect((await h.app!.ledger.get(sequenceId))!.state).toBe('submitting');
+      const record = (await h.app!.ledger.get(sequenceId))!;
+      expect(record.state).toBe('submitting');
+      expect(record.sends).toBe(3);
+      expect(record.unknownSince).toBeGreaterThan(0);
     } finally {
       h.sim.setFault('sendTransaction', null);
       h.sim.updateSettings({ visibleAfterMs: 0 });
     }
+    h.sim.setTxid(sequenceId); // upstream shows it at last
     const outcome = await h.producer.waitForTerminal(sequenceId, 15_000, new Set(['transfer.submitted', 'transfer.failed']));
     expect(outcome.event).toBe('transfer.submitted');
+    expect(outcome.data).toMatchObject({ transfer: null, recoveredBy: 'get-transfer' });
     expect(h.sim.stats().sends[sequenceId]!.accepted).toBe(1);
   });
 

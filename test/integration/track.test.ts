@@ -1,3 +1,4 @@
+import { createKeys } from '../../src/ledger/keys.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
@@ -93,7 +94,7 @@ describe('tracking a submitted transfer', () => {
     h.sim.updateSettings({ visibleAfterMs: 0, txidAfterMs: 60_000 });
     const sequenceId = await submit({ travelRule: { reference: 'tr-5521' } });
     await h.waitForEvents((all) => all.some((e) => e.sequenceId === sequenceId && e.event === 'transfer.submitted'));
-    const key = h.app!.ledger.keys.transfer(sequenceId);
+    const key = createKeys(h.prefix, h.config.queue.eventsStream).transfer(sequenceId);
     // Written while the payload (far above 64 bytes) was in it, so it started as a hashtable.
     expect(await h.redis.object('ENCODING', key)).toBe('listpack');
     const record = (await h.app!.ledger.get(sequenceId))!;

@@ -4,29 +4,8 @@ import { TERMINAL_STATES, TransferState, type Ledger, type TransferRecord } from
 import type { JobContext } from '../../queues/processor.ts';
 import { QueueName, trackJobId } from '../../queues/names.ts';
 import type { CustodyClient } from '../../upstream/client.ts';
-import { findTransfer } from '../track-transfer/match.ts';
-
-/** Candidates read from an index per page. */
-const PAGE = 500;
-/** A broadcast is re-verified within this window; older unverified entries are dropped from the index. */
-export const VERIFY_WINDOW_MS = 24 * 3_600_000;
-/**
- * Verification time per run: each broadcast costs two upstream calls, slow ones when upstream is in
- * trouble, and the run lock holds off the next repair pass while it lasts. What is left is verified
- * by the next run (oldest first).
- */
-export const VERIFY_BUDGET_MS = 60_000;
-/**
- * The run lock expires this long after its last renewal, and the running holder renews it every
- * LOCK_RENEW_MS. A worker killed mid-run stops renewing, so the schedule resumes within LOCK_TTL_MS
- * (a fixed TTL as long as the longest run kept every later run skipped for that long after a crash).
- * Should renewals fail (Redis away longer than the TTL), a second run may overlap this one: harmless,
- * since every repair is guarded and safe to repeat.
- */
-const LOCK_TTL_MS = 30_000;
-const LOCK_RENEW_MS = 10_000;
-const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
-const RENEW_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
+import { INDEX_PAGE, RECONCILE_LOCK_RENEW_MS, RECONCILE_LOCK_TTL_MS, VERIFY_BUDGET_MS, VERIFY_WINDOW_MS } from '../../timing.ts';
+import { findTransfer } from '../../transfers/match.ts';
 
 export interface ReconcileDeps {
   ledger: Ledger;
@@ -68,22 +47,12 @@ export type ReconcileResult = { skipped: true } | ({ skipped: false } & Reconcil
 export function createReconcileHandler(deps: ReconcileDeps) {
   const now = deps.now ?? Date.now;
   const { ledger } = deps;
-  const redis = ledger.redis;
-  const keys = ledger.keys;
 
   return async ({ log }: JobContext): Promise<ReconcileResult> => {
-    const token = randomUUID();
-    const locked = await redis.set(keys.reconcileLock, token, 'PX', LOCK_TTL_MS, 'NX');
-    if (!locked) {
-      log.info('another reconciliation is running, skipped');
-      return { skipped: true };
-    }
-    const renewal = setInterval(() => {
-      redis.eval(RENEW_LUA, 1, keys.reconcileLock, token, LOCK_TTL_MS).catch(() => undefined);
-    }, LOCK_RENEW_MS);
-    renewal.unref();
-    try {
-      const started = now();
+    const result = await ledger.withLock('reconcile', RECONCILE_LOCK_TTL_MS, RECONCILE_LOCK_RENEW_MS, async () => {
+      // Index scores are the ledger's clock (Redis time): so is every cutoff of this run.
+      const started = await ledger.now();
+      const wallStarted = now(); // the run's duration, on this process's clock
       const counts: ReconcileCounts = {
         checked: 0,
         resubmitted: 0,
@@ -101,40 +70,34 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         counts.interrupted ||= deps.shutdown?.aborted === true;
         return counts.interrupted;
       };
-      await repairActive(counts, log, stop);
-      if (!stop()) await verifyBroadcasts(counts, log, stop);
-      counts.retentionRemoved = await redis.zremrangebyscore(keys.terminal, '-inf', started - deps.retentionMs);
-      await ledger.publishSystemEvent('reconcile.completed', { ...counts, durationMs: now() - started });
+      await repairActive(started, counts, log, stop);
+      if (!stop()) await verifyBroadcasts(started, counts, log, stop);
+      counts.retentionRemoved = await ledger.forgetTerminal(started - deps.retentionMs);
+      await ledger.publishSystemEvent('reconcile.completed', { ...counts, durationMs: now() - wallStarted });
       log.info(counts, 'reconciliation completed');
-      return { skipped: false, ...counts };
-    } finally {
-      clearInterval(renewal);
-      await redis.eval(RELEASE_LUA, 1, keys.reconcileLock, token);
+      return counts;
+    });
+    if (result === undefined) {
+      log.info('another reconciliation is running, skipped');
+      return { skipped: true };
     }
+    return { skipped: false, ...result };
   };
 
   /** Non-terminal transfers untouched for the grace period: each must have a live job driving it. */
-  async function repairActive(counts: ReconcileCounts, log: JobContext['log'], stop: () => boolean): Promise<void> {
-    const cutoff = now() - deps.graceMs;
-    let offset = 0;
-    for (;;) {
-      const page = await redis.zrangebyscore(keys.active, '-inf', cutoff, 'LIMIT', offset, PAGE);
-      if (page.length === 0) return;
-      offset += page.length;
-      for (const sequenceId of page) {
-        if (stop()) return;
-        const record = await ledger.get(sequenceId);
-        if (!record || TERMINAL_STATES.has(record.state)) {
-          // The record expired or ended without its index entry going (a crash between the two).
-          await redis.zrem(keys.active, sequenceId);
-          counts.staleIndexRemoved++;
-          offset--;
-          continue;
-        }
-        counts.checked++;
-        if (record.state === TransferState.SUBMITTED) await ensureTracker(record, counts, log);
-        else await ensureSubmitJob(record, counts, log);
+  async function repairActive(started: number, counts: ReconcileCounts, log: JobContext['log'], stop: () => boolean): Promise<void> {
+    for await (const sequenceId of ledger.staleActive(started - deps.graceMs, INDEX_PAGE)) {
+      if (stop()) return;
+      const record = await ledger.get(sequenceId);
+      if (!record || TERMINAL_STATES.has(record.state)) {
+        // The record expired or ended without its index entry going (a crash between the two).
+        await ledger.dropActive(sequenceId);
+        counts.staleIndexRemoved++;
+        continue;
       }
+      counts.checked++;
+      if (record.state === TransferState.SUBMITTED) await ensureTracker(record, counts, log);
+      else await ensureSubmitJob(record, counts, log);
     }
   }
 
@@ -178,10 +141,8 @@ export function createReconcileHandler(deps: ReconcileDeps) {
   }
 
   /** Broadcast transfers re-checked once: get-transfer by txId (4.1) and the wallet transaction (4.3). */
-  async function verifyBroadcasts(counts: ReconcileCounts, log: JobContext['log'], stop: () => boolean): Promise<void> {
-    const cutoff = now() - deps.graceMs;
-    await redis.zremrangebyscore(keys.broadcast, '-inf', now() - VERIFY_WINDOW_MS);
-    const due = await redis.zrangebyscore(keys.broadcast, '-inf', cutoff, 'LIMIT', 0, PAGE);
+  async function verifyBroadcasts(started: number, counts: ReconcileCounts, log: JobContext['log'], stop: () => boolean): Promise<void> {
+    const due = await ledger.dueBroadcasts(started - deps.graceMs, VERIFY_WINDOW_MS, INDEX_PAGE);
     const budgetEnds = now() + VERIFY_BUDGET_MS;
     for (const [index, sequenceId] of due.entries()) {
       if (stop()) return;
@@ -191,7 +152,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       }
       const record = await ledger.get(sequenceId);
       if (!record?.txid) {
-        await redis.zrem(keys.broadcast, sequenceId);
+        await ledger.verified(sequenceId);
         continue;
       }
       try {
@@ -208,7 +169,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
           counts.mismatches++;
           log.warn({ sequenceId, txid: record.txid, problems }, 'broadcast transfer does not verify');
         }
-        await redis.zrem(keys.broadcast, sequenceId);
+        await ledger.verified(sequenceId);
       } catch (error) {
         counts.verifyErrors++;
         log.warn({ err: error, sequenceId }, 'broadcast verification failed, retried next run');

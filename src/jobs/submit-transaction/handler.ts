@@ -1,13 +1,26 @@
+import { randomUUID } from 'node:crypto';
 import { FailureCode } from '../../events/events.ts';
-import { gateFields, matchFields, NO_RECORD, TERMINAL_STATES, TransferState, type GateDecision, type Ledger, type TransferRecord, type TransitionResult } from '../../ledger/ledger.ts';
+import {
+  gateFields,
+  matchFields,
+  NO_RECORD,
+  TERMINAL_STATES,
+  TransferState,
+  type GateDecision,
+  type Ledger,
+  type TransferRecord,
+  type TransitionRequest,
+  type TransitionResult,
+} from '../../ledger/ledger.ts';
 import { decimalFromNumber } from '../../lib/decimal.ts';
 import { RateLimited, RetryLater } from '../../queues/outcomes.ts';
-import { backoffDelay, type BackoffProfile } from '../../queues/profiles.ts';
 import type { JobContext } from '../../queues/processor.ts';
+import { backoffDelay, LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../timing.ts';
+import { classifySendFailure, type SendFailure } from '../../transfers/classify-send.ts';
+import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
 import { travelRuleApplies, type CustodyClient } from '../../upstream/client.ts';
-import { CustodyError, CustodyErrorCode } from '../../upstream/errors.ts';
+import { CustodyError } from '../../upstream/errors.ts';
 import type { SubmittedTransfer } from '../../upstream/schemas.ts';
-import { findTransfer, type TransferMatch } from '../track-transfer/match.ts';
 import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPayload } from './payload.ts';
 import type { GateSetting } from './travel-rule.ts';
 
@@ -17,17 +30,35 @@ export interface SubmitDeps {
   custody: Pick<CustodyClient, 'sendTransaction' | 'getTransfersBySequenceId'>;
   /** Idempotent: adds the transfer's one tracking job unless it exists. */
   enqueueTracker(sequenceId: string): Promise<void>;
-  /** SUBMIT_ATTEMPTS: retryable failures of a transfer before `transfer.failed`. */
+  /** SUBMIT_ATTEMPTS: sendTransaction requests (and failed gate lookups) before `transfer.failed`. */
   attempts: number;
   retry: BackoffProfile;
-  /** How long a send may be in flight: the custody time-out plus margins. */
+  /** The overall deadline of one sendTransaction call or one lookup (timing.ts: sendDeadlineMs). */
+  sendDeadlineMs: number;
+  /** The send lease: the deadline plus a margin (timing.ts: sendLeaseMs). Must exceed sendDeadlineMs. */
   sendLeaseMs: number;
+  /** UNRESOLVED_AFTER: a send whose outcome stays unknown this long gets `transfer.unresolved`. */
+  unresolvedAfterMs: number;
+  /** TRACK_DEADLINE: a send whose outcome stays unknown this long ends `transfer.expired` (SEND_OUTCOME_UNKNOWN). */
+  deadlineMs: number;
+  /** Process clock, for the text of the gate decision only: leases and time guards use the ledger's. */
   now?: () => number;
+  /** A fresh token per run of the handler (tests pass their own). */
+  newRunner?: () => string;
 }
 
 export type SubmitResult =
   | { outcome: 'rejected' | 'blocked' | 'failed' | 'submitted' | 'broadcast' | 'expired'; sequenceId: string }
   | { outcome: 'duplicate'; sequenceId: string; of: string };
+
+/** One run of the handler: its lease owner token and its log. */
+interface Runner {
+  owner: string;
+  log: JobContext['log'];
+}
+
+/** Fields that hold the send lease; a transition that releases it deletes them. */
+const LEASE_FIELDS = ['leaseOwner', 'leaseUntil', 'pending'];
 
 /**
  * The `submit-transaction` job. The ledger is the source of truth and every step is a guarded state
@@ -35,29 +66,38 @@ export type SubmitResult =
  * recovery or reconciliation) without sending twice or publishing twice:
  *
  *   received --gate--> gated --lease+send--> submitting --answer--> submitted --tracker--> (track job)
- *        \--> blocked            \--> failed (refused)      \--> (unknown: resolve first)
+ *        \--> blocked                             |  \--> failed (refused, no send may have gone out)
+ *                                                 \--> unknown outcome: sticky; lookup, bounded resends,
+ *                                                      transfer.unresolved, expired, or an operator
  *
- * A fresh transfer whose gate passes takes the first three steps in one transition (startFresh).
+ * Each run of the handler is a runner with its own lease token. Sending, and every move out of
+ * `submitting`, needs the send lease; the lease is judged by Redis's clock and owned by one runner, so a
+ * runner that outlived its lease can change nothing once another took over. What a failed send means is
+ * decided in one place (classifySendFailure). A fresh transfer whose gate passes takes the first three
+ * steps in one transition (startFresh).
  */
 export function createSubmitHandler(deps: SubmitDeps) {
   const now = deps.now ?? Date.now;
+  const newRunner = deps.newRunner ?? randomUUID;
+  const { ledger } = deps;
 
   return async ({ job, log }: JobContext): Promise<SubmitResult> => {
     const jobId = String(job.id);
     const parsed = parseSubmitPayload(job.data);
     if (!parsed.ok) return reject(jobId, job.data, parsed.issues);
 
+    const runner: Runner = { owner: newRunner(), log };
     const payload = parsed.payload;
     const sequenceId = payload.halfSigned.sequenceId;
-    const started = await startFresh(jobId, payload, log);
-    if (started) return drive(started, payload, log);
+    const started = await startFresh(jobId, payload, runner);
+    if (started) return drive(started, runner);
     const record = await claim(jobId, payload);
     if (record.jobId !== jobId) {
       // Another job owns this sequenceId: one transfer per sequenceId, so this one does nothing.
       log.info({ owner: record.jobId, state: record.state }, 'duplicate submission ignored');
       return { outcome: 'duplicate', sequenceId, of: record.jobId };
     }
-    return drive(record, payload, log);
+    return drive(record, runner);
   };
 
   /** Invalid payload: `transfer.rejected` once, nothing upstream, no retry. */
@@ -66,15 +106,16 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const event = { type: 'transfer.rejected' as const, data: { code: FailureCode.INVALID_PAYLOAD, issues } };
     if (SEQUENCE_ID.test(described.sequenceId)) {
       // Keyed by sequenceId: if a transfer with it exists already, this invalid duplicate publishes nothing.
-      await deps.ledger.transition(described.sequenceId, {
+      await ledger.transition(described.sequenceId, {
         from: [NO_RECORD],
         to: TransferState.REJECTED,
-        set: { jobId, walletId: described.walletId, coin: described.coin, metadata: described.metadata, createdAt: now() },
+        set: { jobId, walletId: described.walletId, coin: described.coin, metadata: described.metadata },
+        stamp: ['createdAt'],
         event,
       });
     } else {
       // No usable sequenceId: exactly once per job id instead.
-      await deps.ledger.rejectJob(jobId, described, event.data);
+      await ledger.rejectJob(jobId, described, event.data);
     }
     return { outcome: 'rejected', sequenceId: described.sequenceId };
   }
@@ -86,8 +127,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
       walletId: String(payload.walletId),
       coin: payload.coin,
       metadata: payload.metadata ? JSON.stringify(payload.metadata) : '',
-      createdAt: now(),
-      // Kept until submitted, so reconciliation can recreate a lost job from the ledger alone.
+      // Kept until submitted: it is what gets sent (by any runner), and what reconciliation recreates a
+      // lost job from.
       payload: JSON.stringify(payload),
     };
   }
@@ -95,11 +136,11 @@ export function createSubmitHandler(deps: SubmitDeps) {
   /**
    * The common case in one step: a transfer with no record yet whose gate passes goes straight to
    * `submitting` (record, gate decision and send lease in one transition), then sends. It is as safe
-   * as the step-by-step path: a crash after the transition leaves `submitting` with a lease, which
-   * the next runner resolves by looking first. Anything else (a record exists, the rule blocks, the
-   * setting cannot be fetched) returns undefined and takes the step-by-step path.
+   * as the step-by-step path: a crash after the transition leaves `submitting` with a pending send,
+   * which the next runner treats as "may have gone out". Anything else (a record exists, the rule
+   * blocks, the setting cannot be fetched) returns undefined and takes the step-by-step path.
    */
-  async function startFresh(jobId: string, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | undefined> {
+  async function startFresh(jobId: string, payload: SubmitPayload, runner: Runner): Promise<TransferRecord | undefined> {
     let setting: GateSetting;
     try {
       setting = await deps.travelRule.setting();
@@ -108,14 +149,16 @@ export function createSubmitHandler(deps: SubmitDeps) {
     }
     const decision = decide(setting, payload);
     if (decision.outcome !== 'passed') return undefined;
-    const taken = await deps.ledger.transition(payload.halfSigned.sequenceId, {
+    const taken = await ledger.transition(payload.halfSigned.sequenceId, {
       from: [NO_RECORD],
       to: TransferState.SUBMITTING,
-      set: { ...newRecordFields(jobId, payload), ...gateFields(decision), leaseUntil: now() + deps.sendLeaseMs },
-      increment: ['sends'],
+      set: { ...newRecordFields(jobId, payload), ...gateFields(decision), pending: 1 },
+      stamp: ['createdAt'],
+      lease: { mode: 'take', owner: runner.owner, ms: deps.sendLeaseMs },
+      increment: { sends: 1 },
     });
     if (!taken.ok) return undefined;
-    return sendTaken(taken.record, payload, log);
+    return sendTaken(taken.record, payload, runner);
   }
 
   /** Creates the ledger record unless one exists; the creating job owns the transfer. */
@@ -123,10 +166,11 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const sequenceId = payload.halfSigned.sequenceId;
     // Guarded by "no record yet": of two concurrent jobs exactly one creates it, the other (and any
     // retry of either) finds it there and reads it.
-    const created = await deps.ledger.transition(sequenceId, {
+    const created = await ledger.transition(sequenceId, {
       from: [NO_RECORD],
       to: TransferState.RECEIVED,
       set: newRecordFields(jobId, payload),
+      stamp: ['createdAt'],
     });
     return created.ok ? created.record : mustGet(sequenceId);
   }
@@ -145,9 +189,16 @@ export function createSubmitHandler(deps: SubmitDeps) {
   }
 
   async function mustGet(sequenceId: string): Promise<TransferRecord> {
-    const record = await deps.ledger.get(sequenceId);
+    const record = await ledger.get(sequenceId);
     if (!record) throw new Error('ledger record vanished');
     return record;
+  }
+
+  /** The payload stored with the record: what every runner sends, whichever job it came from. */
+  function storedPayload(record: TransferRecord): SubmitPayload {
+    const parsed = record.payload === undefined ? undefined : parseSubmitPayload(JSON.parse(record.payload));
+    if (!parsed?.ok) throw new Error(`ledger record in ${record.state} holds no valid payload`);
+    return parsed.payload;
   }
 
   /**
@@ -155,20 +206,20 @@ export function createSubmitHandler(deps: SubmitDeps) {
    * as its own transition left it, or undefined when it did not change it (someone else did): then the
    * ledger is read again.
    */
-  async function drive(start: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<SubmitResult> {
+  async function drive(start: TransferRecord, runner: Runner): Promise<SubmitResult> {
     const sequenceId = start.sequenceId;
     let record = start;
     for (;;) {
       let next: TransferRecord | undefined;
       switch (record.state) {
         case TransferState.RECEIVED:
-          next = await gate(record, payload, log);
+          next = await gate(record, runner);
           break;
         case TransferState.GATED:
-          next = await send(record, payload, TransferState.GATED, log);
+          next = await takeAndSend(record, TransferState.GATED, runner);
           break;
         case TransferState.SUBMITTING:
-          next = await resolve(record, payload, log);
+          next = await resolve(record, runner);
           break;
         case TransferState.SUBMITTED:
           // Repeats safely: the tracker job id is derived from the sequenceId, so a second add is a no-op.
@@ -185,27 +236,46 @@ export function createSubmitHandler(deps: SubmitDeps) {
   }
 
   /** received → blocked | gated. Nothing is sent here; a crash leaves `received`, which gates again. */
-  async function gate(record: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | undefined> {
+  async function gate(record: TransferRecord, runner: Runner): Promise<TransferRecord | undefined> {
+    const payload = storedPayload(record);
     let setting: GateSetting;
     try {
       setting = await deps.travelRule.setting();
     } catch (error) {
-      return retryOrFail(record, error, { code: FailureCode.TRAVEL_RULE_UNAVAILABLE, attempts: record.failures + 1 }, log);
+      const failures = record.failures + 1;
+      const code = FailureCode.TRAVEL_RULE_UNAVAILABLE;
+      if (failures >= deps.attempts) {
+        const custody = error instanceof CustodyError ? error : undefined;
+        return changed(await ledger.transition(record.sequenceId, {
+          from: [TransferState.RECEIVED],
+          to: TransferState.FAILED,
+          set: { failures },
+          unset: ['payload'],
+          event: {
+            type: 'transfer.failed',
+            data: { code, httpStatus: custody?.httpStatus ?? null, message: custody?.message ?? 'retries exhausted', attempts: failures },
+          },
+        }));
+      }
+      await ledger.transition(record.sequenceId, { from: [TransferState.RECEIVED], to: TransferState.RECEIVED, set: { failures, lastError: code } });
+      const delayMs = backoffDelay(deps.retry, failures);
+      runner.log.warn({ err: error, code, failures, delayMs }, 'travel-rule lookup failed, retrying later');
+      throw new RetryLater(delayMs, code);
     }
     const decision = decide(setting, payload);
     if (decision.outcome === 'blocked') {
-      const blocked = await deps.ledger.transition(record.sequenceId, {
+      const blocked = await ledger.transition(record.sequenceId, {
         from: [TransferState.RECEIVED],
         to: TransferState.BLOCKED,
         set: gateFields(decision),
         unset: ['payload'],
         event: { type: 'transfer.blocked', data: { code: FailureCode.TRAVEL_RULE_REQUIRED, setting: decision.setting } },
       });
-      log.info({ setting: decision.setting }, 'transfer blocked by the travel rule');
+      runner.log.info({ setting: decision.setting }, 'transfer blocked by the travel rule');
       return changed(blocked);
     }
     return changed(
-      await deps.ledger.transition(record.sequenceId, {
+      await ledger.transition(record.sequenceId, {
         from: [TransferState.RECEIVED],
         to: TransferState.GATED,
         set: gateFields(decision),
@@ -214,182 +284,243 @@ export function createSubmitHandler(deps: SubmitDeps) {
   }
 
   /**
-   * → submitting, then one sendTransaction. The lease taken with the state change keeps any other
-   * runner of this job (a stalled copy) from resolving or sending while this request is in flight;
-   * once `submitting` is written, every later runner looks before it sends again.
+   * Takes (or renews) the send lease and marks a send pending, then sends. From `gated` this is the first
+   * send; from `submitting` a resend, made only by a runner that already holds the lease. A crash after
+   * this transition leaves `pending`, which the next runner reads as "may have gone out".
    */
-  async function send(
-    record: TransferRecord,
-    payload: SubmitPayload,
-    from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
-    log: JobContext['log'],
-  ): Promise<TransferRecord | undefined> {
-    const sequenceId = record.sequenceId;
-    const taken = await deps.ledger.transition(sequenceId, {
+  async function takeAndSend(record: TransferRecord, from: typeof TransferState.GATED | typeof TransferState.SUBMITTING, runner: Runner): Promise<TransferRecord | undefined> {
+    const taken = await ledger.transition(record.sequenceId, {
       from: [from],
       to: TransferState.SUBMITTING,
-      requireNoLease: true,
-      set: { leaseUntil: now() + deps.sendLeaseMs },
-      increment: ['sends'],
+      lease: { mode: 'take', owner: runner.owner, ms: deps.sendLeaseMs },
+      set: { pending: 1 },
+      increment: { sends: 1 },
     });
-    if (!taken.ok) return waitForLease(taken);
-    return sendTaken(taken.record, payload, log);
+    if (!taken.ok) return refused(taken);
+    return sendTaken(taken.record, storedPayload(taken.record), runner);
   }
 
-  /** One sendTransaction, by the holder of the send lease on `record` (state `submitting`). */
-  async function sendTaken(record: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | undefined> {
+  /**
+   * One sendTransaction by the lease holder, under one deadline that covers the whole call (rate-limit
+   * wait, token requests, a 401 and its retry) and ends SEND_LEASE_MARGIN_MS before the lease does.
+   * `sends` was counted as one when the lease was taken; the outcome transition adds the difference.
+   */
+  async function sendTaken(record: TransferRecord, payload: SubmitPayload, runner: Runner): Promise<TransferRecord | undefined> {
     const sequenceId = record.sequenceId;
+    let requests = 0;
     let accepted: SubmittedTransfer;
     try {
-      accepted = await deps.custody.sendTransaction(payload.walletId, {
-        txHex: payload.txHex,
-        halfSigned: payload.halfSigned,
-      });
+      accepted = await deps.custody.sendTransaction(
+        payload.walletId,
+        { txHex: payload.txHex, halfSigned: payload.halfSigned },
+        { signal: AbortSignal.timeout(deps.sendDeadlineMs), onRequest: () => requests++ },
+      );
     } catch (error) {
-      // A crash here leaves `submitting` with a lease: the next runner waits it out, then resolves.
-      return sendFailed(await mustGet(sequenceId), error, log);
+      return sendFailed(record, error, requests - 1, runner);
     }
-    // A crash between the answer and this line leaves `submitting`: the next runner finds the transfer
-    // by lookup or gets 409 on its resend, both of which lead here without a second accepted send.
-    const submitted = await markSubmitted(sequenceId, { transfer: accepted }, {
+    // A crash between the answer and this line leaves `pending`: the next runner finds the transfer by
+    // lookup or gets 409 on its resend, both of which lead here without a second accepted send.
+    const submitted = await markSubmitted(record, runner, { transfer: accepted }, {
       sequenceId,
       destinationAddress: accepted.destinationAddress,
       amount: decimalFromNumber(accepted.amount),
-    });
-    log.info({ recordId: accepted.id }, 'transfer submitted');
+    }, requests - 1);
+    if (submitted) runner.log.info({ recordId: accepted.id }, 'transfer submitted');
     return submitted;
   }
 
   /**
-   * Found in `submitting`: an earlier send may have gone out. Look first (get-transfer by sequenceId);
-   * found → submitted; not found → send again, where a 409 means "accepted earlier".
+   * Found in `submitting` (a send failed before, or a runner crashed or outlived its lease): take the
+   * lease, then
+   * - no send may have gone out (every earlier one was answered "not taken"): send again;
+   * - one may have: look first (get-transfer by sequenceId). Found → submitted. Not found → resend while
+   *   fewer than SUBMIT_ATTEMPTS sends were made (safe: upstream refuses a second accepted sequenceId
+   *   with 409, read as "accepted earlier"), else keep looking at the capped backoff.
    */
-  async function resolve(record: TransferRecord, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | undefined> {
-    if (record.leaseUntil > now()) return waitForLease({ leaseUntil: record.leaseUntil });
+  async function resolve(record: TransferRecord, runner: Runner): Promise<TransferRecord | undefined> {
     const sequenceId = record.sequenceId;
+    const taken = await ledger.transition(sequenceId, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'take', owner: runner.owner, ms: deps.sendLeaseMs },
+    });
+    if (!taken.ok) return refused(taken);
+    const held = taken.record;
+    if (held.unknownSince === undefined) return takeAndSend(held, TransferState.SUBMITTING, runner);
+
+    // `updatedAt` is the ledger's clock at the take, so the time guards below never use this process's.
+    const ledgerNow = held.updatedAt;
+    if (ledgerNow - held.unknownSince >= deps.deadlineMs) return expireUnknown(held, runner);
+
     let found;
     try {
-      const list = await deps.custody.getTransfersBySequenceId({ walletId: payload.walletId, coin: payload.coin }, sequenceId);
+      const payload = storedPayload(held);
+      const list = await deps.custody.getTransfersBySequenceId({ walletId: payload.walletId, coin: payload.coin }, sequenceId, {
+        signal: AbortSignal.timeout(deps.sendDeadlineMs),
+      });
       found = findTransfer(list, { sequenceId });
     } catch (error) {
-      return retryOrFail(record, error, { code: errorCode(error), attempts: record.sends, uncertain: true }, log);
+      const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
+      runner.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
+      return stillUnknown(held, code, ledgerNow, 0, runner);
     }
     if (found.kind === 'found') {
       const submitted = await markSubmitted(
-        sequenceId,
+        held,
+        runner,
         { transfer: null, recoveredBy: 'get-transfer', transaction: found.transaction },
         { sequenceId, transactionId: found.transaction.id },
+        0,
       );
-      log.info({ transactionId: found.transaction.id }, 'earlier send found by lookup');
+      if (submitted) runner.log.info({ transactionId: found.transaction.id }, 'earlier send found by lookup');
       return submitted;
     }
-    // Not visibly there (or the answer is not narrowed to it): sending again is safe because upstream
-    // refuses a second send of one sequenceId with 409, which we read as "accepted earlier".
-    return send(record, payload, TransferState.SUBMITTING, log);
+    if (held.sends < deps.attempts) return takeAndSend(held, TransferState.SUBMITTING, runner);
+    return stillUnknown(held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0, runner);
   }
 
-  async function markSubmitted(sequenceId: string, data: object, match: TransferMatch): Promise<TransferRecord | undefined> {
-    return changed(await deps.ledger.transition(sequenceId, {
+  /** What a failed send means is decided by classifySendFailure; this carries it out. */
+  async function sendFailed(record: TransferRecord, error: unknown, extraSends: number, runner: Runner): Promise<TransferRecord | undefined> {
+    const failure = classifySendFailure(error, record);
+    const log = runner.log;
+    switch (failure.kind) {
+      case 'accepted-earlier': {
+        const submitted = await markSubmitted(record, runner, { transfer: null, recoveredBy: 'duplicate' }, { sequenceId: record.sequenceId }, extraSends);
+        if (submitted) log.warn('send answered 409: accepted earlier, treated as submitted');
+        return submitted;
+      }
+      case 'rate-limited': {
+        // Not taken: release the lease (the transfer stays in `submitting`) and the queue waits Retry-After.
+        const released = await release(record, runner, { lastError: failure.code }, extraSends);
+        if (!released.ok) return refused(released);
+        throw new RateLimited(failure.retryAfterMs ?? 1_000);
+      }
+      case 'refused':
+        return fail(record, failure, extraSends, runner);
+      case 'retry': {
+        // Attempts are HTTP sends; failures count calls that never got as far as a send (token trouble).
+        if (record.sends + extraSends >= deps.attempts || record.failures + 1 >= deps.attempts) return fail(record, failure, extraSends, runner);
+        const released = await release(record, runner, { lastError: failure.code }, extraSends, 1);
+        if (!released.ok) return refused(released);
+        const delayMs = backoffDelay(deps.retry, released.record.failures);
+        log.warn({ err: error, code: failure.code, sends: released.record.sends, delayMs }, 'send not taken, retrying later');
+        throw new RetryLater(delayMs, failure.code);
+      }
+      case 'unknown':
+        log.warn({ err: error, code: failure.code }, 'send outcome unknown: it may have gone out');
+        return stillUnknown(record, failure.code, undefined, extraSends, runner);
+    }
+  }
+
+  /**
+   * The send may have gone out and nothing settled it: record that (sticky), release the lease, publish
+   * `transfer.unresolved` once when it has lasted UNRESOLVED_AFTER, and come back at the capped backoff.
+   */
+  async function stillUnknown(record: TransferRecord, code: string, ledgerNow: number | undefined, extraSends: number, runner: Runner): Promise<never | undefined> {
+    const since = record.unknownSince;
+    const announce = since !== undefined && ledgerNow !== undefined && record.unresolvedAt === undefined && ledgerNow - since >= deps.unresolvedAfterMs;
+    const request: Partial<TransitionRequest> = announce
+      ? {
+          requireAbsent: ['unresolvedAt'],
+          stamp: ['unresolvedAt'],
+          event: {
+            type: 'transfer.unresolved',
+            data: { code: FailureCode.SEND_OUTCOME_UNKNOWN, attempts: record.sends + extraSends, lastError: code },
+          },
+        }
+      : {};
+    const released = await release(record, runner, { lastError: code }, extraSends, 1, { stampOnce: ['unknownSince'], ...request });
+    if (!released.ok) return refused(released);
+    if (announce) runner.log.error({ attempts: released.record.sends, lastError: code }, 'send outcome still unknown: transfer.unresolved published, an operator may resolve it');
+    const delayMs = backoffDelay(deps.retry, released.record.failures);
+    throw new RetryLater(delayMs, 'send outcome unknown');
+  }
+
+  /** The lease owner gives the lease up; the transfer stays in `submitting`. */
+  function release(
+    record: TransferRecord,
+    runner: Runner,
+    set: Record<string, string | number>,
+    extraSends: number,
+    failures = 0,
+    more: Partial<TransitionRequest> = {},
+  ): Promise<TransitionResult> {
+    return ledger.transition(record.sequenceId, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'own', owner: runner.owner },
+      set,
+      unset: LEASE_FIELDS,
+      increment: { sends: extraSends, failures },
+      ...more,
+    });
+  }
+
+  async function markSubmitted(record: TransferRecord, runner: Runner, data: object, match: TransferMatch, extraSends: number): Promise<TransferRecord | undefined> {
+    return changed(await ledger.transition(record.sequenceId, {
       from: [TransferState.SUBMITTING],
       to: TransferState.SUBMITTED,
-      set: { submittedAt: now(), leaseUntil: 0, ...matchFields(match) },
-      unset: ['payload', 'lastError'],
+      lease: { mode: 'own', owner: runner.owner },
+      set: matchFields(match),
+      stamp: ['submittedAt'],
+      unset: ['payload', 'lastError', ...LEASE_FIELDS],
+      increment: { sends: extraSends },
       event: { type: 'transfer.submitted', data },
     }));
   }
 
-  /** The one place that decides what a failed send means. */
-  async function sendFailed(record: TransferRecord, error: unknown, log: JobContext['log']): Promise<TransferRecord | undefined> {
-    const sequenceId = record.sequenceId;
-    const custody = error instanceof CustodyError ? error : undefined;
-    if (custody?.code === CustodyErrorCode.DUPLICATE) {
-      const submitted = await markSubmitted(sequenceId, { transfer: null, recoveredBy: 'duplicate' }, { sequenceId });
-      log.warn('send answered 409: accepted earlier, treated as submitted');
-      return submitted;
-    }
-    if (custody?.code === CustodyErrorCode.RATE_LIMITED) {
-      // 429: upstream did not take it. Back to gated (lease released) and the queue waits Retry-After.
-      await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTING], to: TransferState.GATED, set: { leaseUntil: 0 } });
-      throw new RateLimited(custody.retryAfterMs ?? 1_000);
-    }
-    if (custody && !custody.retryable && !custody.maybeProcessed) {
-      // 401 after a token renewal, 404, other 4xx, success:false: refused for good, nothing accepted.
-      const failed = await deps.ledger.transition(sequenceId, {
-        from: [TransferState.SUBMITTING],
-        to: TransferState.FAILED,
-        set: { leaseUntil: 0 },
-        unset: ['payload'],
-        event: {
-          type: 'transfer.failed',
-          data: { code: custody.code, httpStatus: custody.httpStatus ?? null, message: custody.message, attempts: record.sends },
-        },
-      });
-      log.warn({ code: custody.code, httpStatus: custody.httpStatus }, 'transfer refused by upstream');
-      return changed(failed);
-    }
-    const uncertain = custody ? custody.maybeProcessed : true;
-    return retryOrFail(record, error, { code: errorCode(error), attempts: record.sends, uncertain }, log);
-  }
-
-  /**
-   * A retryable failure: count it, release any lease we hold, and retry with backoff; when SUBMIT_ATTEMPTS
-   * are used up, `transfer.failed`. Except when a send may have gone out (`uncertain`): then failing
-   * could be a lie about money that moved, so the transfer keeps being resolved at the capped delay
-   * until upstream gives a definite answer.
-   */
-  async function retryOrFail(
-    record: TransferRecord,
-    error: unknown,
-    failure: { code: string; attempts: number; uncertain?: boolean },
-    log: JobContext['log'],
-  ): Promise<TransferRecord | undefined> {
-    const sequenceId = record.sequenceId;
-    const failures = record.failures + 1;
-    const custody = error instanceof CustodyError ? error : undefined;
-    if (failures >= deps.attempts && !failure.uncertain) {
-      const failed = await deps.ledger.transition(sequenceId, {
-        from: [record.state],
-        to: TransferState.FAILED,
-        set: { leaseUntil: 0, failures },
-        unset: ['payload'],
-        event: {
-          type: 'transfer.failed',
-          data: {
-            code: failure.code,
-            httpStatus: custody?.httpStatus ?? null,
-            message: custody?.message ?? 'retries exhausted',
-            attempts: failure.attempts,
-          },
-        },
-      });
-      if (failed.ok) log.warn({ code: failure.code, attempts: failure.attempts }, 'retries exhausted, transfer failed');
-      return changed(failed); // the caller finds the terminal state
-    }
-    const delayMs = backoffDelay(deps.retry, failures);
-    await deps.ledger.transition(sequenceId, {
-      from: [record.state],
-      to: record.state,
-      set: { leaseUntil: 0, failures, lastError: failure.code },
+  /** `transfer.failed`: only by the lease owner, and the ledger refuses it while a send may have gone out. */
+  async function fail(record: TransferRecord, failure: SendFailure, extraSends: number, runner: Runner): Promise<TransferRecord | undefined> {
+    const failed = await ledger.transition(record.sequenceId, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.FAILED,
+      lease: { mode: 'own', owner: runner.owner },
+      unset: ['payload', ...LEASE_FIELDS],
+      increment: { sends: extraSends },
+      event: {
+        type: 'transfer.failed',
+        data: { code: failure.code, httpStatus: failure.httpStatus, message: failure.message, attempts: record.sends + extraSends },
+      },
     });
-    log.warn(
-      { err: error, code: failure.code, failures, delayMs, uncertain: failure.uncertain ?? false },
-      failure.uncertain && failures >= deps.attempts ? 'send outcome still unknown, resolving again later' : 'step failed, retrying later',
-    );
-    throw new RetryLater(delayMs, failure.code);
+    if (failed.ok) runner.log.warn({ code: failure.code, httpStatus: failure.httpStatus }, 'transfer failed: every send was refused');
+    return changed(failed);
   }
 
-  function waitForLease(taken: { leaseUntil?: number }): never {
-    // Someone else's send is in flight (a stalled copy of this job): come back when its lease ends.
-    const delayMs = Math.max(50, (taken.leaseUntil ?? now()) - now() + 50);
-    throw new RetryLater(delayMs, 'send lease held');
+  /** TRACK_DEADLINE passed since a send may have gone out, and nothing settled it. */
+  async function expireUnknown(record: TransferRecord, runner: Runner): Promise<TransferRecord | undefined> {
+    const since = record.unknownSince ?? record.updatedAt;
+    const expired = await ledger.transition(record.sequenceId, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.EXPIRED,
+      lease: { mode: 'own', owner: runner.owner },
+      unset: ['payload', ...LEASE_FIELDS],
+      event: {
+        type: 'transfer.expired',
+        data: {
+          code: FailureCode.SEND_OUTCOME_UNKNOWN,
+          submittedAt: new Date(since).toISOString(),
+          deadline: new Date(since + deps.deadlineMs).toISOString(),
+        },
+      },
+    });
+    if (expired.ok) runner.log.error({ sends: record.sends }, 'send outcome never settled: transfer expired');
+    return changed(expired);
   }
+}
+
+/**
+ * A refused transition: another runner's live lease means "come back when it ends" (both times are the
+ * ledger's); anything else means the transfer moved on, and the caller reads it again.
+ */
+function refused(result: Extract<TransitionResult, { ok: false }>): undefined {
+  if (result.reason === 'lease') {
+    // Someone else's send is in flight (a stalled copy of this job, a concurrent runner): wait for it.
+    throw new RetryLater(Math.max(LEASE_WAIT_SLACK_MS, result.leaseUntil - result.now + LEASE_WAIT_SLACK_MS), 'send lease held');
+  }
+  return undefined;
 }
 
 /** The record a successful transition left, or undefined (the caller then reads the ledger). */
 function changed(result: TransitionResult): TransferRecord | undefined {
   return result.ok ? result.record : undefined;
-}
-
-function errorCode(error: unknown): string {
-  return error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
 }

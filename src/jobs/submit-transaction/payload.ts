@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import { SEQUENCE_ID, sequenceIdSchema } from '../../transfers/sequence-id.ts';
+
+export { SEQUENCE_ID, sequenceIdSchema };
 
 export const SUBMIT_TRANSACTION = 'submit-transaction';
 
@@ -7,7 +10,6 @@ const MAX_HEX = MIB;
 const MAX_BASE64 = Math.floor(1.4 * MIB);
 const MAX_METADATA_BYTES = 4 * 1024;
 
-export const SEQUENCE_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
 const hex = z
   .string()
@@ -21,7 +23,6 @@ const base64 = z
   .max(MAX_BASE64, 'must be at most 1.4 MiB')
   .refine((v) => v.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(v), 'must be standard base64 with padding');
 
-export const sequenceIdSchema = z.string().regex(SEQUENCE_ID, 'must be 1-128 of A-Z a-z 0-9 _ -');
 
 /**
  * The `submit-transaction` job (CONTRACT section 3), parsed at the edge. Unknown fields are dropped.

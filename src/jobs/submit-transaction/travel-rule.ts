@@ -1,5 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
+import { withRedisLock } from '../../lib/redis-lock.ts';
+import { TRAVEL_RULE_WAIT_STEP_MS } from '../../timing.ts';
 import type { CustodyClient } from '../../upstream/client.ts';
 import type { TravelRuleSetting } from '../../upstream/schemas.ts';
 
@@ -18,8 +19,6 @@ export interface TravelRuleCacheOptions {
   onLookup?: (source: 'cache' | 'upstream') => void;
 }
 
-const WAIT_STEP_MS = 25;
-const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 
 /**
  * The is-enabled answer, cached in Redis for all worker processes. A refresh takes a lock so one
@@ -63,20 +62,15 @@ export class TravelRuleCache {
         this.#options.onLookup?.('cache');
         return JSON.parse(cached) as GateSetting;
       }
-      const token = randomUUID();
-      const locked = await this.#redis.set(this.#lockKey, token, 'PX', this.#options.refreshTimeoutMs, 'NX');
-      if (locked) {
-        try {
-          const setting = await this.#fetch();
-          await this.#redis.set(this.#key, JSON.stringify(setting), 'PX', this.#options.ttlMs);
-          return setting;
-        } finally {
-          await this.#redis.eval(RELEASE_LUA, 1, this.#lockKey, token);
-        }
-      }
+      const fetched = await withRedisLock(this.#redis, this.#lockKey, this.#options.refreshTimeoutMs, 0, async () => {
+        const setting = await this.#fetch();
+        await this.#redis.set(this.#key, JSON.stringify(setting), 'PX', this.#options.ttlMs);
+        return setting;
+      });
+      if (fetched) return fetched;
       // Another process is refreshing: wait for its answer, or for its lock to go if it failed.
       if (Date.now() > deadline) return this.#fetch();
-      await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
+      await new Promise((resolve) => setTimeout(resolve, TRAVEL_RULE_WAIT_STEP_MS));
     }
   }
 

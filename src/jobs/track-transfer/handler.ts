@@ -2,20 +2,15 @@ import { z } from 'zod';
 import { FailureCode } from '../../events/events.ts';
 import { matchFields, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
 import { RetryLater } from '../../queues/outcomes.ts';
-import { backoffDelay, TRACK_ERROR_RETRY, type BackoffProfile } from '../../queues/profiles.ts';
+import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, type BackoffProfile } from '../../timing.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import type { CustodyClient } from '../../upstream/client.ts';
 import { CustodyErrorCode, isCustodyError } from '../../upstream/errors.ts';
 import type { WalletTransaction } from '../../upstream/schemas.ts';
-import { sequenceIdSchema } from '../submit-transaction/payload.ts';
-import { findTransfer, type TransferMatch } from './match.ts';
+import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
+import { sequenceIdSchema } from '../../transfers/sequence-id.ts';
 
 export const trackPayloadSchema = z.object({ sequenceId: sequenceIdSchema });
-
-/** Consecutive failed polls after which each further failure is logged as an error (tracking goes on). */
-export const POLL_FAILURES_ALERT = 10;
-/** Failed wallet-transaction lookups (spec 4.3) before the broadcast goes out with `walletTransaction: null`. */
-export const ENRICH_ATTEMPTS = 3;
 
 export interface TrackDeps {
   ledger: Ledger;
@@ -24,7 +19,6 @@ export interface TrackDeps {
   pollMaxMs: number;
   deadlineMs: number;
   errorRetry?: BackoffProfile;
-  onBroadcast?: (sequenceId: string) => Promise<void>;
   now?: () => number;
 }
 
@@ -115,16 +109,19 @@ export function createTrackHandler(deps: TrackDeps) {
       set: { txid: transaction.txid, broadcastAt: now() },
       event: { type: 'transfer.broadcast', data: { txid: transaction.txid, transaction, walletTransaction } },
     });
-    if (result.ok) {
-      await deps.onBroadcast?.(sequenceId);
-      log.info({ txid: transaction.txid }, 'transfer broadcast');
-    }
+    if (result.ok) log.info({ txid: transaction.txid }, 'transfer broadcast');
     return { outcome: 'broadcast', sequenceId };
   }
 
   async function expireOrWait(record: TransferRecord, deadline: number, delayMs: number, log: JobContext['log']): Promise<TrackResult> {
     const sequenceId = record.sequenceId;
-    if (now() >= deadline) {
+    // This process's clock says the deadline passed; the ledger's clock (which stamped submittedAt)
+    // must agree, so a worker whose clock runs ahead does not expire a transfer early.
+    const ledgerNow = now() >= deadline ? await deps.ledger.now() : undefined;
+    if (ledgerNow !== undefined && ledgerNow < deadline) {
+      throw new RetryLater(Math.max(1, Math.min(delayMs, deadline - ledgerNow)), 'no txid yet');
+    }
+    if (ledgerNow !== undefined) {
       const result = await deps.ledger.transition(sequenceId, {
         from: [TransferState.SUBMITTED],
         to: TransferState.EXPIRED,

@@ -1,5 +1,5 @@
-import { decimalEquals } from '../../lib/decimal.ts';
-import type { Transaction } from '../../upstream/schemas.ts';
+import { decimalEquals } from '../lib/decimal.ts';
+import type { Transaction } from '../upstream/schemas.ts';
 
 /** What we know to recognise our transfer in a get-transfer answer, best first. */
 export interface TransferMatch {

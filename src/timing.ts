@@ -1,0 +1,123 @@
+/**
+ * Every timing constant of the worker in one place, with its arithmetic written out. Durations a user
+ * sets (CUSTODY_TIMEOUT, TRACK_POLL_*, …) come from the config; what is derived from them is derived
+ * here, so a bound stated in a comment elsewhere can be checked against one file.
+ */
+
+/**
+ * A backoff profile. A delay is capped exponential with "equal jitter": half of it fixed, half random,
+ * so retries of many jobs spread out but never come sooner than half the nominal delay.
+ */
+export interface BackoffProfile {
+  readonly name: string;
+  readonly baseMs: number;
+  readonly maxMs: number;
+}
+
+/** Submission steps (travel-rule lookup, sendTransaction, resolving an unknown send): 1 s, 2 s, 4 s … 60 s. */
+export const SUBMIT_RETRY: BackoffProfile = { name: 'submit-retry', baseMs: 1_000, maxMs: 60_000 };
+
+/** Upstream errors while polling get-transfer; the poll interval itself comes from TRACK_POLL_MIN/MAX. */
+export const TRACK_ERROR_RETRY: BackoffProfile = { name: 'track-error-retry', baseMs: 2_000, maxMs: 60_000 };
+
+/**
+ * Unexpected errors (a bug, Redis gone mid-step) in any handler. Every step is resumable and a job
+ * never holds the only copy of a transfer's fate, so such a job is retried, never failed: a transfer
+ * must not be left without its terminal event because of a transient fault.
+ */
+export const UNEXPECTED_ERROR_RETRY: BackoffProfile = { name: 'unexpected-error-retry', baseMs: 1_000, maxMs: 30_000 };
+
+export function backoffDelay(profile: BackoffProfile, attempt: number, random: () => number = Math.random): number {
+  const exponent = Math.max(0, Math.min(attempt - 1, 30));
+  const nominal = Math.min(profile.maxMs, profile.baseMs * 2 ** exponent);
+  return Math.round(nominal / 2 + (nominal / 2) * random());
+}
+
+/** Scales a profile, e.g. for tests that want milliseconds instead of seconds (SUBMIT_RETRY_BASE). */
+export function withBase(profile: BackoffProfile, baseMs: number, maxMs = profile.maxMs): BackoffProfile {
+  return { ...profile, baseMs, maxMs: Math.max(baseMs, maxMs) };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The send lease.
+
+/** Longest local sleep for a CUSTODY_MAX_RPS slot; beyond it the call fails as rate limited. */
+export const MAX_RATE_LIMIT_WAIT_MS = 5_000;
+
+/**
+ * What the lease adds to the send deadline: the Redis round trip that records the answer, and event-loop
+ * or GC pauses between the deadline firing and that write. A pause longer than this is survivable: the
+ * late writer is no longer the lease's owner once someone else took it, so its transition is refused.
+ */
+export const SEND_LEASE_MARGIN_MS = 10_000;
+
+/**
+ * One overall deadline over a whole sendTransaction call, started before anything else happens:
+ *
+ *     rate-limit wait (≤ MAX_RATE_LIMIT_WAIT_MS)
+ *   + token request + send                   (each ≤ CUSTODY_TIMEOUT)
+ *   + after a 401: token request + send      (share what is left)
+ *   = MAX_RATE_LIMIT_WAIT_MS + 2 × CUSTODY_TIMEOUT
+ *
+ * Every request inside it is cut at whichever comes first, its own CUSTODY_TIMEOUT or this deadline.
+ * With the default 15 s: 5 + 30 = 35 s. A get-transfer lookup (one wait + one request) fits in it too.
+ */
+export function sendDeadlineMs(custodyTimeoutMs: number): number {
+  return MAX_RATE_LIMIT_WAIT_MS + 2 * custodyTimeoutMs;
+}
+
+/**
+ * The send lease: the deadline plus the margin (default 35 + 10 = 45 s). Judged by Redis's clock only
+ * (the transition script reads TIME), so workers with skewed clocks agree on when it ends.
+ */
+export function sendLeaseMs(custodyTimeoutMs: number): number {
+  return sendDeadlineMs(custodyTimeoutMs) + SEND_LEASE_MARGIN_MS;
+}
+
+/** A runner that finds another's lease waits until it ends plus this, so it does not arrive a hair early. */
+export const LEASE_WAIT_SLACK_MS = 50;
+
+// ---------------------------------------------------------------------------------------------------
+// Tracking.
+
+/** Consecutive failed polls after which each further failure is logged as an error (tracking goes on). */
+export const POLL_FAILURES_ALERT = 10;
+
+/** Failed wallet-transaction lookups (spec 4.3) before the broadcast goes out with `walletTransaction: null`. */
+export const ENRICH_ATTEMPTS = 3;
+
+// ---------------------------------------------------------------------------------------------------
+// Reconciliation.
+
+/** A broadcast is re-verified within this window (24 h); older unverified entries leave the index. */
+export const VERIFY_WINDOW_MS = 24 * 3_600_000;
+
+/**
+ * Verification time per run: each broadcast costs two upstream calls, slow ones when upstream is in
+ * trouble, and the run lock holds off the next repair pass while it lasts. What is left is verified
+ * by the next run (oldest first).
+ */
+export const VERIFY_BUDGET_MS = 60_000;
+
+/** Candidates read from a ledger index per page. */
+export const INDEX_PAGE = 500;
+
+/**
+ * The reconcile run lock expires this long after its last renewal, and the holder renews it every
+ * RECONCILE_LOCK_RENEW_MS (a third of the TTL, so two renewals may fail before it lapses). A worker
+ * killed mid-run stops renewing, so the schedule resumes within RECONCILE_LOCK_TTL_MS.
+ */
+export const RECONCILE_LOCK_TTL_MS = 30_000;
+export const RECONCILE_LOCK_RENEW_MS = RECONCILE_LOCK_TTL_MS / 3;
+
+// ---------------------------------------------------------------------------------------------------
+// Waiting steps.
+
+/** A process waiting for another's travel-rule refresh looks at the cache this often. */
+export const TRAVEL_RULE_WAIT_STEP_MS = 25;
+
+/** When the token endpoint gives no `expires_in`, assume this lifetime (spec 5: lifetime not shown). */
+export const DEFAULT_TOKEN_LIFETIME_MS = 5 * 60_000;
+
+/** Renew a token this long before expiry: a tenth of its lifetime, at most a minute. */
+export const MAX_TOKEN_RENEW_MARGIN_MS = 60_000;
