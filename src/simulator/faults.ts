@@ -1,8 +1,10 @@
 /**
  * Fault plans per endpoint, and what each fault kind answers.
  *
- * Only 'timeout' lets the request be processed (the answer is then never sent); every other kind
- * answers (or drops the socket) instead of processing, so e.g. a send hit by '5xx' was not recorded.
+ * 'timeout' and the 'accept-…' kinds let the request be processed, then lose the answer: 'timeout' never
+ * sends one, 'accept-reset' drops the connection, 'accept-malformed' answers a truncated 200 body and
+ * 'accept-504' a gateway time-out. Every other kind answers (or drops the socket) instead of processing,
+ * so e.g. a send hit by '5xx' was not recorded.
  */
 import { SIM_ENDPOINTS } from './settings.ts';
 import type { FaultKind, FaultPlan, SimEndpoint } from './settings.ts';
@@ -114,9 +116,14 @@ export function faultAnswer(endpoint: SimEndpoint, kind: FaultKind, retryAfterSe
           endpoint === 'token' ? { error: 'invalid_client' } : { success: false, message: 'unauthorized' },
         ),
       };
+    case '400':
+      return { status: 400, body: JSON.stringify({ success: false, message: 'bad request (simulated)' }) };
+    case 'accept-504':
+      return { status: 504, body: JSON.stringify({ success: false, message: 'gateway time-out (simulated)' }) };
     case '404':
       return { status: 404, body: JSON.stringify({ success: false, message: 'not found (simulated)' }) };
     case 'malformed':
+    case 'accept-malformed':
       return { status: 200, body: MALFORMED[endpoint] };
     case 'schema':
       return { status: 200, body: JSON.stringify(SCHEMA_BREAKING[endpoint]) };
@@ -127,6 +134,7 @@ export function faultAnswer(endpoint: SimEndpoint, kind: FaultKind, retryAfterSe
       };
     case 'timeout':
     case 'reset':
+    case 'accept-reset':
       throw new Error(`fault ${kind} has no answer`);
   }
 }

@@ -259,18 +259,21 @@ class SimulatorServer {
     }
     const fault = this.faults.pick(endpoint);
     let answer: Answer | undefined;
-    if (fault === undefined || fault === 'timeout') {
+    const processes = fault === undefined || fault === 'timeout' || fault.startsWith('accept-');
+    if (processes) {
       try {
         answer = this.process(route, req, body.text, Date.now());
       } catch {
         answer = failure(500, 'internal error');
       }
-    } else if (fault !== 'reset') {
+    }
+    if (fault !== undefined && fault !== 'timeout' && fault !== 'reset' && fault !== 'accept-reset') {
+      // An 'accept-…' fault replaces the real answer of a processed request.
       answer = faultAnswer(endpoint, fault, this.current.retryAfterSec);
     }
     const latency = this.current.latencyMs[endpoint];
     if (latency > 0) await this.sleep(latency);
-    if (fault === 'reset') {
+    if (fault === 'reset' || fault === 'accept-reset') {
       this.state.countOutcome(endpoint, 'reset');
       req.socket.destroy();
       return;

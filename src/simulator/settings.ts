@@ -13,7 +13,20 @@ export const SIM_ENDPOINTS: readonly SimEndpoint[] = [
   'isEnabled',
 ];
 
-export type FaultKind = '5xx' | '429' | 'timeout' | 'reset' | 'malformed' | 'schema' | '401' | '404' | 'success-false';
+export type FaultKind =
+  | '5xx'
+  | '429'
+  | 'timeout'
+  | 'reset'
+  | 'malformed'
+  | 'schema'
+  | '400'
+  | '401'
+  | '404'
+  | 'success-false'
+  | 'accept-reset'
+  | 'accept-malformed'
+  | 'accept-504';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   '5xx',
@@ -23,8 +36,12 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'malformed',
   'schema',
   '401',
+  '400',
   '404',
   'success-false',
+  'accept-reset',
+  'accept-malformed',
+  'accept-504',
 ];
 
 /**
