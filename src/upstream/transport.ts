@@ -23,7 +23,7 @@ export interface TransportRequest {
   body?: string;
   /** An overall deadline over a larger call (a whole send); the request is cut at it or at `timeoutMs`. */
   signal?: AbortSignal;
-  /** Called once the request is about to be written (counts HTTP sends). */
+  /** Called once per request that was (or may have been) written, when it ends (counts HTTP sends). */
   onDispatch?: () => void;
 }
 
@@ -90,7 +90,6 @@ export class Transport {
     let outcome = 'error';
     try {
       const own = AbortSignal.timeout(this.#options.timeoutMs);
-      req.onDispatch?.();
       const response = await this.#pool(req.url.origin).request({
         method: req.method,
         path: req.url.pathname + req.url.search,
@@ -98,11 +97,14 @@ export class Transport {
         body: req.body ?? null,
         signal: req.signal ? AbortSignal.any([own, req.signal]) : own,
       });
+      req.onDispatch?.();
       const text = await response.body.text();
       outcome = String(response.statusCode);
       return { status: response.statusCode, headers: response.headers, text };
     } catch (error) {
       const mapped = mapTransportError(error, req.endpoint);
+      // Counted as sent unless it was refused before any byte could be written.
+      if (mapped.code !== CustodyErrorCode.INVALID_REQUEST) req.onDispatch?.();
       outcome = mapped.code;
       throw mapped;
     } finally {
