@@ -103,8 +103,8 @@ export class Transport {
       return { status: response.statusCode, headers: response.headers, text };
     } catch (error) {
       const mapped = mapTransportError(error, req.endpoint);
-      // Counted as sent unless it was refused before any byte could be written.
-      if (mapped.code !== CustodyErrorCode.INVALID_REQUEST) req.onDispatch?.();
+      // Counted as a send only when it may have reached upstream (not: never connected, never written).
+      if (mapped.maybeProcessed) req.onDispatch?.();
       outcome = mapped.code;
       throw mapped;
     } finally {
