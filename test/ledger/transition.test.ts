@@ -1,0 +1,161 @@
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { createKeys, type Keys } from '../../src/ledger/keys.ts';
+import { Ledger, NO_RECORD, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
+import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
+
+/**
+ * The transition script's rules, which hold whatever a caller passes: they are what makes a stale
+ * runner harmless. A virtual clock makes lease expiry exact; one test checks Redis's own TIME.
+ */
+const redis = newRedis();
+let keys: Keys;
+let clock: number;
+let ledger: Ledger;
+let seq = 0;
+const id = () => `seq-${++seq}`;
+
+beforeEach(() => {
+  keys = createKeys(uniquePrefix('ledger'), 'events');
+  keys.events = `${keys.active}:events`;
+  clock = 1_000_000;
+  ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 60_000, clock: () => clock });
+});
+afterAll(async () => {
+  await closeAllRedis();
+});
+
+const take = (owner: string, ms = 1_000): TransitionRequest['lease'] => ({ mode: 'take', owner, ms });
+
+/** A transfer in `submitting` whose send lease `owner` holds with a pending send. */
+async function sending(sequenceId: string, owner: string, ms = 1_000) {
+  await ledger.transition(sequenceId, { from: [NO_RECORD], to: TransferState.GATED, set: { walletId: '1', coin: 'eth' } });
+  const taken = await ledger.transition(sequenceId, { from: [TransferState.GATED], to: TransferState.SUBMITTING, lease: take(owner, ms), set: { pending: 1 }, increment: { sends: 1 } });
+  expect(taken.ok).toBe(true);
+}
+
+describe('the transition script', () => {
+  it('never leaves a terminal state, even when the caller lists it as expected', async () => {
+    const s = id();
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: {} } });
+    for (const to of [TransferState.FAILED, TransferState.SUBMITTED, TransferState.BLOCKED]) {
+      const result = await ledger.transition(s, { from: [TransferState.BLOCKED], to, operator: true, event: { type: 'transfer.failed', data: {} } });
+      expect(result).toMatchObject({ ok: false, reason: 'terminal', state: 'blocked' });
+    }
+    expect(await redis.xlen(keys.events)).toBe(1);
+  });
+
+  it('refuses to leave submitting without the lease (own or free), whatever the expected state says', async () => {
+    const s = id();
+    await sending(s, 'a');
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED })).toMatchObject({ ok: false, reason: 'lease' });
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' } })).toMatchObject({ ok: false, reason: 'owner' });
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'free' } })).toMatchObject({ ok: false, reason: 'lease' });
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'a' } })).toMatchObject({ ok: true });
+  });
+
+  it('lets nobody take a live lease, and anybody take an expired one; the refusal says when it ends by the ledger clock', async () => {
+    const s = id();
+    await sending(s, 'a', 500);
+    clock += 499;
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') })).toMatchObject({
+      ok: false,
+      reason: 'lease',
+      leaseUntil: 1_000_500,
+      now: 1_000_499,
+    });
+    clock += 1;
+    const taken = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') });
+    expect(taken).toMatchObject({ ok: true, record: { leaseOwner: 'b', leaseUntil: 1_001_500 } });
+  });
+
+  it('taking over from a holder that left a send pending records "may have been sent", sticky', async () => {
+    const s = id();
+    await sending(s, 'a', 100);
+    clock += 100;
+    const taken = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') });
+    expect(taken).toMatchObject({ ok: true, record: { unknownSince: 1_000_100, pending: false, leaseOwner: 'b' } });
+    // b's own send is answered "refused": b releases, but the earlier unknown stays.
+    await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own', owner: 'b' }, unset: ['leaseOwner', 'leaseUntil', 'pending'], stampOnce: ['unknownSince'] });
+    expect((await ledger.get(s))!.unknownSince).toBe(1_000_100);
+  });
+
+  it('refuses failed while a send may have gone out, unless an operator decides', async () => {
+    const s = id();
+    await sending(s, 'a', 100);
+    clock += 100;
+    // The holder never reported (pending) and its lease ran out: nobody may fail it.
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'free' } })).toMatchObject({ ok: false, reason: 'unknown' });
+    await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') });
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'b' } })).toMatchObject({ ok: false, reason: 'unknown' });
+    clock += 10_000;
+    const byOperator = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'free' }, operator: true, event: { type: 'transfer.failed', data: { code: 'OPERATOR_RESOLVED' } } });
+    expect(byOperator).toMatchObject({ ok: true, version: 1 });
+  });
+
+  it('lets the owner fail its own definitely refused send, and a stale owner change nothing after a takeover', async () => {
+    const s = id();
+    await sending(s, 'a', 100);
+    const failed = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'a' }, unset: ['pending'] });
+    expect(failed.ok).toBe(true);
+
+    const t = id();
+    await sending(t, 'a', 100);
+    clock += 100;
+    await ledger.transition(t, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') });
+    for (const to of [TransferState.SUBMITTED, TransferState.FAILED, TransferState.SUBMITTING]) {
+      expect(await ledger.transition(t, { from: [TransferState.SUBMITTING], to, lease: { mode: 'own', owner: 'a' } })).toMatchObject({ ok: false, reason: 'owner' });
+    }
+  });
+
+  it('requireAbsent, stamps and signed increments', async () => {
+    const s = id();
+    await sending(s, 'a');
+    const once = { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own', owner: 'a' }, requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved', data: {} } } as const;
+    expect(await ledger.transition(s, once)).toMatchObject({ ok: true, record: { unresolvedAt: clock } });
+    clock += 5;
+    expect(await ledger.transition(s, once)).toMatchObject({ ok: false, reason: 'present' });
+    const counted = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own', owner: 'a' }, increment: { sends: -1, failures: 2 }, stampOnce: ['unknownSince'] });
+    expect(counted).toMatchObject({ ok: true, record: { sends: 0, failures: 2, unknownSince: clock, unresolvedAt: clock - 5 } });
+  });
+
+  it('indexes a broadcast for verification inside the transition', async () => {
+    const s = id();
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.SUBMITTED });
+    await ledger.transition(s, { from: [TransferState.SUBMITTED], to: TransferState.BROADCAST, set: { txid: '0xab' } });
+    expect(await ledger.dueBroadcasts(clock, 60_000, 10)).toEqual([s]);
+    expect(await redis.zscore(keys.active, s)).toBeNull();
+  });
+
+  it('judges leases by Redis TIME when no clock is given', async () => {
+    const real = new Ledger(redis, keys, { eventsMaxLen: 100, retentionMs: 60_000 });
+    const s = id();
+    await real.transition(s, { from: [NO_RECORD], to: TransferState.GATED });
+    const [seconds, micros] = await redis.time();
+    const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const taken = await real.transition(s, { from: [TransferState.GATED], to: TransferState.SUBMITTING, lease: take('a', 60_000) });
+    if (!taken.ok) throw new Error('not taken');
+    expect(taken.record.leaseUntil - 60_000).toBeGreaterThanOrEqual(redisNow);
+    expect(taken.record.leaseUntil - 60_000).toBeLessThan(redisNow + 5_000);
+    expect(Math.abs((await real.now()) - redisNow)).toBeLessThan(5_000);
+  });
+});
+
+describe('walking the active index', () => {
+  it('yields every due entry once while the walk itself moves entries to later scores', async () => {
+    const due: string[] = [];
+    for (let i = 0; i < 25; i++) {
+      const s = id();
+      due.push(s);
+      clock = 1_000_000 + Math.floor(i / 4); // several entries share a score
+      await ledger.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED });
+    }
+    clock = 2_000_000;
+    const seen: string[] = [];
+    for await (const s of ledger.staleActive(1_500_000, 3)) {
+      seen.push(s);
+      // What reconciliation does to an entry: a transition, which moves it to "now".
+      await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.RECEIVED, set: { touched: 1 } });
+    }
+    expect(seen.sort()).toEqual(due.sort());
+  });
+});
