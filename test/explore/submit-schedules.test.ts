@@ -110,16 +110,18 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   let live = 0;
   const inFlightSends = new Set<{ leaseUntil: number }>();
 
-  const scheduled = <T>(label: string, slow: boolean, settle: () => T): Promise<T> => {
+  /** A promise the scheduler settles when it chooses; `advanceMs` of virtual time pass first. */
+  const scheduled = <T>(label: string, advanceMs: number, settle: () => T): Promise<T> => {
     waiting++;
     return s
       .schedule(Promise.resolve(label), label, undefined, async (release) => {
         waiting--;
-        if (slow) clock += LEASE_MS + 1; // the answer comes after the lease ran out
+        clock += advanceMs;
         await release();
       })
       .then(settle);
   };
+  const SLOW = LEASE_MS + 1; // an answer that comes after the lease ran out
   const error = (code: CustodyErrorCode, httpStatus?: number, maybeProcessed?: boolean) =>
     new CustodyError(code, `sendTransaction: ${code}`, { endpoint: 'sendTransaction', httpStatus, maybeProcessed, retryAfterMs: code === CustodyErrorCode.RATE_LIMITED ? 10 : undefined });
   const record = { id: 150001, sequenceId, destinationAddress: '0x00000000000000000000000000000000000000aa', amount: 0.5 } as unknown as SubmittedTransfer;
@@ -139,7 +141,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       const flight = { leaseUntil: rec?.leaseUntil ?? 0 };
       inFlightSends.add(flight);
       const draw = scenario.sends[sendDraw++] ?? 'accept';
-      return scheduled(`send:${draw}`, draw.startsWith('slow'), () => {
+      return scheduled(`send:${draw}`, draw.startsWith('slow') ? SLOW : 0, () => {
         inFlightSends.delete(flight);
         sendCount++;
         options.onRequest?.();
@@ -169,7 +171,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     },
     async getTransfersBySequenceId(): Promise<Transaction[]> {
       const draw = scenario.lookups[lookupDraw++] ?? 'found';
-      return scheduled(`lookup:${draw}`, draw === 'slow-found', () => {
+      return scheduled(`lookup:${draw}`, draw === 'slow-found' ? SLOW : 0, () => {
         if (draw === 'error') throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'getTransfer', httpStatus: 503 });
         return draw !== 'empty' && accepted > 0 ? [transaction] : [];
       });
@@ -213,7 +215,10 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
           return;
         } catch (caught) {
           if (!(caught instanceof RetryLater || caught instanceof RateLimited)) unexpected.push(caught);
-          clock += scenario.waits[waitDraw++ % scenario.waits.length]!;
+          // The job waits in the queue: when it runs again, relative to the upstream answers still
+          // pending, is the scheduler's choice, and a drawn amount of virtual time has passed.
+          const wait = scenario.waits[waitDraw++ % scenario.waits.length]!;
+          await scheduled(`wake:${jobId}`, wait, () => undefined);
         }
       }
     } finally {
