@@ -13,12 +13,15 @@ export class CliError extends Error {
   readonly code: string;
   readonly exitCode: ExitCode;
   readonly issues: Issue[];
-  constructor(code: string, message: string, exitCode: ExitCode, issues: Issue[] = []) {
+  /** Facts for scripts (a state, a delay), printed one per line in readable mode. */
+  readonly details: Record<string, string | number | boolean>;
+  constructor(code: string, message: string, exitCode: ExitCode, issues: Issue[] = [], details: Record<string, string | number | boolean> = {}) {
     super(message);
     this.name = 'CliError';
     this.code = code;
     this.exitCode = exitCode;
     this.issues = issues;
+    this.details = details;
   }
 }
 
@@ -32,4 +35,9 @@ export function notFound(message: string): CliError {
 
 export function invalidInput(code: string, message: string, issues: Issue[] = []): CliError {
   return new CliError(code, message, ExitCode.FAILURE, issues);
+}
+
+/** The operation is not allowed in the transfer's present state; nothing was changed. */
+export function refused(code: string, message: string, details: Record<string, string | number | boolean> = {}): CliError {
+  return new CliError(code, message, ExitCode.REFUSED, [], details);
 }

@@ -12,6 +12,8 @@ export const ExitCode = {
   USAGE: 2,
   /** Unknown transfer, or the custody API answered 404. */
   NOT_FOUND: 3,
+  /** The transfer's state does not allow the operation now (resolve: not in submitting, or a live send lease). */
+  REFUSED: 4,
   CONFIG: EX_CONFIG,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];

@@ -25,6 +25,7 @@ function eventSummary(event: TransferEvent): string {
   switch (event.event) {
     case 'transfer.submitted': {
       const transfer = (data.transfer ?? {}) as Record<string, unknown>;
+      if (data.transfer === null && data.recoveredBy !== undefined) return `recoveredBy=${show(data.recoveredBy)}`;
       return `upstreamId=${show(transfer.id)} amount=${show(transfer.amount)} to=${show(transfer.destinationAddress)}`;
     }
     case 'transfer.broadcast':

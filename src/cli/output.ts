@@ -72,7 +72,12 @@ export class Output {
   error(error: CliError | ErrorReport): void {
     const report: ErrorReport =
       error instanceof CliError
-        ? { code: error.code, message: error.message, ...(error.issues.length > 0 ? { issues: error.issues } : {}) }
+        ? {
+            code: error.code,
+            message: error.message,
+            ...(error.issues.length > 0 ? { issues: error.issues } : {}),
+            ...(Object.keys(error.details).length > 0 ? { details: error.details } : {}),
+          }
         : error;
     if (this.json) {
       this.#write(this.#stderr, `${JSON.stringify({ error: withoutPersonalData(report) })}\n`);

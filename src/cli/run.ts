@@ -6,6 +6,7 @@ import type { Command } from './command.ts';
 import { enqueueCommand } from './commands/enqueue.ts';
 import { eventsCommand } from './commands/events.ts';
 import { getTransferCommand } from './commands/get-transfer.ts';
+import { resolveCommand } from './commands/resolve.ts';
 import { statusCommand } from './commands/status.ts';
 import { travelRuleCommand } from './commands/travel-rule.ts';
 import { walletTransactionCommand } from './commands/wallet-transaction.ts';
@@ -18,6 +19,7 @@ export const COMMANDS: readonly Command[] = [
   enqueueCommand,
   statusCommand,
   eventsCommand,
+  resolveCommand,
   getTransferCommand,
   walletTransactionCommand,
   travelRuleCommand,

@@ -303,7 +303,7 @@ const queueEnvSchema = envSchema.pick({ REDIS_URL: true, REDIS_CLUSTER_NODES: tr
  */
 export function loadQueueConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Pick<Config, 'redis'> & { queue: Omit<Config['queue'], 'eventsMaxLen'> }> {
   const result = queueEnvSchema.safeParse(env);
-  const problems = result.success ? [] : result.error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
+  const problems = result.success ? [] : issueLines(result.error);
   if (env.REDIS_CLUSTER_NODES && !/\{[^{}]+\}/.test(env.QUEUE_PREFIX || 'bull')) {
     problems.push('QUEUE_PREFIX: must carry a hash tag such as {wtx} when REDIS_CLUSTER_NODES is set');
   }
@@ -313,4 +313,36 @@ export function loadQueueConfig(env: NodeJS.ProcessEnv = process.env): Readonly<
     redis: { url: REDIS_URL, clusterNodes: REDIS_CLUSTER_NODES },
     queue: { prefix: QUEUE_PREFIX, eventsStream: EVENTS_STREAM ?? `${QUEUE_PREFIX}:transfer-events` },
   });
+}
+
+const ledgerEnvSchema = envSchema.pick({ EVENTS_MAXLEN: true, RETENTION: true });
+
+/**
+ * What a tool needs to change the ledger the way the worker does (the CLI's `resolve`): the queue
+ * settings plus EVENTS_MAXLEN (stream trimming) and RETENTION (how long a terminal record is kept),
+ * both with the worker's defaults. Every problem of either part is listed.
+ */
+export function loadLedgerConfig(
+  env: NodeJS.ProcessEnv = process.env,
+): Readonly<Pick<Config, 'redis' | 'queue'> & { retention: Pick<Config['retention'], 'transfersMs'> }> {
+  const problems: string[] = [];
+  let queueConfig: ReturnType<typeof loadQueueConfig> | undefined;
+  try {
+    queueConfig = loadQueueConfig(env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+  }
+  const result = ledgerEnvSchema.safeParse(env);
+  if (!result.success) problems.push(...issueLines(result.error));
+  if (!queueConfig || !result.success) throw new ConfigError([...new Set(problems)]);
+  return deepFreeze({
+    redis: queueConfig.redis,
+    queue: { ...queueConfig.queue, eventsMaxLen: result.data.EVENTS_MAXLEN },
+    retention: { transfersMs: result.data.RETENTION },
+  });
+}
+
+function issueLines(error: z.ZodError): string[] {
+  return error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
 }

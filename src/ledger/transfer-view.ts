@@ -16,6 +16,15 @@ export interface TransferView {
   createdAt: string | null;
   updatedAt: string | null;
   submittedAt: string | null;
+  /** When a send's outcome first became unknown ("may have been sent", sticky); null when never. */
+  sendOutcomeUnknownSince: string | null;
+  /** When `transfer.unresolved` was published; null when it was not. */
+  unresolvedAt: string | null;
+  /**
+   * The end of the send lease as stored (Redis time), null when nobody holds it. A past time means it
+   * has run out: a runner died or outlived it, and the next runner (or an operator) may take over.
+   */
+  leaseUntil: string | null;
   version: number;
   events: TransferEvent[];
 }
@@ -38,6 +47,9 @@ export async function transferView(ledger: Ledger, sequenceId: string): Promise<
     createdAt: iso(record.createdAt),
     updatedAt: iso(record.updatedAt),
     submittedAt: iso(record.submittedAt),
+    sendOutcomeUnknownSince: iso(record.unknownSince),
+    unresolvedAt: iso(record.unresolvedAt),
+    leaseUntil: record.leaseOwner === undefined ? null : iso(record.leaseUntil),
     version: record.version,
     events: await ledger.events(sequenceId),
   };
