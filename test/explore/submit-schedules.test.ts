@@ -9,7 +9,7 @@
  * every live runner is blocked on an upstream call (or done), so exactly one runner moves between two
  * releases, and the ledger's clock is a virtual one that advances only when the driver says (a slow
  * answer, a retry's wait). The seed therefore replays a failure exactly: EXPLORE_SEED=<seed>
- * (fast-check prints it, with the shrunk schedule). EXPLORE_RUNS sets how many schedules (default 1000);
+ * (fast-check prints it, with the shrunk schedule). EXPLORE_RUNS sets how many schedules (default 2000);
  * a deep run: `EXPLORE_RUNS=100000 npx vitest run test/explore`.
  *
  * Checked after every schedule (CONTRACT section 4):
@@ -38,7 +38,7 @@ import type { SubmittedTransfer, Transaction } from '../../src/upstream/schemas.
 import { samplePayload } from '../helpers/payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
-const RUNS = Number(process.env.EXPLORE_RUNS ?? 1_000);
+const RUNS = Number(process.env.EXPLORE_RUNS ?? 2_000);
 const SEED = Number(process.env.EXPLORE_SEED ?? Date.now() % 2_147_483_647);
 
 const LEASE_MS = 10_000;
@@ -64,13 +64,20 @@ interface Scenario {
   attempts: number;
 }
 
+/*
+ * Biased towards the dangerous: mostly stalled copies of one job (a duplicate job id gives up at
+ * once), waits that often outlast a lease (a takeover while a send is in flight), lookups that often do
+ * not show an accepted send yet, and enough attempts for resends after a takeover. A mutation test
+ * (the lease owner check removed from transition.lua) is caught within 1,000 schedules this way, and
+ * was not with uniform draws.
+ */
 const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
-  runners: fc.array(fc.record({ duplicate: fc.boolean({ trueFrequency: 1, falseFrequency: 3 }) }), { minLength: 2, maxLength: 3 }),
-  sends: fc.array(fc.constantFrom(...SEND_DRAWS), { minLength: 1, maxLength: 10 }),
-  lookups: fc.array(fc.constantFrom(...LOOKUP_DRAWS), { minLength: 0, maxLength: 8 }),
-  waits: fc.array(fc.constantFrom(50, 1_000, LEASE_MS / 2, LEASE_MS + 1, 30_000), { minLength: 1, maxLength: 12 }),
+  runners: fc.array(fc.record({ duplicate: fc.nat({ max: 6 }).map((n) => n === 0) }), { minLength: 2, maxLength: 3 }),
+  sends: fc.array(fc.constantFrom(...SEND_DRAWS), { minLength: 2, maxLength: 10 }),
+  lookups: fc.array(fc.oneof({ arbitrary: fc.constantFrom(...LOOKUP_DRAWS), weight: 2 }, { arbitrary: fc.constant<LookupDraw>('empty'), weight: 1 }), { minLength: 0, maxLength: 8 }),
+  waits: fc.array(fc.constantFrom(50, 1_000, LEASE_MS / 2, LEASE_MS + 1, LEASE_MS + 1, 30_000), { minLength: 1, maxLength: 12 }),
   reconcileAfter: fc.option(fc.nat({ max: 8 }), { nil: null }),
-  attempts: fc.integer({ min: 1, max: 4 }),
+  attempts: fc.integer({ min: 1, max: 5 }),
 });
 
 const redis = newRedis();
@@ -302,7 +309,7 @@ describe('one transfer under explored schedules', () => {
   it(
     `keeps every guarantee over ${RUNS} schedules of 2–3 runners and a reconciliation pass (seed ${SEED})`,
     async () => {
-      const seen = { schedules: 0, submitted: 0, failed: 0, unresolved: 0, expired: 0, open: 0, acceptedNoSubmitted: 0 };
+      const seen = { schedules: 0, submitted: 0, failed: 0, unresolved: 0, expired: 0, open: 0 };
       await fc.assert(
         fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
           const report = await runSchedule(s, scenario);

@@ -110,7 +110,7 @@ describe('the transition script', () => {
   it('requireAbsent, stamps and signed increments', async () => {
     const s = id();
     await sending(s, 'a');
-    const once = { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own', owner: 'a' }, requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved', data: {} } } as const;
+    const once = { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own' as const, owner: 'a' }, requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved', data: {} } } satisfies TransitionRequest;
     expect(await ledger.transition(s, once)).toMatchObject({ ok: true, record: { unresolvedAt: clock } });
     clock += 5;
     expect(await ledger.transition(s, once)).toMatchObject({ ok: false, reason: 'present' });
