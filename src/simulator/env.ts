@@ -2,8 +2,8 @@
  * The environment of `npm run simulator`, parsed once. Every problem is reported (one line each,
  * naming the variable) rather than the first only; secrets are never echoed.
  */
-import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, DEFAULT_HOST, DEFAULT_PORT } from './settings.ts';
-import type { DeepPartial, SimulatorOptions, SimulatorSettings } from './settings.ts';
+import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, DEFAULT_HOST, DEFAULT_PORT, SIM_PROFILES } from './settings.ts';
+import type { DeepPartial, SimProfile, SimulatorOptions, SimulatorSettings } from './settings.ts';
 
 export type SimulatorEnv = { ok: true; options: SimulatorOptions } | { ok: false; problems: string[] };
 
@@ -65,6 +65,12 @@ export function readSimulatorEnv(env: NodeJS.ProcessEnv): SimulatorEnv {
   if (narrowResults !== undefined) settings.narrowResults = narrowResults;
   const mixedCase = check('SIM_MIXED_CASE', bool, 'true or false');
   if (mixedCase !== undefined) settings.mixedCaseAddresses = mixedCase;
+  const profile = check(
+    'SIM_PROFILE',
+    (text) => SIM_PROFILES.find((name) => name === text.toLowerCase()),
+    SIM_PROFILES.join(' or '),
+  );
+  if (profile !== undefined) settings.profile = profile satisfies SimProfile;
   const outgoingTxn = check(
     'SIM_TRAVEL_RULE_OUTGOING',
     (text) => (text === '0' || text === '1' ? Number(text) : undefined),

@@ -7,6 +7,7 @@ export {
   DEFAULT_CLIENT_SECRET,
   FAULT_KINDS,
   SIM_ENDPOINTS,
+  SIM_PROFILES,
   SettingsError,
   defaultSettings,
 } from './settings.ts';
@@ -15,6 +16,7 @@ export type {
   FaultKind,
   FaultPlan,
   SimEndpoint,
+  SimProfile,
   SimulatorOptions,
   SimulatorSettings,
   TravelRuleSetting,

@@ -10,11 +10,18 @@ import type { HalfSigned, SimTransfer } from './state.ts';
 export interface Derived {
   /** Lowercase `0x` + 40 hex. */
   destination: string;
-  /** Amounts in units of 1e-8 coin, kept as integers so no float rounding leaks into decimal strings. */
-  amountUnits: number;
-  feeUnits: number;
+  /** Fractional digits of the units below: 8, or more when a fixed amount has more. */
+  scale: number;
+  /**
+   * Amounts in units of 10^-scale coin, kept as integers so no float rounding leaks into decimal
+   * strings; bigints, so an amount of 20 significant digits stays exact.
+   */
+  amountUnits: bigint;
+  feeUnits: bigint;
   /** 0 when the transaction has no change output. */
-  changeUnits: number;
+  changeUnits: bigint;
+  /** The amount came from `fixedAmount`: 2.4 writes its exact digits, which a JS number may not hold. */
+  exactAmount: boolean;
 }
 
 /** Spec 2.4. */
@@ -120,39 +127,70 @@ export interface WalletTransactionRecord {
 
 /** sendTransaction carries no coin; records made before a get-transfer names one use this. */
 export const DEFAULT_COIN = 'eth';
-const USD_PER_COIN = 3123.45;
-const UNITS_PER_COIN = 100_000_000;
+export const USD_PER_COIN = 3123.45;
+const COIN_DECIMALS = 8;
 const USER_ID = 1043;
 const ORG_ID = 17;
 
-export function formatUnits(units: number): string {
-  const sign = units < 0 ? '-' : '';
-  const abs = Math.abs(units);
-  return `${sign}${Math.floor(abs / UNITS_PER_COIN)}.${String(abs % UNITS_PER_COIN).padStart(8, '0')}`;
+/** Decimal text with exactly `scale` fractional digits. */
+export function formatUnits(units: bigint, scale = COIN_DECIMALS): string {
+  const sign = units < 0n ? '-' : '';
+  const digits = (units < 0n ? -units : units).toString().padStart(scale + 1, '0');
+  return `${sign}${digits.slice(0, -scale)}.${digits.slice(-scale)}`;
 }
 
-function unitsToNumber(units: number): number {
-  return units / UNITS_PER_COIN;
+/** The nearest double, as parsing the decimal text gives it (for 8 decimals: exactly units / 1e8). */
+export function unitsToNumber(units: bigint, scale = COIN_DECIMALS): number {
+  return Number(formatUnits(units, scale));
 }
 
-function usdOf(units: number): number {
-  return unitsToNumber(units) * USD_PER_COIN;
+export function usdOf(units: bigint, scale = COIN_DECIMALS): number {
+  return unitsToNumber(units, scale) * USD_PER_COIN;
+}
+
+/** JSON.rawJSON (Node 21+, not yet in TypeScript's lib): a value JSON.stringify writes as the given text. */
+const rawJson = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+
+/**
+ * The JSON text of a 2.4 record (as built, or as a profile shaped it). An amount set by `fixedAmount`
+ * is written as its exact digits: JSON.stringify of a JS number keeps only about 17 of them.
+ */
+export function submitRecordJson(record: object, derived: Derived): string {
+  if (!derived.exactAmount) return JSON.stringify(record);
+  const digits = formatUnits(derived.amountUnits, derived.scale).replace(/\.?0+$/, '');
+  return JSON.stringify({ ...record, amount: rawJson(digits) });
 }
 
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-export function deriveFromTxHex(txHex: string): Derived {
+/**
+ * `fixedAmount` (decimal text, checked by settings.ts) replaces the amount drawn from txHex, so a test can
+ * send e.g. 20 significant digits; the scale grows past 8 when the amount has more fractional digits.
+ */
+export function deriveFromTxHex(txHex: string, fixedAmount: string | null = null): Derived {
   const hash = sha256Hex(txHex);
   const word = (from: number, to: number): number => Number.parseInt(hash.slice(from, to), 16);
-  return {
-    destination: `0x${hash.slice(0, 40)}`,
+  const destination = `0x${hash.slice(0, 40)}`;
+  // 21000 gas at 10 to 59 gwei
+  const feeUnits = BigInt(2_100 * (10 + (word(48, 50) % 50)));
+  const changeUnits = BigInt(word(50, 52) % 2 === 1 ? (word(52, 60) % 100_000_000) + 1 : 0);
+  if (fixedAmount === null) {
     // 0.001 to 2.501 coin
-    amountUnits: (word(40, 48) % 250_000_000) + 100_000,
-    // 21000 gas at 10 to 59 gwei
-    feeUnits: 2_100 * (10 + (word(48, 50) % 50)),
-    changeUnits: word(50, 52) % 2 === 1 ? (word(52, 60) % 100_000_000) + 1 : 0,
+    const amountUnits = BigInt((word(40, 48) % 250_000_000) + 100_000);
+    return { destination, scale: COIN_DECIMALS, amountUnits, feeUnits, changeUnits, exactAmount: false };
+  }
+  const [whole = '0', fraction = ''] = fixedAmount.split('.');
+  const scale = Math.max(COIN_DECIMALS, fraction.length);
+  const rescale = 10n ** BigInt(scale - COIN_DECIMALS);
+  return {
+    destination,
+    scale,
+    amountUnits: BigInt(whole + fraction.padEnd(scale, '0')),
+    feeUnits: feeUnits * rescale,
+    changeUnits: changeUnits * rescale,
+    exactAmount: true,
   };
 }
 
@@ -208,8 +246,8 @@ export function buildWallet(walletId: number, coin: string): WalletRecord {
     type: 'pipeline',
     config: '2of2',
     status: 1,
-    balance: formatUnits(facts.balanceUnits),
-    balanceusd: usdOf(facts.balanceUnits).toFixed(8),
+    balance: formatUnits(BigInt(facts.balanceUnits)),
+    balanceusd: usdOf(BigInt(facts.balanceUnits)).toFixed(8),
     raw: null,
     issynced: true,
     walletpath: null,
@@ -249,7 +287,7 @@ export function buildSubmitRecord(transfer: SimTransfer, clientId: string): Subm
       walletId,
       sequenceId,
       recipient: derived.destination,
-      amount: formatUnits(derived.amountUnits),
+      amount: formatUnits(derived.amountUnits, derived.scale),
     }),
     sequenceId,
   };
@@ -266,9 +304,10 @@ export function buildSubmitRecord(transfer: SimTransfer, clientId: string): Subm
     timestamp: new Date(transfer.acceptedAt).toISOString(),
     transactionSequenceId: 9_000 + transfer.ordinal,
     sequenceId,
-    amount: unitsToNumber(derived.amountUnits),
+    // the nearest double; submitRecordJson writes the exact digits of a fixed amount
+    amount: unitsToNumber(derived.amountUnits, derived.scale),
     destinationAddress: derived.destination,
-    usdamount: Math.round(usdOf(derived.amountUnits) * 100) / 100,
+    usdamount: Math.round(usdOf(derived.amountUnits, derived.scale) * 100) / 100,
   };
 }
 
@@ -282,16 +321,17 @@ export interface TransactionOptions {
 /** Spec 2.1 for a send: inputs are the wallet's own address, outputs the destination (+ change). */
 export function buildTransaction(transfer: SimTransfer, options: TransactionOptions): TransactionRecord {
   const { derived, walletId } = transfer;
+  const { scale } = derived;
   const spell = options.mixedCase ? mixCase : (address: string) => address;
   const wallet = buildWallet(walletId, options.coin);
   const own = spell(wallet.walletidentifier);
   const spentUnits = derived.amountUnits + derived.feeUnits;
-  const value = formatUnits(-spentUnits);
+  const value = formatUnits(-spentUnits, scale);
   const outputs: TransferParty[] = [
-    { address: spell(derived.destination), amount: formatUnits(derived.amountUnits), isMine: false },
+    { address: spell(derived.destination), amount: formatUnits(derived.amountUnits, scale), isMine: false },
   ];
-  if (derived.changeUnits > 0) {
-    outputs.push({ address: own, amount: formatUnits(derived.changeUnits), isMine: true, wallet });
+  if (derived.changeUnits > 0n) {
+    outputs.push({ address: own, amount: formatUnits(derived.changeUnits, scale), isMine: true, wallet });
   }
   const record: TransactionRecord = {
     coin: options.coin,
@@ -301,12 +341,12 @@ export function buildTransaction(transfer: SimTransfer, options: TransactionOpti
     date: new Date(transfer.acceptedAt).toISOString(),
     value,
     valueString: value,
-    baseValue: -unitsToNumber(spentUnits),
+    baseValue: -unitsToNumber(spentUnits, scale),
     baseValueString: value,
-    feeString: formatUnits(derived.feeUnits),
-    usd: (-usdOf(spentUnits)).toFixed(5),
+    feeString: formatUnits(derived.feeUnits, scale),
+    usd: (-usdOf(spentUnits, scale)).toFixed(5),
     walletType: 'pipeline',
-    inputs: [{ address: own, amount: formatUnits(spentUnits + derived.changeUnits), isMine: true, wallet }],
+    inputs: [{ address: own, amount: formatUnits(spentUnits + derived.changeUnits, scale), isMine: true, wallet }],
     outputs,
     type: 'send',
     DestinationTag: null,
@@ -318,6 +358,7 @@ export function buildTransaction(transfer: SimTransfer, options: TransactionOpti
 /** Spec 2.5 of a transfer whose txid is shown. */
 export function buildWalletTransaction(transfer: SimTransfer, txid: string): WalletTransactionRecord {
   const { derived, walletId } = transfer;
+  const { scale } = derived;
   const coin = transfer.coin ?? DEFAULT_COIN;
   const wallet = buildWallet(walletId, coin);
   const spentUnits = derived.amountUnits + derived.feeUnits;
@@ -327,13 +368,13 @@ export function buildWalletTransaction(transfer: SimTransfer, txid: string): Wal
     raw: null,
     walletid: walletId,
     type: 'send',
-    fee: formatUnits(derived.feeUnits),
-    effectivechange: formatUnits(-spentUnits),
+    fee: formatUnits(derived.feeUnits, scale),
+    effectivechange: formatUnits(-spentUnits, scale),
     runningbalance: null,
     timestamp: new Date(Math.max(transfer.txidAt, transfer.acceptedAt)).toISOString(),
     externaladdress: derived.destination,
     coin,
-    effectivechangeusd: (-usdOf(spentUnits)).toFixed(5),
+    effectivechangeusd: (-usdOf(spentUnits, scale)).toFixed(5),
     wallet: {
       id: walletId,
       name: wallet.name,

@@ -10,7 +10,11 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { FaultBoard, faultAnswer } from './faults.ts';
-import { buildSubmitRecord, buildTransaction, buildWalletTransaction } from './records.ts';
+import { decodeSegment, failure, isObject, json, nonEmptyString, parseJson, readBody, write } from './http.ts';
+import type { Answer } from './http.ts';
+import { RealisticProfile, SPEC_PROFILE } from './realistic.ts';
+import type { AnswerProfile } from './realistic.ts';
+import { buildSubmitRecord, buildTransaction, buildWalletTransaction, submitRecordJson } from './records.ts';
 import {
   DEFAULT_CLIENT_ID,
   DEFAULT_CLIENT_SECRET,
@@ -49,17 +53,9 @@ export interface Simulator {
   close(): Promise<void>;
 }
 
-/** txHex may be 1 MiB and txBase64 1.4 MiB (CONTRACT section 3), both in one body. */
-const MAX_BODY_BYTES = 16 * 1024 * 1024;
 /** Other transfers returned with narrowResults off: spec 4.1 shows no pagination, so keep it bounded. */
 const MAX_OTHER_TRANSFERS = 25;
 const DIGITS = /^\d+$/;
-
-interface Answer {
-  status: number;
-  body: string;
-  headers?: Record<string, string>;
-}
 
 type Route =
   | { endpoint: 'token' }
@@ -68,34 +64,8 @@ type Route =
   | { endpoint: 'sendTransaction'; walletId: string }
   | { endpoint: 'getWalletTransaction'; walletId: string; txid: string };
 
-function json(status: number, value: unknown, headers?: Record<string, string>): Answer {
-  return headers ? { status, body: JSON.stringify(value), headers } : { status, body: JSON.stringify(value) };
-}
-
-function failure(status: number, message: string): Answer {
-  return json(status, { success: false, message });
-}
-
 const UNAUTHORIZED = failure(401, 'unauthorized');
 const NOT_FOUND = failure(404, 'not found');
-
-function write(res: ServerResponse, answer: Answer): void {
-  if (res.destroyed) return;
-  res.writeHead(answer.status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(answer.body),
-    ...answer.headers,
-  });
-  res.end(answer.body);
-}
-
-function decodeSegment(segment: string): string | undefined {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return undefined;
-  }
-}
 
 function matchRoute(method: string | undefined, path: string): Route | undefined {
   if (method === 'POST') {
@@ -121,24 +91,6 @@ function matchRoute(method: string | undefined, path: string): Route | undefined
   return undefined;
 }
 
-type Parsed = { ok: true; value: unknown } | { ok: false };
-
-function parseJson(text: string): Parsed {
-  try {
-    return { ok: true, value: JSON.parse(text) };
-  } catch {
-    return { ok: false };
-  }
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function nonEmptyString(value: unknown): value is string {
-  return typeof value === 'string' && value.length > 0;
-}
-
 /** Spec 4.1 says integer; a string of digits is taken too, as lenient servers do. */
 function walletIdOf(value: unknown): number | undefined {
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
@@ -153,37 +105,12 @@ function newestFirst(a: SimTransfer, b: SimTransfer): number {
   return b.acceptedAt - a.acceptedAt || b.ordinal - a.ordinal;
 }
 
-/** tooLarge false: the client went away before the body was complete; nothing to answer. */
-type BodyResult = { ok: true; text: string } | { ok: false; tooLarge: boolean };
-
-function readBody(req: IncomingMessage): Promise<BodyResult> {
-  return new Promise((resolve) => {
-    let text = '';
-    let size = 0;
-    let settled = false;
-    const settle = (result: BodyResult): void => {
-      if (settled) return;
-      settled = true;
-      resolve(result);
-    };
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => {
-      if (settled) return;
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) settle({ ok: false, tooLarge: true });
-      else text += chunk;
-    });
-    req.on('end', () => settle({ ok: true, text }));
-    req.on('error', () => settle({ ok: false, tooLarge: false }));
-    req.on('close', () => settle({ ok: false, tooLarge: false }));
-  });
-}
-
 class SimulatorServer {
   readonly clientId: string;
   readonly clientSecret: string;
   readonly state = new SimState();
   readonly faults = new FaultBoard();
+  private readonly realistic = new RealisticProfile();
   private readonly initialSettings: SimulatorSettings;
   private readonly basicCredentials: string;
   current: SimulatorSettings;
@@ -206,6 +133,11 @@ class SimulatorServer {
     this.current = structuredClone(this.initialSettings);
     this.state.reset();
     this.faults.clear();
+    this.realistic.reset();
+  }
+
+  private profile(): AnswerProfile {
+    return this.current.profile === 'realistic' ? this.realistic : SPEC_PROFILE;
   }
 
   async close(): Promise<void> {
@@ -297,7 +229,7 @@ class SimulatorServer {
       case 'getTransfer':
         return this.basicAuthorized(req) ? this.getTransfer(text, now) : UNAUTHORIZED;
       case 'isEnabled':
-        return this.basicAuthorized(req) ? json(200, { success: true, data: this.current.travelRule }) : UNAUTHORIZED;
+        return this.basicAuthorized(req) ? json(200, this.profile().isEnabled(this.current.travelRule)) : UNAUTHORIZED;
       case 'sendTransaction':
         return this.bearerAuthorized(req, now) ? this.sendTransaction(route.walletId, text, now) : UNAUTHORIZED;
       case 'getWalletTransaction':
@@ -338,11 +270,14 @@ class SimulatorServer {
       return json(401, { error: 'invalid_client' });
     }
     const lifetime = this.current.tokenLifetimeSec;
-    return json(200, {
-      access_token: this.state.issueToken(lifetime, now),
-      expires_in: Math.floor(lifetime),
-      token_type: 'Bearer',
-    });
+    return json(
+      200,
+      this.profile().token({
+        access_token: this.state.issueToken(lifetime, now),
+        expires_in: Math.floor(lifetime),
+        token_type: 'Bearer',
+      }),
+    );
   }
 
   private getTransfer(text: string, now: number): Answer {
@@ -365,7 +300,11 @@ class SimulatorServer {
     } else {
       return failure(400, 'sequenceId or txId is required');
     }
-    if (matches.length === 0) return json(200, []);
+    const profile = this.profile();
+    if (matches.length === 0) {
+      const notFound = profile.transferNotFound();
+      return json(notFound.status, notFound.body);
+    }
     for (const transfer of matches) transfer.coin ??= coin;
     const settings = this.current;
     let listed = matches;
@@ -374,17 +313,19 @@ class SimulatorServer {
       listed = [...matches, ...others];
     }
     listed.sort(newestFirst);
-    return json(
-      200,
-      listed.map((transfer) =>
+    const records = listed.map((transfer) =>
+      profile.transaction(
         buildTransaction(transfer, {
           coin,
           txid: this.state.shownTxid(transfer, now),
           mixedCase: settings.mixedCaseAddresses,
           includeSequenceId: settings.includeSequenceIdInTransactions,
         }),
+        transfer,
       ),
     );
+    if (!settings.narrowResults) records.push(...profile.otherRecords(walletId, coin, matches[0]!, listed));
+    return json(200, records);
   }
 
   private sendTransaction(walletIdText: string, text: string, now: number): Answer {
@@ -409,14 +350,17 @@ class SimulatorServer {
     if (!result.accepted) {
       return failure(409, `transaction with sequenceId ${String(halfSigned.sequenceId)} was already submitted`);
     }
-    return json(200, buildSubmitRecord(result.transfer, this.clientId));
+    const { transfer } = result;
+    const record = this.profile().submitRecord(buildSubmitRecord(transfer, this.clientId), transfer);
+    return { status: 200, body: submitRecordJson(record, transfer.derived) };
   }
 
   private getWalletTransaction(walletIdText: string, txid: string, now: number): Answer {
     if (!DIGITS.test(walletIdText)) return failure(400, 'wallet id must be digits');
     const transfer = this.state.findByTxid(Number(walletIdText), txid, now);
     if (!transfer) return failure(404, 'transaction not found');
-    return json(200, { result: buildWalletTransaction(transfer, this.state.shownTxid(transfer, now)) });
+    const record = buildWalletTransaction(transfer, this.state.shownTxid(transfer, now));
+    return json(200, this.profile().walletTransaction(record, transfer));
   }
 
   // ---- control API: no auth, JSON, bad input → 400
@@ -449,6 +393,7 @@ class SimulatorServer {
       case 'GET settings':
         return json(200, this.current);
       case 'PATCH settings':
+      case 'PUT settings':
         this.current = mergeSettings(this.current, parseControlJson(text, false));
         return json(200, this.current);
       case 'GET faults':

@@ -100,7 +100,22 @@ export interface SimulatorSettings {
   retryAfterSec: number;
   /** Adds `sequenceId` to get-transfer Transactions (spec 2.1 has no such field). */
   includeSequenceIdInTransactions: boolean;
+  /** How answers are shaped: as documented, or with a real provider's variation. */
+  profile: SimProfile;
+  /**
+   * Decimal text, e.g. "12345678901234.567891": transfers accepted while set move this amount instead
+   * of the one derived from txHex (up to 16 integer and 18 fractional digits); null: derived.
+   */
+  fixedAmount: string | null;
 }
+
+/**
+ * `spec`: answers exactly as spec/upstream-api.md documents them. `realistic`: as a real provider
+ * sends them, varying what the spec leaves open (see realistic.ts).
+ */
+export type SimProfile = 'spec' | 'realistic';
+
+export const SIM_PROFILES: readonly SimProfile[] = ['spec', 'realistic'];
 
 export type DeepPartial<T> = {
   [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? DeepPartial<T[K]> : T[K];
@@ -166,10 +181,12 @@ export function defaultSettings(): SimulatorSettings {
     rejectDuplicates: true,
     retryAfterSec: 1,
     includeSequenceIdInTransactions: false,
+    profile: 'spec',
+    fixedAmount: null,
   };
 }
 
-type Leaf = 'int' | 'nullableInt' | 'ms' | 'bool' | 'string';
+type Leaf = 'int' | 'nullableInt' | 'ms' | 'bool' | 'string' | 'profile' | 'amountOrNull';
 interface Shape {
   [key: string]: Leaf | Shape;
 }
@@ -209,6 +226,8 @@ const SETTINGS_SHAPE: Shape = {
   rejectDuplicates: 'bool',
   retryAfterSec: 'ms',
   includeSequenceIdInTransactions: 'bool',
+  profile: 'profile',
+  fixedAmount: 'amountOrNull',
 };
 
 export class SettingsError extends Error {
@@ -217,6 +236,16 @@ export class SettingsError extends Error {
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * `fixedAmount`'s form: a JSON number's text, no exponent, so it can be written into a body as is;
+ * 16 integer digits keep its USD value (× ~3,000) below 1e21, where toFixed would switch to exponents.
+ */
+const FIXED_AMOUNT = /^(0|[1-9]\d{0,15})(\.\d{1,18})?$/;
+
+export function isFixedAmount(value: unknown): value is string {
+  return typeof value === 'string' && FIXED_AMOUNT.test(value) && /[1-9]/.test(value);
 }
 
 function checkLeaf(kind: Leaf, value: unknown, path: string): void {
@@ -235,6 +264,14 @@ function checkLeaf(kind: Leaf, value: unknown, path: string): void {
       return;
     case 'nullableInt':
       if (value !== null && !Number.isSafeInteger(value)) fail('an integer or null');
+      return;
+    case 'profile':
+      if (!SIM_PROFILES.includes(value as SimProfile)) fail(SIM_PROFILES.join(' or '));
+      return;
+    case 'amountOrNull':
+      if (value !== null && !isFixedAmount(value)) {
+        fail('null or positive decimal text with up to 16 integer and 18 fractional digits');
+      }
       return;
     case 'ms':
       if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_LATENCY_MS) {

@@ -63,6 +63,7 @@ export interface TransferView {
   destinationAddress: string;
   amount: string;
   fee: string;
+  /** The 2.4 record in its spec form, whatever the profile; `amount` above has the exact digits. */
   record: SubmitRecord;
 }
 
@@ -178,7 +179,7 @@ export class SimState {
       coin: undefined,
       txHex,
       halfSigned,
-      derived: deriveFromTxHex(txHex),
+      derived: deriveFromTxHex(txHex, settings.fixedAmount),
       acceptedAt: now,
       visibleAt,
       txidAt: visibleAt + settings.txidAfterMs + jitter(settings.txidJitterMs),
@@ -274,8 +275,8 @@ export class SimState {
       txid: this.shownTxid(transfer, now),
       accepted: all.length,
       destinationAddress: transfer.derived.destination,
-      amount: formatUnits(transfer.derived.amountUnits),
-      fee: formatUnits(transfer.derived.feeUnits),
+      amount: formatUnits(transfer.derived.amountUnits, transfer.derived.scale),
+      fee: formatUnits(transfer.derived.feeUnits, transfer.derived.scale),
       record: buildSubmitRecord(transfer, clientId),
     };
   }
