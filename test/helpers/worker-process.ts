@@ -28,6 +28,8 @@ export interface SpawnWorkerOptions {
   maxOutputChars?: number;
   /** Also copy every line to this test process's stderr (debugging). */
   echo?: boolean;
+  /** Node options placed before the script, e.g. `['--import', preloadUrl]` (default none). */
+  execArgv?: readonly string[];
 }
 
 export interface WorkerProcess {
@@ -65,7 +67,7 @@ export function spawnWorker(env: Record<string, string>, opts: SpawnWorkerOption
   }
   Object.assign(childEnv, env);
 
-  const child = spawn(process.execPath, [WORKER_SCRIPT], {
+  const child = spawn(process.execPath, [...(opts.execArgv ?? []), WORKER_SCRIPT], {
     cwd: PROJECT_ROOT,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
