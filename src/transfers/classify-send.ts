@@ -4,9 +4,10 @@ import { CustodyError, CustodyErrorCode } from '../upstream/errors.ts';
  * What a failed sendTransaction call means for the transfer:
  * - `accepted-earlier`: 409, upstream holds an accepted send of this sequenceId → submitted;
  * - `rate-limited`: 429 (or our own CUSTODY_MAX_RPS): not taken, come back after the wait;
- * - `refused`: a definite refusal (other 4xx, `success:false`, a request that could not be built) of a
+ * - `refused`: a definite refusal (4xx but 401/409/429, `success:false`, a request that could not be built) of a
  *   transfer none of whose sends may have been accepted → failed;
- * - `retry`: a definite "not taken" that may pass (5xx answered, connection never made) → send again,
+ * - `retry`: a definite "not taken" that may pass (5xx answered, a 401 after a renewed token, connection
+ *   never made) → send again,
  *   failed once SUBMIT_ATTEMPTS sends were all answered like this;
  * - `unknown`: the send may have been accepted (no answer, dropped connection, unreadable 2xx, a
  *   gateway's 502/504, anything we cannot read) → never failed; resolved by lookup, 409 or an operator.
@@ -47,5 +48,8 @@ export function classifySendFailure(error: unknown, record: { unknownSince: numb
   if (error.maybeProcessed) return failure('unknown');
   if (error.code === CustodyErrorCode.RATE_LIMITED) return failure('rate-limited');
   if (record.unknownSince !== undefined) return failure('unknown');
-  return failure(error.retryable ? 'retry' : 'refused');
+  // A 401 that a renewed token did not cure is usually an auth hiccup (tokens revoked while a new one
+  // was on its way): nothing was accepted, so it is retried like a 5xx, and fails at SUBMIT_ATTEMPTS.
+  if (error.retryable || error.code === CustodyErrorCode.UNAUTHORIZED) return failure('retry');
+  return failure('refused');
 }

@@ -772,3 +772,39 @@ describe('5e: the active index is walked by score while the walk itself moves en
     }
   });
 });
+
+describe('chaos finding: an unknown send past TRACK_DEADLINE is looked up once more before it expires', () => {
+  it('ends transfer.submitted, not transfer.expired, when the last lookup finds it', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('deadline-lookup');
+    let clock = 1_700_000_000_000;
+    const ledger = new Ledger(redis, createKeys(prefix, `${prefix}:events`), { eventsMaxLen: 1_000, retentionMs: 60_000, clock: () => clock });
+    const payload = samplePayload();
+    const sequenceId = payload.halfSigned.sequenceId;
+    // A runner sent and died: its lease ran out long ago, well past the deadline.
+    await ledger.transition(sequenceId, { from: ['-'], to: TransferState.GATED, set: { jobId: 'job-1', walletId: '310', coin: 'eth', payload: JSON.stringify(payload) } });
+    await ledger.transition(sequenceId, { from: [TransferState.GATED], to: TransferState.SUBMITTING, lease: { mode: 'take', owner: 'dead', ms: 1 }, set: { pending: 1 }, increment: { sends: 1 } });
+    clock += 10 * 60_000;
+    const handler = createSubmitHandler({
+      ledger,
+      travelRule: { setting: async () => ({ outgoingTxn: 0, mandatory: false, blockTxn: false, fetchedAt: '' }) },
+      custody: {
+        sendTransaction: async () => {
+          throw new Error('no send expected');
+        },
+        getTransfersBySequenceId: async () => [{ id: '70000001', sequenceId, type: 'send', txid: '', outputs: [] }] as never,
+      },
+      enqueueTracker: async () => undefined,
+      attempts: 3,
+      retry: { name: 'test', baseMs: 10, maxMs: 10 },
+      sendDeadlineMs: 5_000,
+      sendLeaseMs: 10_000,
+      unresolvedAfterMs: 60_000,
+      deadlineMs: 5 * 60_000, // passed: the send became unknown 10 minutes ago
+    });
+    const result = await handler({ job: { id: 'job-1', name: QueueName.SUBMIT, data: payload, attemptsStarted: 2 }, token: undefined, log } as unknown as JobContext);
+    expect(result).toMatchObject({ outcome: 'submitted' });
+    const entries = await redis.xrange(`${prefix}:events`, '-', '+');
+    expect(entries.map((entry) => parseStreamEntry(entry as [string, string[]]).event)).toEqual(['transfer.submitted']);
+  });
+});

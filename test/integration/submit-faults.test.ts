@@ -82,13 +82,26 @@ describe('upstream faults on sendTransaction', () => {
     }
   });
 
-  it('401 again after renewing the token → transfer.failed, nothing accepted', async () => {
+  it('401 again after renewing the token → sent again later (an auth hiccup), submitted once', async () => {
     h.sim.setFault('sendTransaction', { sequence: ['401', '401'] });
     const { sequenceId, outcome } = await submitAndWait();
-    expect(outcome.event).toBe('transfer.failed');
-    // attempts counts HTTP sends: the first, and the one after the token was renewed.
-    expect(outcome.data).toMatchObject({ code: 'CUSTODY_UNAUTHORIZED', httpStatus: 401, attempts: 2 });
-    expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
+    expect(outcome.event).toBe('transfer.submitted');
+    expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
+    expect((await h.app!.ledger.get(sequenceId))!.sends).toBe(3);
+  });
+
+  it('401 on every send → transfer.failed after SUBMIT_ATTEMPTS sends, nothing accepted', async () => {
+    h.sim.setFault('sendTransaction', { probability: 1, kinds: ['401'] });
+    try {
+      const { sequenceId, outcome } = await submitAndWait();
+      expect(outcome.event).toBe('transfer.failed');
+      // attempts counts HTTP sends: each call is a send, a renewed token and a second send.
+      expect(outcome.data).toMatchObject({ code: 'CUSTODY_UNAUTHORIZED', httpStatus: 401 });
+      expect((outcome.data as { attempts: number }).attempts).toBeGreaterThanOrEqual(3);
+      expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
+    } finally {
+      h.sim.setFault('sendTransaction', null);
+    }
   });
 
   it('success:false on HTTP 200 → transfer.failed', async () => {

@@ -16,7 +16,7 @@ const TABLE: Array<[string, unknown, SendFailureKind, SendFailureKind]> = [
   ['400 refusal', send(CustodyErrorCode.REJECTED, { httpStatus: 400 }), 'refused', 'unknown'],
   ['200 success:false', send(CustodyErrorCode.REJECTED, { httpStatus: 200 }), 'refused', 'unknown'],
   ['404', send(CustodyErrorCode.NOT_FOUND, { httpStatus: 404 }), 'refused', 'unknown'],
-  ['401 after a renewed token', send(CustodyErrorCode.UNAUTHORIZED, { httpStatus: 401 }), 'refused', 'unknown'],
+  ['401 after a renewed token', send(CustodyErrorCode.UNAUTHORIZED, { httpStatus: 401 }), 'retry', 'unknown'],
   ['invalid request, never written (CR/LF header)', send(CustodyErrorCode.INVALID_REQUEST, { maybeProcessed: false }), 'refused', 'unknown'],
   ['503 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 503 }), 'retry', 'unknown'],
   ['500 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 500 }), 'retry', 'unknown'],

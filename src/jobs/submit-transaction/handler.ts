@@ -350,8 +350,9 @@ export function createSubmitHandler(deps: SubmitDeps) {
 
     // `updatedAt` is the ledger's clock at the take, so the time guards below never use this process's.
     const ledgerNow = held.updatedAt;
-    if (ledgerNow - held.unknownSince >= deps.deadlineMs) return expireUnknown(held, runner);
+    const pastDeadline = ledgerNow - held.unknownSince >= deps.deadlineMs;
 
+    // A lookup comes first even past the deadline: a transfer upstream shows is submitted, not expired.
     let found;
     try {
       const payload = storedPayload(held);
@@ -362,6 +363,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     } catch (error) {
       const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
       runner.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
+      if (pastDeadline) return expireUnknown(held, runner);
       return stillUnknown(held, code, ledgerNow, 0, runner);
     }
     if (found.kind === 'found') {
@@ -375,6 +377,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
       if (submitted) runner.log.info({ transactionId: found.transaction.id }, 'earlier send found by lookup');
       return submitted;
     }
+    if (pastDeadline) return expireUnknown(held, runner);
     if (held.sends < deps.attempts) return takeAndSend(held, TransferState.SUBMITTING, runner);
     return stillUnknown(held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0, runner);
   }
