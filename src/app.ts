@@ -11,7 +11,9 @@ import { createMetrics, type Metrics } from './metrics.ts';
 import { QueueName, trackJobId } from './queues/names.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
-import { sendDeadlineMs, sendLeaseMs, SUBMIT_RETRY, withBase } from './timing.ts';
+import { sendDeadlineMs, sendLeaseMs, SKIPPED_RECORD_LOG_INTERVAL_MS, SUBMIT_RETRY, withBase } from './timing.ts';
+import type { CustodyEndpoint } from './upstream/errors.ts';
+import type { SkippedRecord } from './upstream/schemas.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
 import { CustodyClient } from './upstream/client.ts';
 import type { Tracing } from './telemetry.ts';
@@ -37,6 +39,34 @@ function throttledErrorLog(logger: Logger, queue: string) {
     logger.warn({ code: err.code, message: err.message, queue, suppressed }, 'redis connection error, retrying');
     lastLogged = now;
     suppressed = 0;
+  };
+}
+
+/**
+ * Upstream list records that failed the schema: all counted; logged at most once per endpoint per
+ * interval with the field paths (never values). A skipped record that carried the very sequenceId
+ * looked for is an error every time: tracking that transfer cannot succeed until upstream changes.
+ */
+function skippedRecordsReporter(logger: Logger, metrics: Metrics) {
+  const lastLogged = new Map<string, number>();
+  const suppressed = new Map<string, number>();
+  return (endpoint: CustodyEndpoint, skipped: readonly SkippedRecord[]) => {
+    for (const record of skipped) metrics.skippedRecords.inc({ endpoint, ours: String(record.ours) });
+    const ours = skipped.filter((record) => record.ours);
+    if (ours.length > 0) {
+      logger.error({ endpoint, paths: ours.flatMap((record) => record.paths) }, 'the upstream record of this transfer fails the schema and is skipped: it cannot be matched');
+    }
+    const now = Date.now();
+    if (now - (lastLogged.get(endpoint) ?? 0) < SKIPPED_RECORD_LOG_INTERVAL_MS) {
+      suppressed.set(endpoint, (suppressed.get(endpoint) ?? 0) + skipped.length);
+      return;
+    }
+    logger.warn(
+      { endpoint, skipped: skipped.length, paths: [...new Set(skipped.flatMap((record) => record.paths))].slice(0, 10), suppressed: suppressed.get(endpoint) ?? 0 },
+      'upstream records failing the schema skipped',
+    );
+    lastLogged.set(endpoint, now);
+    suppressed.set(endpoint, 0);
   };
 }
 
@@ -95,6 +125,7 @@ export async function createApp(
     ...config.custody,
     beforeRequest: config.custody.maxRps > 0 ? createRedisRateLimiter(redis, keys.rateLimit, config.custody.maxRps) : undefined,
     trace: tracing?.upstream,
+    onSkippedRecords: skippedRecordsReporter(logger, metrics),
     observe: (endpoint, status, durationMs) => {
       metrics.upstreamRequests.inc({ endpoint, status });
       metrics.upstreamDuration.observe({ endpoint, status }, durationMs / 1000);
@@ -138,6 +169,7 @@ export async function createApp(
     sendLeaseMs: sendLeaseMs(config.custody.timeoutMs),
     unresolvedAfterMs: config.submit.unresolvedAfterMs,
     deadlineMs: config.track.deadlineMs,
+    onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
   });
 
   /*
@@ -184,6 +216,7 @@ export async function createApp(
     pollMinMs: config.track.pollMinMs,
     pollMaxMs: config.track.pollMaxMs,
     deadlineMs: config.track.deadlineMs,
+    onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
   });
   const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 
@@ -197,6 +230,7 @@ export async function createApp(
     retentionMs: config.retention.transfersMs,
     trackFirstPollMs: config.track.pollMinMs,
     shutdown: shutdown.signal,
+    onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
   });
   const reconcileWorker = startWorker(QueueName.RECONCILE, reconcileHandler, {
     concurrency: 1,

@@ -55,6 +55,24 @@ export function createMetrics() {
       labelNames: ['queue', 'reason'] as const,
       registers: [registry],
     }),
+    skippedRecords: new Counter({
+      name: 'custody_upstream_skipped_records_total',
+      help: 'Upstream list records that failed the schema and were skipped (matching ran among the others), by endpoint; ours="true" when the skipped record carried the sequenceId looked for.',
+      labelNames: ['endpoint', 'ours'] as const,
+      registers: [registry],
+    }),
+    ambiguousMatches: new Counter({
+      name: 'custody_ambiguous_matches_total',
+      help: 'Upstream answers in which several records matched one transfer (no guess was made), by step (track, resolve, reconcile).',
+      labelNames: ['step'] as const,
+      registers: [registry],
+    }),
+    staleTransfers: new Gauge({
+      name: 'custody_transfers_stale',
+      help: 'Non-terminal transfers unchanged for longer than STALE_TRANSFER_AGE (15 min), by state, read from the ledger when scraped.',
+      labelNames: ['state'] as const,
+      registers: [registry],
+    }),
     travelRuleLookups: new Counter({
       name: 'custody_travel_rule_lookups_total',
       help: 'Travel-rule setting lookups by source: cache (shared Redis cache hit) or upstream.',

@@ -86,6 +86,19 @@ export const POLL_FAILURES_ALERT = 10;
 /** Failed wallet-transaction lookups (spec 4.3) before the broadcast goes out with `walletTransaction: null`. */
 export const ENRICH_ATTEMPTS = 3;
 
+/**
+ * A non-terminal transfer unchanged this long counts as stale in `custody_transfers_stale` (a submit step
+ * retries within SUBMIT_RETRY_MAX = 60 s and reconciliation repairs within RECONCILE_EVERY = 5 min, so
+ * 15 min means neither did). A transfer waiting for its txid is not touched on every poll: alert on the
+ * `received`, `gated` and `submitting` states, watch `submitted` against TRACK_DEADLINE.
+ */
+export const STALE_TRANSFER_AGE_MS = 15 * 60_000;
+/** At most this many index entries are read per scrape to count stale transfers by state. */
+export const STALE_SCAN_LIMIT = 10_000;
+
+/** Skipped upstream records are logged at most once per endpoint per this interval (the counter counts all). */
+export const SKIPPED_RECORD_LOG_INTERVAL_MS = 60_000;
+
 // ---------------------------------------------------------------------------------------------------
 // Reconciliation.
 

@@ -30,6 +30,8 @@ export const TERMINAL_STATES: ReadonlySet<TransferState> = new Set([
   TransferState.EXPIRED,
 ]);
 
+export const NON_TERMINAL_STATES: readonly TransferState[] = Object.values(TransferState).filter((state) => !TERMINAL_STATES.has(state));
+
 /** `-` in an expected-state list: the transfer has no record yet. */
 export const NO_RECORD = '-';
 
@@ -285,6 +287,19 @@ export class Ledger {
       if (members.length < page) return;
       min = `(${last}`;
     }
+  }
+
+  /**
+   * Non-terminal transfers last changed before `cutoff`, counted by state (at most `limit` read,
+   * oldest first): what the stale-transfers gauge shows.
+   */
+  async staleByState(cutoff: number, limit: number): Promise<Record<string, number>> {
+    const members = await this.#redis.zrangebyscore(this.#keys.active, '-inf', `(${cutoff}`, 'LIMIT', 0, limit);
+    const counts: Record<string, number> = {};
+    if (members.length === 0) return counts;
+    const states = await Promise.all(members.map((member) => this.#redis.hget(this.#keys.transfer(member), 'state')));
+    for (const state of states) if (state && !TERMINAL_STATES.has(state as TransferState)) counts[state] = (counts[state] ?? 0) + 1;
+    return counts;
   }
 
   /** Drops an active-index entry whose record expired or ended without the index following. */

@@ -30,13 +30,23 @@ export function decimalEquals(a: string, b: string): boolean {
  */
 export function decimalFromNumber(value: number): string {
   if (!Number.isFinite(value)) throw new RangeError('amount is not a finite number');
-  const text = String(value);
-  const exp = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
-  if (!exp) return text;
-  const [, sign = '', lead = '', rest = '', power = '0'] = exp;
-  const digits = lead + rest;
-  const point = 1 + Number(power);
-  if (point <= 0) return `${sign}0.${'0'.repeat(-point)}${digits}`;
-  if (point >= digits.length) return `${sign}${digits}${'0'.repeat(point - digits.length)}`;
-  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
+  return decimalFromNumberText(String(value))!;
+}
+
+/**
+ * Decimal text of a JSON number's own text (`12345678901234.567891`, `1.5e-7`, `2E+3`), digit for digit,
+ * with the exponent expanded by moving the point: no float is involved, so 20 significant digits stay
+ * 20 significant digits. Undefined when the text is not a JSON number.
+ */
+export function decimalFromNumberText(text: string): string | undefined {
+  const match = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text.trim());
+  if (!match) return undefined;
+  const [, sign = '', whole = '', fraction = '', power = '0'] = match;
+  const digits = whole + fraction;
+  const point = whole.length + Number(power);
+  let out: string;
+  if (point <= 0) out = `0.${'0'.repeat(-point)}${digits}`;
+  else if (point >= digits.length) out = `${digits}${'0'.repeat(point - digits.length)}`;
+  else out = `${digits.slice(0, point)}.${digits.slice(point)}`;
+  return normalizeDecimal(`${sign}${out}`);
 }

@@ -57,3 +57,14 @@ function decide(candidates: Transaction[]): MatchResult {
   if (distinct.size > 1) return { kind: 'ambiguous', candidates: distinct.size };
   return { kind: 'found', transaction: distinct.values().next().value as Transaction };
 }
+
+const HEX_TXID = /^(0x)?[0-9a-f]+$/i;
+
+/**
+ * Whether two txids name the same transaction: hex txids (with or without `0x`) compare without regard
+ * to letter case, as providers and explorers print them either way; any other form compares exactly.
+ */
+export function txidEquals(a: string, b: string): boolean {
+  if (a === b) return true;
+  return HEX_TXID.test(a) && HEX_TXID.test(b) && a.toLowerCase() === b.toLowerCase();
+}

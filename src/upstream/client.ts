@@ -4,8 +4,10 @@ import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } 
 import { readResponse } from './responses.ts';
 import {
   isEnabledResponseSchema,
+  parseTransactionList,
   sendTransactionResponseSchema,
   transactionListSchema,
+  type SkippedRecord,
   walletTransactionResponseSchema,
   type SubmittedTransfer,
   type Transaction,
@@ -22,6 +24,12 @@ export interface CustodyClientOptions extends TransportOptions {
   tokenUrl?: string | undefined;
   tokenAudience?: string | undefined;
   accessToken?: string | undefined;
+  /**
+   * Called when a get-transfer answer held records that fail the schema: they were skipped, and
+   * matching ran among the others. `ours` marks a skipped record that carried the sequenceId looked
+   * for (the one record that mattered is unreadable).
+   */
+  onSkippedRecords?: (endpoint: CustodyEndpoint, skipped: readonly SkippedRecord[]) => void;
 }
 
 export interface WalletRef {
@@ -43,6 +51,10 @@ export interface SendTransactionBody {
 }
 
 const WALLET_ID = /^\d{1,20}$/;
+/** 2.4 keys whose JSON numbers are read with their own text: the amount decides a match. */
+const EXACT_KEYS: ReadonlySet<string> = new Set(['amount']);
+/** An upstream message that says "nothing found" (a `success: false` answer to a lookup). */
+const NOT_FOUND_MESSAGE = /not\s*found|no\s+(transfers?|transactions?|records?|results?|data)\b|does\s+not\s+exist/i;
 /** A txid is one plain token: starts alphanumeric (so never `.` or `..`), no slash, no percent. */
 const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
 
@@ -56,8 +68,10 @@ export class CustodyClient {
   readonly #basic: string;
   readonly #sdkUrl: string;
   readonly #baseUrl: string;
+  readonly #onSkippedRecords: CustodyClientOptions['onSkippedRecords'];
 
   constructor(options: CustodyClientOptions) {
+    this.#onSkippedRecords = options.onSkippedRecords;
     this.#transport = new Transport(options);
     this.#basic = basicAuthorization(options.clientId, options.clientSecret);
     this.#sdkUrl = options.sdkUrl.replace(/\/+$/, '');
@@ -78,7 +92,7 @@ export class CustodyClient {
 
   /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (spec 4.1 leaves it open). */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<Transaction[]> {
-    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options.signal);
+    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options.signal, sequenceId);
   }
 
   /** 4.1 by txId, for `send` and `receive`. */
@@ -96,7 +110,7 @@ export class CustodyClient {
       txHex: body.txHex,
       halfSigned: { txBase64: body.halfSigned.txBase64, txHex: body.halfSigned.txHex, sequenceId: body.halfSigned.sequenceId },
     });
-    return this.#withBearer('sendTransaction', (authorization) => ({
+    const record = await this.#withBearer('sendTransaction', (authorization) => ({
       endpoint: 'sendTransaction',
       url: new URL(this.#baseUrl + path),
       method: 'POST',
@@ -104,7 +118,16 @@ export class CustodyClient {
       body: payload,
       signal: options.signal,
       onDispatch: options.onRequest,
-    }), sendTransactionResponseSchema, options.signal);
+    }), sendTransactionResponseSchema, options.signal, EXACT_KEYS);
+    if (record.sequenceId !== body.halfSigned.sequenceId) {
+      // An accepted answer about another transfer: garbage for this one, and the send may have gone out.
+      throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, 'sendTransaction: the answer names another sequenceId', {
+        endpoint: 'sendTransaction',
+        httpStatus: 200,
+        maybeProcessed: true,
+      });
+    }
+    return record;
   }
 
   /** 4.3. A 404 is CUSTODY_NOT_FOUND; the caller decides whether that means "not yet". */
@@ -135,8 +158,26 @@ export class CustodyClient {
     await this.#transport.close();
   }
 
-  async #getTransfer(body: object, signal?: AbortSignal): Promise<Transaction[]> {
-    const response = await this.#transport.request({
+  /**
+   * 4.1. "Nothing found" may come as `[]`, as a 404, or as `success: false` with a not-found message
+   * (spec 7 shows no errors; README assumption): all three are an empty list. The list is parsed record
+   * by record: an odd record is skipped and reported, never fails the rest.
+   */
+  async #getTransfer(body: object, signal?: AbortSignal, sequenceId?: string): Promise<Transaction[]> {
+    let list: unknown[];
+    try {
+      list = readResponse('getTransfer', await this.#request(body, signal), transactionListSchema);
+    } catch (error) {
+      if (isNotFound(error)) return [];
+      throw error;
+    }
+    const { transactions, skipped } = parseTransactionList(list, sequenceId);
+    if (skipped.length > 0) this.#onSkippedRecords?.('getTransfer', skipped);
+    return transactions;
+  }
+
+  #request(body: object, signal: AbortSignal | undefined) {
+    return this.#transport.request({
       signal,
       endpoint: 'getTransfer',
       url: new URL(`${this.#sdkUrl}/api/wallet/get-transfer`),
@@ -144,7 +185,6 @@ export class CustodyClient {
       headers: { authorization: this.#basic, accept: 'application/json', 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
-    return readResponse('getTransfer', response, transactionListSchema);
   }
 
   /**
@@ -156,14 +196,15 @@ export class CustodyClient {
     build: (authorization: string) => TransportRequest,
     schema: S,
     signal?: AbortSignal,
+    exact?: ReadonlySet<string>,
   ): Promise<z.output<S>> {
     const token = await this.#bearerToken(endpoint, signal);
     try {
-      return readResponse(endpoint, await this.#transport.request(build(`Bearer ${token}`)), schema);
+      return readResponse(endpoint, await this.#transport.request(build(`Bearer ${token}`)), schema, exact);
     } catch (error) {
       if (!isCustodyError(error, CustodyErrorCode.UNAUTHORIZED) || !this.#tokens.invalidate(token)) throw error;
       const fresh = await this.#bearerToken(endpoint, signal);
-      return readResponse(endpoint, await this.#transport.request(build(`Bearer ${fresh}`)), schema);
+      return readResponse(endpoint, await this.#transport.request(build(`Bearer ${fresh}`)), schema, exact);
     }
   }
 
@@ -189,6 +230,12 @@ export class CustodyClient {
       });
     }
   }
+}
+
+/** A lookup answered "nothing found": 404, or `success: false` whose message says so. */
+function isNotFound(error: unknown): boolean {
+  if (isCustodyError(error, CustodyErrorCode.NOT_FOUND)) return true;
+  return isCustodyError(error, CustodyErrorCode.REJECTED) && NOT_FOUND_MESSAGE.test(error.upstreamMessage ?? '');
 }
 
 /** `promise`, or a "deadline reached before the request was sent" error once `signal` aborts. */

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from './errors.ts';
-import { failureEnvelopeSchema } from './schemas.ts';
+import { ExactNumber, failureEnvelopeSchema } from './schemas.ts';
 import type { TransportResponse } from './transport.ts';
 
 /** Used when a 429 carries no usable Retry-After. */
@@ -27,9 +27,16 @@ export function throwForStatus(endpoint: CustodyEndpoint, response: TransportRes
   throw new CustodyError(CustodyErrorCode.REJECTED, `${what}, request refused`, details);
 }
 
-export function parseJsonBody(endpoint: CustodyEndpoint, response: TransportResponse): unknown {
+/**
+ * The body as JSON. Numbers under the keys in `exact` are read as ExactNumber (value and their own
+ * text), for amounts whose digits must not go through a double.
+ */
+export function parseJsonBody(endpoint: CustodyEndpoint, response: TransportResponse, exact?: ReadonlySet<string>): unknown {
   try {
-    return JSON.parse(response.text);
+    if (!exact) return JSON.parse(response.text);
+    return JSON.parse(response.text, (key, value, context?: { source?: string }) =>
+      typeof value === 'number' && exact.has(key) && context?.source !== undefined ? new ExactNumber(value, context.source) : value,
+    );
   } catch {
     throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, `${endpoint}: HTTP ${response.status} body is not JSON`, {
       endpoint,
@@ -42,9 +49,14 @@ export function parseJsonBody(endpoint: CustodyEndpoint, response: TransportResp
  * The whole answer handling of one call: status, JSON, the `{ success: false }` envelope (an error
  * even on HTTP 200), then the schema. Schema failures name paths, never values.
  */
-export function readResponse<S extends z.ZodType>(endpoint: CustodyEndpoint, response: TransportResponse, schema: S): z.output<S> {
+export function readResponse<S extends z.ZodType>(
+  endpoint: CustodyEndpoint,
+  response: TransportResponse,
+  schema: S,
+  exact?: ReadonlySet<string>,
+): z.output<S> {
   throwForStatus(endpoint, response);
-  const body = parseJsonBody(endpoint, response);
+  const body = parseJsonBody(endpoint, response, exact);
   const failure = failureEnvelopeSchema.safeParse(body);
   if (failure.success) {
     throw new CustodyError(CustodyErrorCode.REJECTED, `${endpoint}: HTTP ${response.status} with success: false`, {

@@ -1,222 +1,259 @@
 import { z } from 'zod';
+import { decimalFromNumber, decimalFromNumberText, normalizeDecimal } from '../lib/decimal.ts';
 
 /*
- * Schemas of every upstream resource (spec section 2). Rules:
- * - types are strict: a number where text is documented fails, and so does the reverse;
- * - amounts stay decimal text, checked by pattern, never parsed into floating point;
- * - fields documented with "known values" accept any string (the sets are not complete);
- * - fields documented as "null in all known cases" or "null or value" accept null or any JSON value;
- * - unknown extra fields are dropped, so nothing undocumented travels further.
+ * Schemas of the upstream resources (spec section 2). A real provider differs from its documentation
+ * somewhere, so the rule is: strict only where money or tracking is decided, tolerant everywhere else.
+ *
+ * Strict (a wrong type or shape is a typed error, or for a list element: that record is skipped):
+ * - record ids (2.1 `id`, 2.4 `id`), `sequenceId`, `txid` (a string once set; null, absent or "" mean
+ *   "not broadcast yet"), 2.1 `type`, the 2.1 outputs' `address` and `amount` (decimal text) used for
+ *   matching, 2.4 `destinationAddress` and `amount` (kept exact, see EXACT_AMOUNT), the travel-rule
+ *   gate's `outgoingTxn`, `mandatory` and `blockTxn`, the token.
+ * Tolerant: every other documented field may be absent, null or of another type; its value is passed
+ * on as given. Undocumented keys are dropped (they never reach events), and a `user` object inside any
+ * `raw` is removed, so no person travels past the client.
  */
 
-const signedDecimal = z.string().regex(/^-?\d+(\.\d+)?$/, 'expected signed decimal text');
 const unsignedDecimal = z.string().regex(/^\d+(\.\d+)?$/, 'expected unsigned decimal text');
-const timestamp = z.iso.datetime({ offset: true });
 const numericText = z.string().regex(/^\d+$/, 'expected numeric text');
-const anyValue = z.unknown();
+/** A documented field the worker does not decide on: any JSON value, or absent. */
+const loose = z.unknown().optional();
+/** A record id: numeric text as documented, or a whole number (some providers send one), kept as text. */
+const recordIdText = z.union([numericText, z.number().int().nonnegative().transform(String)]);
+/** A txid: text once set; null, absent or empty all mean "no txid yet". */
+const txidText = z
+  .union([z.string(), z.null()])
+  .optional()
+  .transform((value) => value ?? '');
+/** An optional text field that decides something when present: null counts as absent. */
+const optionalText = z
+  .union([z.string(), z.null()])
+  .optional()
+  .transform((value) => value ?? undefined);
 
-/**
- * 2.3 and 2.5 `raw` ("null or any value"): kept as given, except that a `user` object inside it is
- * dropped as it is from 2.4's, so no person reaches events or logs whatever a provider puts there.
- */
-const looseRaw = anyValue.transform((value) => {
-  if (!value || typeof value !== 'object' || Array.isArray(value) || !Object.hasOwn(value, 'user')) return value;
-  const { user: _user, ...rest } = value as Record<string, unknown>;
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Removes a `user` object (a person, spec 2.4) from any object, whatever the endpoint. */
+function withoutUser(value: unknown): unknown {
+  if (!isPlainObject(value) || !Object.hasOwn(value, 'user')) return value;
+  const { user: _user, ...rest } = value;
   return rest;
-});
-const int = z.number().int();
+}
 
-/** 2.3 Wallet, embedded in transfer parties. */
-export const walletSchema = z.object({
-  id: int,
-  name: z.string(),
-  type: z.string(),
-  config: z.string().regex(/^\d+of\d+$/, 'expected <m>of<n>'),
-  status: int,
-  balance: signedDecimal,
-  balanceusd: signedDecimal,
-  raw: looseRaw,
-  issynced: z.boolean(),
-  walletpath: anyValue,
-  walletidentifier: z.string(),
-  coin: z.string(),
-  chain: z.string(),
-  parentchain: z.string(),
-  subtype: z.string(),
-  isArchived: z.boolean(),
-  teamId: anyValue,
-  version: int,
-  orgid: int,
-});
+/**
+ * The documented keys of an object whose fields the worker does not decide on: when the value is an
+ * object, its undocumented keys are dropped; anything else (null, a string, an older format) passes as
+ * given. Never fails.
+ */
+function knownKeys(keys: readonly string[]) {
+  return z
+    .unknown()
+    .transform((value) => {
+      if (!isPlainObject(value)) return value;
+      const picked: Record<string, unknown> = {};
+      for (const key of keys) if (Object.hasOwn(value, key)) picked[key] = key === 'raw' ? withoutUser(value[key]) : value[key];
+      return picked;
+    })
+    .optional();
+}
 
-/** 2.2 Transfer party. */
-export const transferPartySchema = z.object({
-  address: z.string().min(1),
+/** 2.3 Wallet embedded in transfer parties: unused by the worker, documented keys passed through. */
+const WALLET_KEYS = [
+  'id', 'name', 'type', 'config', 'status', 'balance', 'balanceusd', 'raw', 'issynced', 'walletpath', 'walletidentifier',
+  'coin', 'chain', 'parentchain', 'subtype', 'isArchived', 'teamId', 'version', 'orgid',
+] as const;
+const looseWallet = knownKeys(WALLET_KEYS);
+
+/** 2.2 Transfer party as an output: its address and amount decide a match, the rest is passed through. */
+export const outputPartySchema = z.object({
+  address: z.string(),
   amount: unsignedDecimal,
-  isMine: z.boolean(),
-  wallet: walletSchema.optional(),
+  isMine: loose,
+  wallet: looseWallet,
 });
 
-/** 2.1 Transaction (get-transfer). `sequenceId` is not documented; kept when a record carries one. */
+/** 2.2 Transfer party as an input: nothing in it is decided on. */
+const inputParty = knownKeys(['address', 'amount', 'isMine', 'wallet']).transform((party) =>
+  isPlainObject(party) && isPlainObject(party.wallet) ? { ...party, wallet: looseWallet.parse(party.wallet) } : party,
+);
+
+/**
+ * 2.1 Transaction (get-transfer). Strict in what identifies and matches it (`id`, `type`, `txid`, the
+ * outputs, an undocumented `sequenceId` some providers add); everything else passed through.
+ */
 export const transactionSchema = z.object({
-  coin: z.string(),
-  id: numericText,
-  wallet: int,
-  txid: z.string(),
-  date: timestamp,
-  value: signedDecimal,
-  valueString: signedDecimal,
-  baseValue: z.number(),
-  baseValueString: signedDecimal,
-  feeString: unsignedDecimal,
-  usd: signedDecimal,
-  walletType: z.string(),
-  inputs: z.array(transferPartySchema),
-  outputs: z.array(transferPartySchema),
+  id: recordIdText,
   type: z.string(),
-  DestinationTag: z.union([z.null(), z.string(), z.number()]),
-  sequenceId: z.string().optional(),
+  txid: txidText,
+  sequenceId: optionalText,
+  outputs: z.preprocess((value) => value ?? [], z.array(outputPartySchema)),
+  inputs: z.union([z.array(inputParty), z.null()]).optional(),
+  coin: loose,
+  wallet: loose,
+  date: loose,
+  value: loose,
+  valueString: loose,
+  baseValue: loose,
+  baseValueString: loose,
+  feeString: loose,
+  usd: loose,
+  walletType: loose,
+  DestinationTag: loose,
 });
 
 /**
- * get-transfer answers a list (spec 4.1). Defensive: also accepted inside an envelope under `data` or
- * `result`, since the spec shows no envelope but the other endpoints have one.
+ * get-transfer answers a list (spec 4.1), also accepted inside a `{ data }` or `{ result }` envelope.
+ * Only the list itself is checked here: its records are parsed one by one (parseTransactionList), so
+ * one odd record never hides the rest.
  */
-export const transactionListSchema = z.preprocess(unwrap, z.array(transactionSchema));
+export const transactionListSchema = z.preprocess(unwrap, z.array(z.unknown()));
 
 /** Takes a body out of a `{ data }` or `{ result }` envelope, so schema errors point at the record's own fields. */
-function unwrap(body: unknown): unknown {
-  if (body && typeof body === 'object' && !Array.isArray(body)) {
-    const envelope = body as { data?: unknown; result?: unknown };
-    if (envelope.data !== undefined && typeof envelope.data === 'object') return envelope.data;
-    if (envelope.result !== undefined && typeof envelope.result === 'object') return envelope.result;
+export function unwrap(body: unknown): unknown {
+  if (isPlainObject(body)) {
+    if (body.data !== undefined && typeof body.data === 'object') return body.data;
+    if (body.result !== undefined && typeof body.result === 'object') return body.result;
   }
   return body;
 }
 
-/** The person inside a submitted record's `raw` (2.4). Validated, then dropped by the client. */
-export const rawUserSchema = z.object({
-  id: int,
-  displayName: z.string(),
-  photoURL: z.string(),
-  lastLoginAt: z.string(),
-  email: z.string(),
-  phoneNumber: z.string().nullable(),
-  status: int,
-  created_at: z.string(),
-  clientid: z.string(),
-  type: int,
-});
-
-const rawSubmissionSchema = z.looseObject({
-  txHex: z.string(),
-  halfSigned: z.looseObject({
-    txBase64: z.string().optional(),
-    txHex: z.string().optional(),
-    sequenceId: z.string().optional(),
-    payload: z.string().optional(),
-  }),
-  user: rawUserSchema.optional(),
-  sequenceId: z.string(),
-});
+export interface SkippedRecord {
+  index: number;
+  /** Where the record broke the schema (field paths, never values). */
+  paths: string[];
+  /** Whether the skipped record carried the sequenceId the caller looked for. */
+  ours: boolean;
+}
 
 /**
- * `raw` arrives as JSON text. It is parsed and validated, the `user` object is dropped, and it is
- * handed on as JSON text again, so a record never carries a person past the client.
+ * Parses a get-transfer list record by record: those that fail are skipped and reported (by paths,
+ * never values), matching then runs among the rest. `sequenceId`, when given, flags a skipped record
+ * that carried it: the one record that mattered is unreadable, which the caller must say loudly.
  */
-const rawText = z.string().transform((text, ctx) => {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    ctx.addIssue({ code: 'custom', message: 'raw is not JSON text' });
-    return z.NEVER;
-  }
-  const result = rawSubmissionSchema.safeParse(parsed);
-  if (!result.success) {
-    for (const issue of result.error.issues) {
-      ctx.addIssue({ code: 'custom', message: `raw.${issue.path.join('.')}: ${issue.message}` });
+export function parseTransactionList(list: readonly unknown[], sequenceId?: string): { transactions: Transaction[]; skipped: SkippedRecord[] } {
+  const transactions: Transaction[] = [];
+  const skipped: SkippedRecord[] = [];
+  list.forEach((item, index) => {
+    const parsed = transactionSchema.safeParse(item);
+    if (parsed.success) {
+      transactions.push(parsed.data);
+      return;
     }
-    return z.NEVER;
+    const paths = [...new Set(parsed.error.issues.map((issue) => issue.path.join('.') || '(record)'))].slice(0, 5);
+    const ours = sequenceId !== undefined && isPlainObject(item) && item.sequenceId === sequenceId;
+    skipped.push({ index, paths, ours });
+  });
+  return { transactions, skipped };
+}
+
+/**
+ * Where the client keeps the exact decimal text of a 2.4 `amount` (a JSON number whose digits may not
+ * survive a double): on a symbol key, so it travels with the record but never into JSON (events).
+ */
+export const EXACT_AMOUNT: unique symbol = Symbol('exact decimal amount');
+
+/** A JSON number read together with its own text (JSON.parse's reviver `context.source`). */
+export class ExactNumber {
+  readonly value: number;
+  readonly source: string;
+  constructor(value: number, source: string) {
+    this.value = value;
+    this.source = source;
   }
-  const { user: _user, ...withoutUser } = result.data;
-  return JSON.stringify(withoutUser);
+}
+
+/** An amount that decides a match: a JSON number (exact when read as ExactNumber) or decimal text. */
+const exactAmount = z.union([
+  z.instanceof(ExactNumber).refine((n) => n.value >= 0, 'expected a non-negative amount'),
+  z.number().nonnegative(),
+  unsignedDecimal,
+]);
+
+/** 2.4 `raw`: JSON text as documented; its `user` object is removed; dropped when it is not readable. */
+const rawSubmission = z.unknown().optional().transform((value) => {
+  if (typeof value === 'string') {
+    try {
+      return JSON.stringify(withoutUser(JSON.parse(value)));
+    } catch {
+      return undefined; // unreadable text might hold a person we cannot find: it does not travel
+    }
+  }
+  return isPlainObject(value) ? withoutUser(value) : value;
 });
 
-/** 2.4 Submitted transfer record (sendTransaction), with `raw.user` removed. */
-export const submittedTransferSchema = z.object({
-  id: int,
-  userid: int,
-  raw: rawText,
-  status: int,
-  walletid: numericText,
-  type: int,
-  asset: z.string(),
-  chain: z.string(),
-  timestamp,
-  transactionSequenceId: int,
+/** 2.4 Submitted transfer record (sendTransaction): strict in its id, sequenceId, destination and amount. */
+export const submittedTransferSchema = z
+  .object({
+  id: z.union([z.number().int().nonnegative(), numericText]),
   sequenceId: z.string().min(1),
-  amount: z.number(),
   destinationAddress: z.string(),
-  usdamount: z.number(),
-});
+  amount: exactAmount,
+  raw: rawSubmission,
+  userid: loose,
+  status: loose,
+  walletid: loose,
+  type: loose,
+  asset: loose,
+  chain: loose,
+  timestamp: loose,
+  transactionSequenceId: loose,
+  usdamount: loose,
+})
+  .transform((record) => {
+    // The record keeps `amount` as upstream typed it (a number, as documented); the exact decimal
+    // text rides along on a symbol key for matching.
+    const { amount } = record;
+    if (amount instanceof ExactNumber) {
+      return { ...record, amount: amount.value, [EXACT_AMOUNT]: decimalFromNumberText(amount.source) ?? decimalFromNumber(amount.value) };
+    }
+    return { ...record, [EXACT_AMOUNT]: typeof amount === 'number' ? decimalFromNumber(amount) : normalizeDecimal(amount)! };
+  });
 
 /** sendTransaction answers the record itself; defensive: also inside `data` or `result`. */
 export const sendTransactionResponseSchema = z.preprocess(unwrap, submittedTransferSchema);
 
-/** 2.5 Wallet transaction (under `result`). */
+/** 2.5 Wallet transaction (under `result`): only its `txid` is decided on (reconciliation compares it). */
 export const walletTransactionSchema = z.object({
-  id: int,
   txid: z.string(),
-  raw: looseRaw,
-  walletid: int,
-  type: z.string(),
-  fee: signedDecimal,
-  effectivechange: signedDecimal,
-  runningbalance: anyValue,
-  timestamp,
-  externaladdress: z.string(),
-  coin: z.string(),
-  effectivechangeusd: signedDecimal,
-  wallet: z.object({
-    id: int,
-    name: z.string(),
-    type: z.string(),
-    config: z.string().regex(/^\d+of\d+$/, 'expected <m>of<n>'),
-    balance: signedDecimal,
-    address: z.string(),
-    coin: z.string(),
-    chain: z.string(),
-    parentchain: z.string(),
-    subtype: z.string(),
-    access: z.string(),
-    balanceUSD: signedDecimal,
-  }),
-  explorerLink: z.string(),
+  id: loose,
+  raw: z.unknown().optional().transform(withoutUser),
+  walletid: loose,
+  type: loose,
+  fee: loose,
+  effectivechange: loose,
+  runningbalance: loose,
+  timestamp: loose,
+  externaladdress: loose,
+  coin: loose,
+  effectivechangeusd: loose,
+  wallet: knownKeys(['id', 'name', 'type', 'config', 'balance', 'address', 'coin', 'chain', 'parentchain', 'subtype', 'access', 'balanceUSD']),
+  explorerLink: loose,
 });
 
 export const walletTransactionResponseSchema = z.object({ result: walletTransactionSchema });
 
-/** 2.6 Travel rule setting (under `data`). `dataJson` describes the originator: validated, never logged. */
+/**
+ * 2.6 Travel rule setting (under `data`): the three fields that decide the gate are strict; the rest is
+ * passed through for operators (CLI), whatever its shape. The originator data `dataJson` is never kept
+ * or logged by the worker.
+ */
 export const travelRuleSettingSchema = z.object({
-  id: int,
-  appId: int,
-  outgoingTxn: int,
-  outgoingTxnTimeout: anyValue,
-  incomingTxn: int,
+  outgoingTxn: z.number().int(),
   mandatory: z.boolean(),
   blockTxn: z.boolean(),
-  dataJson: z.object({
-    name: z.string(),
-    type: z.string(),
-    address: z.object({ city: z.string(), country: z.string(), address1: z.string(), address2: z.string() }),
-    identification: z.object({ type: z.string(), number: z.string(), country: z.string(), authority: z.string() }),
-  }),
-  status: int,
-  updatedBy: int,
-  orgId: int,
-  createdAt: timestamp,
-  updatedAt: timestamp,
+  id: loose,
+  appId: loose,
+  outgoingTxnTimeout: loose,
+  incomingTxn: loose,
+  dataJson: loose,
+  status: loose,
+  updatedBy: loose,
+  orgId: loose,
+  createdAt: loose,
+  updatedAt: loose,
 });
 
 export const isEnabledResponseSchema = z.object({ success: z.literal(true), data: travelRuleSettingSchema });
@@ -224,14 +261,20 @@ export const isEnabledResponseSchema = z.object({ success: z.literal(true), data
 /** `{ "success": false, "message" }`: an error whatever the HTTP status (spec 7 shows no error bodies). */
 export const failureEnvelopeSchema = z.object({ success: z.literal(false), message: z.string().optional() });
 
+/** OAuth2 token answer: `expires_in` as a number or numeric text; `token_type`, when given, must say bearer. */
 export const tokenResponseSchema = z.object({
   access_token: z.string().min(1),
-  expires_in: z.number().positive().optional(),
-  token_type: z.string().optional(),
+  expires_in: z
+    .union([z.number().positive(), z.string().regex(/^\d+(\.\d+)?$/).transform(Number), z.null()])
+    .optional()
+    .transform((value) => (value === null || value === 0 ? undefined : value)),
+  token_type: z
+    .union([z.string(), z.null()])
+    .optional()
+    .refine((value) => value === undefined || value === null || value.toLowerCase() === 'bearer', 'expected token_type bearer'),
 });
 
-export type Wallet = z.infer<typeof walletSchema>;
-export type TransferParty = z.infer<typeof transferPartySchema>;
+export type TransferParty = z.infer<typeof outputPartySchema>;
 export type Transaction = z.infer<typeof transactionSchema>;
 export type SubmittedTransfer = z.infer<typeof submittedTransferSchema>;
 export type WalletTransaction = z.infer<typeof walletTransactionSchema>;

@@ -61,14 +61,21 @@ function formatTransactions(transactions: Transaction[]): string {
         .split('\n')
         .map((line) => `  ${line}`)
         .join('\n'),
-      ...parties('inputs', tx.inputs),
+      ...parties('inputs', Array.isArray(tx.inputs) ? tx.inputs : []),
       ...parties('outputs', tx.outputs),
     ].join('\n'),
   );
   return `${transactions.length} transaction(s), newest first\n${blocks.join('\n')}`;
 }
 
-function parties(label: string, list: TransferParty[]): string[] {
+function parties(label: string, list: readonly unknown[]): string[] {
   if (list.length === 0) return [`  ${label}: none`];
-  return [`  ${label}:`, ...list.map((party) => `    ${party.address} ${party.amount}${party.isMine ? ` (mine: wallet ${show(party.wallet?.id)} ${show(party.wallet?.name)})` : ''}`)];
+  return [
+    `  ${label}:`,
+    ...list.map((item) => {
+      const party = (item ?? {}) as Partial<TransferParty>;
+      const wallet = (party.wallet ?? {}) as { id?: unknown; name?: unknown };
+      return `    ${show(party.address)} ${show(party.amount)}${party.isMine === true ? ` (mine: wallet ${show(wallet.id)} ${show(wallet.name)})` : ''}`;
+    }),
+  ];
 }

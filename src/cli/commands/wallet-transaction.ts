@@ -1,7 +1,7 @@
 import type { WalletTransaction } from '../../upstream/schemas.ts';
 import type { Command } from '../command.ts';
 import { custodyOptions, txidArgument, walletArgument, withCustody } from '../custody.ts';
-import { table } from '../format.ts';
+import { show, table } from '../format.ts';
 
 export const walletTransactionCommand: Command = {
   name: 'wallet-transaction',
@@ -29,12 +29,13 @@ Example:
 };
 
 function formatWalletTransaction(tx: WalletTransaction): string {
+  const wallet = (typeof tx.wallet === 'object' && tx.wallet !== null ? tx.wallet : {}) as Record<string, unknown>;
   return table([
     ['txid', tx.txid],
     ['id', tx.id],
     ['type', tx.type],
-    ['wallet', `${tx.walletid} ${tx.wallet.name} (${tx.wallet.type}, ${tx.wallet.config}, ${tx.wallet.subtype})`],
-    ['coin', `${tx.coin} on ${tx.wallet.chain}`],
+    ['wallet', `${show(tx.walletid)} ${show(wallet.name)} (${show(wallet.type)}, ${show(wallet.config)}, ${show(wallet.subtype)})`],
+    ['coin', `${show(tx.coin)} on ${show(wallet.chain)}`],
     ['change', `${tx.effectivechange} (usd ${tx.effectivechangeusd})`],
     ['fee', tx.fee],
     ['running balance', tx.runningbalance],

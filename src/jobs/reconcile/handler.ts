@@ -5,7 +5,7 @@ import type { JobContext } from '../../queues/processor.ts';
 import { QueueName, trackJobId } from '../../queues/names.ts';
 import type { CustodyClient } from '../../upstream/client.ts';
 import { INDEX_PAGE, RECONCILE_LOCK_RENEW_MS, RECONCILE_LOCK_TTL_MS, VERIFY_BUDGET_MS, VERIFY_WINDOW_MS } from '../../timing.ts';
-import { findTransfer } from '../../transfers/match.ts';
+import { findTransfer, txidEquals } from '../../transfers/match.ts';
 
 export interface ReconcileDeps {
   ledger: Ledger;
@@ -19,6 +19,8 @@ export interface ReconcileDeps {
   now?: () => number;
   /** Aborted when the worker shuts down: a run then stops between two transfers. */
   shutdown?: AbortSignal;
+  /** Several records matched one transfer (no guess was made). */
+  onAmbiguous?: (step: 'reconcile') => void;
 }
 
 export interface ReconcileCounts {
@@ -159,11 +161,12 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         const wallet = { walletId: record.walletId, coin: record.coin };
         const list = await deps.custody.getTransfersByTxId(wallet, record.txid);
         const match = { sequenceId, ...record.match };
-        const found = findTransfer(list.filter((tx) => tx.txid === record.txid), match);
+        const found = findTransfer(list.filter((tx) => txidEquals(tx.txid, record.txid!)), match);
+        if (found.kind === 'ambiguous') deps.onAmbiguous?.('reconcile');
         const walletTx = await deps.custody.getWalletTransaction(record.walletId, record.txid).catch(() => null);
         const problems: string[] = [];
         if (found.kind !== 'found') problems.push(`get-transfer by txId: ${found.kind}`);
-        if (walletTx && walletTx.txid !== record.txid) problems.push('wallet transaction txid differs');
+        if (walletTx && !txidEquals(walletTx.txid, record.txid)) problems.push('wallet transaction txid differs');
         counts.verified++;
         if (problems.length > 0) {
           counts.mismatches++;

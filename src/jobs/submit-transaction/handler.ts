@@ -12,7 +12,6 @@ import {
   type TransitionRequest,
   type TransitionResult,
 } from '../../ledger/ledger.ts';
-import { decimalFromNumber } from '../../lib/decimal.ts';
 import { RateLimited, RetryLater } from '../../queues/outcomes.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { backoffDelay, LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../timing.ts';
@@ -20,7 +19,7 @@ import { classifySendFailure, type SendFailure } from '../../transfers/classify-
 import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
 import { travelRuleApplies, type CustodyClient } from '../../upstream/client.ts';
 import { CustodyError } from '../../upstream/errors.ts';
-import type { SubmittedTransfer } from '../../upstream/schemas.ts';
+import { EXACT_AMOUNT, type SubmittedTransfer } from '../../upstream/schemas.ts';
 import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPayload } from './payload.ts';
 import type { GateSetting } from './travel-rule.ts';
 
@@ -45,6 +44,8 @@ export interface SubmitDeps {
   now?: () => number;
   /** A fresh token per run of the handler (tests pass their own). */
   newRunner?: () => string;
+  /** Several records matched one transfer in a lookup (no guess was made). */
+  onAmbiguous?: (step: 'resolve') => void;
 }
 
 export type SubmitResult =
@@ -323,7 +324,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const submitted = await markSubmitted(record, runner, { transfer: accepted }, {
       sequenceId,
       destinationAddress: accepted.destinationAddress,
-      amount: decimalFromNumber(accepted.amount),
+      amount: accepted[EXACT_AMOUNT],
     }, requests - 1);
     if (submitted) runner.log.info({ recordId: accepted.id }, 'transfer submitted');
     return submitted;
@@ -360,6 +361,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
         signal: AbortSignal.timeout(deps.sendDeadlineMs),
       });
       found = findTransfer(list, { sequenceId });
+      if (found.kind === 'ambiguous') deps.onAmbiguous?.('resolve');
     } catch (error) {
       const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
       runner.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');

@@ -20,6 +20,8 @@ export interface TrackDeps {
   deadlineMs: number;
   errorRetry?: BackoffProfile;
   now?: () => number;
+  /** Several records matched one transfer (no guess was made). */
+  onAmbiguous?: (step: 'track') => void;
 }
 
 export type TrackResult = { outcome: 'broadcast' | 'expired' | 'not-tracking'; sequenceId: string; state?: string };
@@ -65,6 +67,7 @@ export function createTrackHandler(deps: TrackDeps) {
 
     const found = findTransfer(list, match);
     if (found.kind === 'ambiguous') {
+      deps.onAmbiguous?.('track');
       log.warn({ candidates: found.candidates }, 'several transactions match, not guessing');
     }
     if (found.kind === 'found' && found.transaction.txid !== '') {
