@@ -58,6 +58,9 @@ export interface Started {
 /** The simulator's pace: a transfer shows up upstream, then gets its txid, with some spread. */
 export function simulatorSettings(paceMs: number): DeepPartial<SimulatorSettings> {
   return {
+    // Answers vary as a real provider's would (nulls, extra keys, other records, 404 for "not found"):
+    // the demo shows the worker as it meets a real API, not the spec's examples.
+    profile: 'realistic',
     // Spec 4.4: the rule applies when outgoingTxn is 1 and mandatory is true.
     travelRule: { outgoingTxn: 1, mandatory: true },
     visibleAfterMs: Math.round(paceMs * 0.2),
