@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpServer } from '../../src/http/server.ts';
+import { createKeys } from '../../src/ledger/keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../helpers/payloads.ts';
@@ -78,6 +79,23 @@ describe('HTTP server', () => {
     ]) {
       expect(text).toMatch(line);
     }
+  });
+
+  it('counts skipped upstream records and stale transfers by state', async () => {
+    // A get-transfer answer whose one record breaks the schema: skipped and counted, not an error.
+    h.sim.setFault('getTransfer', { sequence: ['schema'] });
+    expect(await h.app!.custody.getTransfersBySequenceId({ walletId: 310, coin: 'eth' }, 'metrics-probe')).toEqual([]);
+    // A transfer left in `received` 20 minutes ago (its index score is its last change, Redis time).
+    const keys = createKeys(h.prefix, h.config.queue.eventsStream);
+    const [seconds] = await h.redis.time();
+    await h.redis.hset(keys.transfer('stale-probe'), 'state', 'received');
+    await h.redis.zadd(keys.active, Number(seconds) * 1000 - 20 * 60_000, 'stale-probe');
+    const text = await (await fetch(`${base}/metrics`)).text();
+    expect(text).toMatch(/custody_upstream_skipped_records_total\{endpoint="getTransfer",ours="false"\} [1-9]/);
+    expect(text).toMatch(/custody_transfers_stale\{state="received"\} 1\n/);
+    expect(text).toMatch(/custody_transfers_stale\{state="submitting"\} 0\n/);
+    await h.redis.zrem(keys.active, 'stale-probe');
+    await h.redis.del(keys.transfer('stale-probe'));
   });
 
   it('guards the dashboard with Basic auth and serves it with the credentials', async () => {
