@@ -1,5 +1,5 @@
 import { decimalEquals } from '../lib/decimal.ts';
-import type { Transaction } from '../upstream/schemas.ts';
+import { UNREADABLE, type Transaction, type TransactionList } from '../upstream/schemas.ts';
 
 /** What we know to recognise our transfer in a get-transfer answer, best first. */
 export interface TransferMatch {
@@ -24,10 +24,11 @@ export type MatchResult =
  *  2. the record id seen before;
  *  3. a `send` whose outputs hold the destination address (any letter case, spec 2.2) with an equal
  *     decimal amount;
- *  4. knowing neither (the send was recovered from a 409), only an answer of exactly one `send`.
+ *  4. knowing neither (the send was recovered from a 409), only an answer of exactly one record, a `send`
+ *     (records the client could not read count: UNREADABLE).
  * A record carrying a different sequenceId is never ours.
  */
-export function findTransfer(list: readonly Transaction[], match: TransferMatch): MatchResult {
+export function findTransfer(list: readonly Transaction[] | TransactionList, match: TransferMatch): MatchResult {
   const eligible = list.filter((tx) => tx.sequenceId === undefined || tx.sequenceId === match.sequenceId);
 
   const bySequence = eligible.filter((tx) => tx.sequenceId === match.sequenceId);
@@ -47,7 +48,9 @@ export function findTransfer(list: readonly Transaction[], match: TransferMatch)
     );
   }
   if (match.transactionId !== undefined) return { kind: 'none' };
-  if (list.length > 1 && sends.length > 0) return { kind: 'ambiguous', candidates: sends.length };
+  // "Exactly one" counts the records the client could not read too: one of them may be ours.
+  const answered = list.length + ((list as TransactionList)[UNREADABLE] ?? 0);
+  if (answered > 1 && sends.length > 0) return { kind: 'ambiguous', candidates: sends.length };
   return decide(sends);
 }
 

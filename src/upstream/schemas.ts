@@ -90,7 +90,10 @@ export const transactionSchema = z.object({
   txid: txidText,
   sequenceId: optionalText,
   outputs: z.preprocess((value) => value ?? [], z.array(outputPartySchema)),
-  inputs: z.union([z.array(inputParty), z.null()]).optional(),
+  inputs: z
+    .unknown()
+    .optional()
+    .transform((value) => (Array.isArray(value) ? value.map((party) => inputParty.parse(party)) : value)),
   coin: loose,
   wallet: loose,
   date: loose,
@@ -113,9 +116,12 @@ export const transactionListSchema = z.preprocess(unwrap, z.array(z.unknown()));
 
 /** Takes a body out of a `{ data }` or `{ result }` envelope, so schema errors point at the record's own fields. */
 export function unwrap(body: unknown): unknown {
-  if (isPlainObject(body)) {
-    if (body.data !== undefined && typeof body.data === 'object') return body.data;
-    if (body.result !== undefined && typeof body.result === 'object') return body.result;
+  // A body that is itself a record (it has an id or a sequenceId) is never unwrapped: an undocumented
+  // `data` or `result` key inside a record is just an extra key.
+  if (!isPlainObject(body) || Object.hasOwn(body, 'id') || Object.hasOwn(body, 'sequenceId')) return body;
+  for (const key of ['data', 'result'] as const) {
+    const inner = body[key];
+    if (Array.isArray(inner) || isPlainObject(inner)) return inner;
   }
   return body;
 }
@@ -133,8 +139,8 @@ export interface SkippedRecord {
  * never values), matching then runs among the rest. `sequenceId`, when given, flags a skipped record
  * that carried it: the one record that mattered is unreadable, which the caller must say loudly.
  */
-export function parseTransactionList(list: readonly unknown[], sequenceId?: string): { transactions: Transaction[]; skipped: SkippedRecord[] } {
-  const transactions: Transaction[] = [];
+export function parseTransactionList(list: readonly unknown[], sequenceId?: string): { transactions: TransactionList; skipped: SkippedRecord[] } {
+  const transactions: TransactionList = [];
   const skipped: SkippedRecord[] = [];
   list.forEach((item, index) => {
     const parsed = transactionSchema.safeParse(item);
@@ -146,8 +152,16 @@ export function parseTransactionList(list: readonly unknown[], sequenceId?: stri
     const ours = sequenceId !== undefined && isPlainObject(item) && item.sequenceId === sequenceId;
     skipped.push({ index, paths, ours });
   });
+  if (skipped.length > 0) transactions[UNREADABLE] = skipped.length;
   return { transactions, skipped };
 }
+
+/**
+ * How many records of a list answer were unreadable and skipped, on a symbol key of the list (never in
+ * JSON): matching that relies on "the answer holds exactly one record" must know the answer held more.
+ */
+export const UNREADABLE: unique symbol = Symbol('unreadable records');
+export type TransactionList = Transaction[] & { [UNREADABLE]?: number };
 
 /**
  * Where the client keeps the exact decimal text of a 2.4 `amount` (a JSON number whose digits may not

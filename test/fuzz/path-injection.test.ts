@@ -94,7 +94,8 @@ afterEach(() => {
 });
 
 beforeAll(async () => {
-  server = await startScriptedServer(() => ({ status: 404, headers: { 'content-type': 'application/json' }, body: '{"success":false,"message":"not here"}' }));
+  // Refuses everything (418): a 404 would not do, since get-transfer reads "not found" as an empty list.
+  server = await startScriptedServer(() => ({ status: 418, headers: { 'content-type': 'application/json' }, body: '{"success":false,"message":"refused"}' }));
   client = new CustodyClient({
     sdkUrl: `${server.url}${BASE_PATH}/`,
     baseUrl: `${server.url}${BASE_PATH}/`,
@@ -131,13 +132,13 @@ async function observe(call: () => Promise<unknown>): Promise<Outcome> {
 function expectConfined(outcome: Outcome, expected: { method: string; segments: Array<string | { value: unknown; rule: RegExp }> }): void {
   tally[outcome.requests.length === 0 ? 'refused' : 'sent']++;
   const { requests, error } = outcome;
-  expect(error, 'the call never resolves against a 404 server').toBeInstanceOf(CustodyError);
+  expect(error, 'the call never resolves against a server that refuses everything').toBeInstanceOf(CustodyError);
   const code = (error as CustodyError).code;
   if (code === CustodyErrorCode.INVALID_REQUEST) {
     expect(requests, 'refused before any request').toEqual([]);
     return;
   }
-  expect(code).toBe(CustodyErrorCode.NOT_FOUND);
+  expect(code).toBe(CustodyErrorCode.REJECTED);
   expect(requests).toHaveLength(1);
   const { method, url } = requests[0]!;
   expect(method).toBe(expected.method);

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findTransfer, txidEquals } from '../../src/transfers/match.ts';
 import { CustodyClient, travelRuleApplies, type CustodyClientOptions } from '../../src/upstream/client.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
-import { EXACT_AMOUNT, type SkippedRecord } from '../../src/upstream/schemas.ts';
+import { EXACT_AMOUNT, UNREADABLE, type SkippedRecord, type TransactionList } from '../../src/upstream/schemas.ts';
 import { startScriptedServer, type RecordedRequest, type Reply, type ScriptedServer } from '../fuzz/scripted-server.ts';
 import { sampleSend } from '../helpers/payloads.ts';
 
@@ -134,7 +134,9 @@ describe('get-transfer lists', () => {
 
   it('says so when the skipped record is the one carrying the sequenceId looked for', async () => {
     answer = () => json([transaction({ sequenceId: SEQ, txid: 12345 })]);
-    expect(await client().getTransfersBySequenceId(WALLET, SEQ)).toEqual([]);
+    const list = await client().getTransfersBySequenceId(WALLET, SEQ);
+    expect(list).toHaveLength(0);
+    expect((list as TransactionList)[UNREADABLE]).toBe(1);
     expect(skipped).toEqual([{ endpoint: 'getTransfer', record: { index: 0, paths: ['txid'], ours: true } }]);
   });
 
@@ -169,6 +171,14 @@ describe('get-transfer lists', () => {
   it('still refuses success:false for any other reason', async () => {
     answer = () => json({ success: false, message: 'wallet locked' });
     expect((await failure(client().getTransfersBySequenceId(WALLET, SEQ))).code).toBe(CustodyErrorCode.REJECTED);
+  });
+
+  it('never takes the one readable send for ours when another record of the answer was unreadable', async () => {
+    // Ours (unreadable id) and another transfer's send, neither carrying a sequenceId (as in the spec).
+    answer = () => json([transaction({ id: -1, outputs: [{ address: '0xOurs', amount: '1' }] }), transaction({ id: '70000002' })]);
+    const list = await client().getTransfersBySequenceId(WALLET, SEQ);
+    expect(list.map((tx) => tx.id)).toEqual(['70000002']);
+    expect(findTransfer(list, { sequenceId: SEQ })).toEqual({ kind: 'ambiguous', candidates: 1 });
   });
 });
 
