@@ -1,14 +1,1 @@
-import type { Cluster, Redis } from 'ioredis';
-import type { Keys } from '../ledger/keys.ts';
-import { parseStreamEntry, type TransferEvent } from './events.ts';
-
-/**
- * A transfer's events so far, oldest first, by the stream ids its ledger record keeps (no stream scan).
- * Events trimmed from the stream by MAXLEN are simply absent.
- */
-export async function readTransferEvents(redis: Redis | Cluster, keys: Pick<Keys, 'transfer' | 'events'>, sequenceId: string): Promise<TransferEvent[]> {
-  const ids = await redis.hget(keys.transfer(sequenceId), 'events');
-  if (!ids) return [];
-  const entries = await Promise.all(ids.split(',').map((id) => redis.xrange(keys.events, id, id)));
-  return entries.flat().map((entry) => parseStreamEntry(entry as [string, string[]]));
-}
+export { readTransferEvents } from '../../packages/producer/src/read.ts';

@@ -1,3 +1,5 @@
+import { transferKey } from '../../packages/producer/src/keys.ts';
+
 /**
  * Every Redis key the worker owns besides BullMQ's own, all under QUEUE_PREFIX. With a hash-tagged
  * prefix such as `{wtx}` they all hash to one Redis Cluster slot, so the multi-key Lua scripts work.
@@ -21,7 +23,7 @@ export interface Keys {
 
 export function createKeys(prefix: string, eventsStream: string): Keys {
   return {
-    transfer: (sequenceId) => `${prefix}:transfer:${sequenceId}`,
+    transfer: (sequenceId) => transferKey(prefix, sequenceId),
     jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,
     active: `${prefix}:transfers:active`,
     terminal: `${prefix}:transfers:terminal`,

@@ -1,0 +1,125 @@
+import { z } from 'zod';
+import { SEQUENCE_ID, sequenceIdSchema } from './sequence-id.ts';
+
+export { SEQUENCE_ID, sequenceIdSchema };
+
+export const SUBMIT_TRANSACTION = 'submit-transaction';
+
+const MIB = 1024 * 1024;
+const MAX_HEX = MIB;
+const MAX_BASE64 = Math.floor(1.4 * MIB);
+const MAX_METADATA_BYTES = 4 * 1024;
+
+
+const hex = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(MAX_HEX, 'must be at most 1 MiB')
+  .regex(/^(0x)?[0-9a-fA-F]+$/, 'must be hex, with an optional 0x prefix');
+
+const base64 = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(MAX_BASE64, 'must be at most 1.4 MiB')
+  .refine((v) => v.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(v), 'must be standard base64 with padding');
+
+
+/**
+ * The `submit-transaction` job (CONTRACT section 3), parsed at the edge. Unknown fields are dropped.
+ * The schema only ever grows by optional fields, so jobs enqueued before a deploy still validate.
+ */
+export const submitPayloadSchema = z.object({
+  walletId: z.union([
+    z.number().int('must be a whole number').positive('must be positive').max(Number.MAX_SAFE_INTEGER),
+    z
+      .string()
+      // Leading zeros are still a string of digits (CONTRACT 3); past them, 16 digits hold every safe integer.
+      .regex(/^0*\d{1,16}$/, 'must be a positive integer')
+      .transform(Number)
+      .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer'),
+  ], { error: 'must be a positive integer' }),
+  coin: z.string({ error: 'required' }).regex(/^[a-z0-9._-]{1,32}$/, 'must be 1-32 of a-z 0-9 . _ -'),
+  txHex: hex,
+  halfSigned: z.object({
+    txBase64: base64,
+    txHex: hex,
+    sequenceId: sequenceIdSchema,
+  }),
+  travelRule: z
+    .object({ reference: z.string().min(1, 'must not be empty').max(256, 'must be at most 256 characters') })
+    .nullish()
+    .transform((v) => v ?? undefined),
+  metadata: z
+    .custom<Record<string, unknown>>(isPlainObject, { error: 'must be a JSON object' })
+    .transform((v, ctx) => {
+      const text = jsonText(v);
+      if (text === undefined) {
+        ctx.addIssue({ code: 'custom', message: 'must be serialisable as JSON' });
+        return z.NEVER;
+      }
+      if (Buffer.byteLength(text, 'utf8') > MAX_METADATA_BYTES) {
+        ctx.addIssue({ code: 'custom', message: 'must be at most 4 KiB as JSON' });
+        return z.NEVER;
+      }
+      // A copy read back from its JSON text, which is what the queue stores anyway. It keeps keys such
+      // as `__proto__` as plain data (a record schema drops them), so every event echoes the metadata
+      // exactly as given.
+      return JSON.parse(text) as Record<string, unknown>;
+    })
+    .nullish()
+    .transform((v) => v ?? undefined),
+});
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/** JSON text of a value, or undefined when it has none (a BigInt, a cycle): parsing never throws. */
+function jsonText(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
+}
+
+export type SubmitPayload = z.output<typeof submitPayloadSchema>;
+export type SubmitPayloadInput = z.input<typeof submitPayloadSchema>;
+
+export interface PayloadIssue {
+  path: string;
+  message: string;
+}
+
+export type ParsedPayload = { ok: true; payload: SubmitPayload } | { ok: false; issues: PayloadIssue[] };
+
+export function parseSubmitPayload(data: unknown): ParsedPayload {
+  const result = submitPayloadSchema.safeParse(data);
+  if (result.success) return { ok: true, payload: result.data };
+  return {
+    ok: false,
+    issues: result.error.issues.map((issue) => ({ path: issue.path.join('.') || '(root)', message: issue.message })),
+  };
+}
+
+/**
+ * What a rejected event can still say about a payload that failed: the fields as given when they are
+ * plain values, else empty (CONTRACT section 4).
+ */
+export function describeInvalidPayload(data: unknown): { sequenceId: string; walletId: string; coin: string; metadata: string } {
+  const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+  const plain = (v: unknown, max: number) =>
+    (typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) && String(v).length <= max ? String(v) : '';
+  const root = obj(data);
+  const metadata = isPlainObject(root.metadata) ? (jsonText(root.metadata) ?? '') : '';
+  return {
+    // Text only: a number is not a sequenceId (CONTRACT 3), and keying its rejection under its text would
+    // make a later, valid transfer with that text a "duplicate" of the rejected job.
+    sequenceId: typeof obj(root.halfSigned).sequenceId === 'string' ? plain(obj(root.halfSigned).sequenceId, 256) : '',
+    walletId: plain(root.walletId, 64),
+    coin: plain(root.coin, 64),
+    metadata: Buffer.byteLength(metadata, 'utf8') <= MAX_METADATA_BYTES ? metadata : '',
+  };
+}
