@@ -15,14 +15,35 @@ const hex = z
   .string()
   .min(1, 'must not be empty')
   .max(MAX_HEX, 'must be at most 1 MiB')
-  .regex(/^(0x)?[0-9a-fA-F]+$/, 'must be hex, with an optional 0x prefix');
+  .regex(/^(0x)?[0-9a-fA-F]+$/, 'must be hex, with an optional 0x prefix')
+  .meta({ description: 'Hex, with an optional 0x prefix, at most 1 MiB' });
 
 const base64 = z
   .string()
   .min(1, 'must not be empty')
   .max(MAX_BASE64, 'must be at most 1.4 MiB')
-  .refine((v) => v.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(v), 'must be standard base64 with padding');
+  .refine((v) => v.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(v), 'must be standard base64 with padding')
+  // The same rule as one pattern, for the JSON Schema only: its repeated group would overflow V8's
+  // regexp stack on a very long string, which the check above never does.
+  .meta({ pattern: '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)$' });
 
+/**
+ * Digit text whose value is 1..max, leading zeros allowed, as one pattern: what the walletId text rule
+ * (a regex, then a range check in code) accepts, for the JSON Schema.
+ */
+function positiveIntegerText(max: number): string {
+  const digits = String(max);
+  const shorter = digits.length > 1 ? [`[1-9][0-9]{0,${digits.length - 2}}`] : [];
+  // Same length as max: equal up to position i, then a smaller digit, then anything.
+  const below = [...digits].flatMap((digit, i) => {
+    const low = i === 0 ? 1 : 0;
+    const high = Number(digit) - 1;
+    if (high < low) return [];
+    const rest = digits.length - i - 1;
+    return [`${digits.slice(0, i)}${high === low ? low : `[${low}-${high}]`}${rest === 0 ? '' : rest === 1 ? '[0-9]' : `[0-9]{${rest}}`}`];
+  });
+  return `^0*(?:${[...shorter, ...below, digits].join('|')})$`;
+}
 
 /**
  * The `submit-transaction` job (CONTRACT section 3), parsed at the edge. Unknown fields are dropped.
@@ -36,19 +57,27 @@ export const submitPayloadSchema = z.object({
       // Leading zeros are still a string of digits (CONTRACT 3); past them, 16 digits hold every safe integer.
       .regex(/^0*\d{1,16}$/, 'must be a positive integer')
       .transform(Number)
-      .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer'),
-  ], { error: 'must be a positive integer' }),
-  coin: z.string({ error: 'required' }).regex(/^[a-z0-9._-]{1,32}$/, 'must be 1-32 of a-z 0-9 . _ -'),
+      .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer')
+      .meta({ pattern: positiveIntegerText(Number.MAX_SAFE_INTEGER) }),
+  ], { error: 'must be a positive integer' }).meta({ description: 'A positive integer; a string of digits is accepted and normalised' }),
+  coin: z.string({ error: 'required' }).regex(/^[a-z0-9._-]{1,32}$/, 'must be 1-32 of a-z 0-9 . _ -').meta({ description: 'Lowercase asset code' }),
   txHex: hex,
   halfSigned: z.object({
-    txBase64: base64,
+    txBase64: base64.meta({ description: 'Standard base64 with padding, at most 1.4 MiB' }),
     txHex: hex,
-    sequenceId: sequenceIdSchema,
+    sequenceId: sequenceIdSchema.meta({ description: "The transfer's identity end to end: one sequenceId is one transfer, whatever job ids it arrives under" }),
   }),
   travelRule: z
-    .object({ reference: z.string().min(1, 'must not be empty').max(256, 'must be at most 256 characters') })
+    .object({
+      reference: z
+        .string()
+        .min(1, 'must not be empty')
+        .max(256, 'must be at most 256 characters')
+        .meta({ description: "The producer's proof that the travel-rule exchange for this transfer is done" }),
+    })
     .nullish()
-    .transform((v) => v ?? undefined),
+    .transform((v) => v ?? undefined)
+    .meta({ description: 'Optional (null means absent)' }),
   metadata: z
     .custom<Record<string, unknown>>(isPlainObject, { error: 'must be a JSON object' })
     .transform((v, ctx) => {
@@ -66,8 +95,15 @@ export const submitPayloadSchema = z.object({
       // exactly as given.
       return JSON.parse(text) as Record<string, unknown>;
     })
+    // What JSON Schema can say of it: an object. The size is checked by the producer and the worker.
+    .meta({ type: 'object', description: 'Any JSON object, at most 4 KiB (4096 bytes) as UTF-8 JSON text; echoed in every event of the transfer' })
     .nullish()
-    .transform((v) => v ?? undefined),
+    .transform((v) => v ?? undefined)
+    .meta({ description: 'Optional (null means absent)' }),
+}).meta({
+  title: 'submit-transaction job data',
+  description:
+    'The data of a job named submit-transaction in the queue submit-transaction (CONTRACT section 3). Unknown fields are ignored. Not checkable here: metadata at most 4 KiB as JSON.',
 });
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

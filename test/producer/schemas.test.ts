@@ -1,0 +1,188 @@
+/**
+ * The JSON Schemas the producer package ships (packages/producer/schemas, CONTRACT section 8): committed
+ * files that must be exactly what the zod schemas generate now, and that must decide like them, so a
+ * producer in another language that validates with them enqueues what the worker accepts.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import '../fuzz/fc-seed.ts';
+import { describe, expect, it } from 'vitest';
+import { generateSchemas } from '../../packages/producer/scripts/generate-schemas.ts';
+import { checkEventData, EVENT_TYPES, EventShapeError, type EventData, type EventType } from '../../src/events/events.ts';
+import { parseSubmitPayload } from '../../src/jobs/submit-transaction/payload.ts';
+import { mutatedPayloadArb, randomPayloadArb, validPayloadArb, MAX_METADATA_BYTES } from '../fuzz/payload-oracle.ts';
+import { assertEventDataMatchesJsonSchema, checkPayloadJson, SCHEMAS_DIR } from '../helpers/json-schemas.ts';
+import { samplePayload } from '../helpers/payloads.ts';
+
+const RUNS = { valid: 300, mutated: 1_500, random: 500 } as const;
+
+describe('the committed JSON Schemas', () => {
+  it('are exactly what the zod schemas generate now (run `npm run schemas` after changing a schema)', () => {
+    const generated = generateSchemas();
+    for (const [path, text] of Object.entries(generated)) {
+      expect(readFileSync(new URL(path, SCHEMAS_DIR), 'utf8'), `schemas/${path} is stale: run npm run schemas`).toBe(text);
+    }
+    const committed = readdirSync(new URL('events/', SCHEMAS_DIR)).map((name) => `events/${name}`);
+    expect(committed.sort()).toEqual(Object.keys(generated).filter((path) => path.startsWith('events/')).sort());
+  });
+
+  it('are one per event type plus the job payload, each with its $id, title and description', () => {
+    const paths = ['submit-payload.schema.json', ...EVENT_TYPES.map((type) => `events/${type}.schema.json`)];
+    expect(Object.keys(generateSchemas()).sort()).toEqual(paths.sort());
+    for (const path of paths) {
+      const schema = JSON.parse(readFileSync(new URL(path, SCHEMAS_DIR), 'utf8')) as Record<string, unknown>;
+      expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
+      expect(schema.$id).toBe(`urn:custody-transfer-producer:schemas/${path}`);
+      expect(typeof schema.title === 'string' && schema.title.length > 0, path).toBe(true);
+      expect(typeof schema.description === 'string' && schema.description.length > 20, path).toBe(true);
+    }
+  });
+});
+
+/** Whether two JSON values hold the same text (no undefined, BigInt, cycle or function lost on the way). */
+function asJson(value: unknown): { ok: true; json: unknown } | { ok: false } {
+  try {
+    const text = JSON.stringify(value);
+    return text === undefined ? { ok: false } : { ok: true, json: JSON.parse(text) };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function metadataTooLarge(json: unknown): boolean {
+  const metadata = json !== null && typeof json === 'object' && Object.hasOwn(json, 'metadata') ? (json as Record<string, unknown>).metadata : undefined;
+  return metadata !== null && typeof metadata === 'object' && Buffer.byteLength(JSON.stringify(metadata), 'utf8') > MAX_METADATA_BYTES;
+}
+
+/**
+ * Job data as a queue holds it (JSON): the JSON Schema accepts it exactly when the zod schema does,
+ * except a metadata object over 4 KiB, which JSON Schema cannot see (the schema says so).
+ */
+function decidesLikeZod(value: unknown): void {
+  const copy = asJson(value);
+  if (!copy.ok) return;
+  const zod = parseSubmitPayload(copy.json);
+  const json = checkPayloadJson(copy.json);
+  if (zod.ok) {
+    expect(json.valid ? 'valid' : json.errors, JSON.stringify(copy.json).slice(0, 300)).toBe('valid');
+    return;
+  }
+  const onlyTheSize = metadataTooLarge(copy.json) && zod.issues.every((issue) => issue.path === 'metadata');
+  expect(json.valid, `zod: ${JSON.stringify(zod.issues)}; data: ${JSON.stringify(copy.json).slice(0, 300)}`).toBe(onlyTheSize);
+}
+
+describe('schemas/submit-payload.schema.json decides like the worker', () => {
+  const SAMPLES = Array.from({ length: 4 }, () => JSON.parse(JSON.stringify(samplePayload())) as Record<string, unknown>);
+
+  it('on named edge cases: walletId text up to the largest safe integer, leading zeros, base64 padding, null for absent', () => {
+    const base = samplePayload();
+    const withWallet = (walletId: unknown) => ({ ...base, walletId });
+    const withBase64 = (txBase64: string) => ({ ...base, halfSigned: { ...base.halfSigned, txBase64 } });
+    const cases: unknown[] = [
+      withWallet('9007199254740991'),
+      withWallet('9007199254740992'),
+      withWallet('0009007199254740991'),
+      withWallet('9007199254740990'),
+      withWallet('8999999999999999'),
+      withWallet('10000000000000000'),
+      withWallet('0'),
+      withWallet('000'),
+      withWallet('007'),
+      withWallet(' 7'),
+      withWallet(9007199254740991),
+      withWallet(0),
+      withWallet(1.5),
+      withWallet(-3),
+      withBase64('AA=='),
+      withBase64('AAA='),
+      withBase64('AAAA'),
+      withBase64('A==='),
+      withBase64('AA='),
+      withBase64('AA=A'),
+      withBase64('AAAAAA=='),
+      { ...base, travelRule: null, metadata: null },
+      { ...base, travelRule: { reference: '' } },
+      { ...base, metadata: [] },
+      { ...base, metadata: 'text' },
+      { ...base, metadata: { note: 'x'.repeat(MAX_METADATA_BYTES) } },
+      { ...base, unknownField: true },
+    ];
+    for (const data of cases) decidesLikeZod(data);
+  });
+
+  it(`accepts every valid payload (${RUNS.valid} runs)`, () => {
+    fc.assert(fc.property(validPayloadArb, decidesLikeZod), { numRuns: RUNS.valid });
+  });
+
+  it(`decides mutated payloads as zod does (${RUNS.mutated} runs)`, () => {
+    fc.assert(fc.property(mutatedPayloadArb(SAMPLES), decidesLikeZod), { numRuns: RUNS.mutated });
+  });
+
+  it(`decides random values as zod does (${RUNS.random} runs)`, () => {
+    fc.assert(fc.property(randomPayloadArb, decidesLikeZod), { numRuns: RUNS.random });
+  });
+});
+
+/** One valid `data` per event type, in the README's shapes. */
+const VALID: { [K in EventType]: Array<EventData[K]> } = {
+  'transfer.submitted': [
+    { transfer: { id: 48213, userid: 7, status: 0, sequenceId: 'a88a1846', amount: 0.0125, destinationAddress: '0x5b38', usdamount: 41.37 } },
+    { transfer: null, recoveredBy: 'get-transfer', transaction: { id: '1702233', type: 'send', txid: '', outputs: [{ address: '0x5b38', amount: '0.0125' }] } },
+    { transfer: null, recoveredBy: 'duplicate' },
+    { transfer: null, recoveredBy: 'operator', reason: 'seen in the provider console' },
+  ],
+  'transfer.unresolved': [{ code: 'SEND_OUTCOME_UNKNOWN', attempts: 3, lastError: 'CUSTODY_TIMEOUT' }],
+  'transfer.broadcast': [
+    {
+      txid: '0x9f2c',
+      transaction: { coin: 'eth', id: '1702233', wallet: 310, txid: '0x9f2c', type: 'send', outputs: [{ address: '0x5b38', amount: '0.0125', isMine: false }] },
+      walletTransaction: { id: 88123, txid: '0x9f2c', fee: '0.00021000' },
+    },
+    { txid: '0x9f2c', transaction: { id: '1', type: 'send', txid: '0x9f2c', outputs: [] }, walletTransaction: null },
+  ],
+  'transfer.rejected': [{ code: 'INVALID_PAYLOAD', issues: [{ path: 'coin', message: 'must be 1-32 of a-z 0-9 . _ -' }] }],
+  'transfer.blocked': [{ code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: 1, mandatory: true, blockTxn: false } }],
+  'transfer.failed': [
+    { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'sendTransaction: HTTP 422, request refused', attempts: 1 },
+    { code: 'OPERATOR_RESOLVED', httpStatus: null, message: 'refused in the console', attempts: 2, resolvedBy: 'operator' },
+  ],
+  'transfer.expired': [
+    { code: 'TRACKING_DEADLINE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
+    { code: 'SEND_OUTCOME_UNKNOWN', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
+  ],
+  'reconcile.completed': [
+    { checked: 3, resubmitted: 1, trackersRestored: 2, unrecoverable: 0, verified: 40, mismatches: 0, verifyErrors: 0, retentionRemoved: 120, staleIndexRemoved: 0, interrupted: false, durationMs: 84 },
+  ],
+};
+
+/** Shapes a publisher could get wrong: each is refused by both the zod schema and the JSON Schema. */
+const INVALID: Array<[EventType, string, unknown]> = [
+  ['transfer.submitted', 'raw travels', { transfer: { id: 1, sequenceId: 's', amount: 1, destinationAddress: 'a', raw: '{"txHex":"02"}' } }],
+  ['transfer.submitted', 'null record without recoveredBy', { transfer: null }],
+  ['transfer.submitted', 'lookup without its transaction', { transfer: null, recoveredBy: 'get-transfer' }],
+  ['transfer.submitted', 'operator without a reason', { transfer: null, recoveredBy: 'operator' }],
+  ['transfer.submitted', 'amount not decimal text', { transfer: { id: 1, sequenceId: 's', amount: '1e3', destinationAddress: 'a' } }],
+  ['transfer.broadcast', 'empty txid', { txid: '', transaction: { id: '1', type: 'send', txid: '', outputs: [] }, walletTransaction: null }],
+  ['transfer.broadcast', 'walletTransaction missing (null, not absent)', { txid: '0x1', transaction: { id: '1', type: 'send', txid: '0x1', outputs: [] } }],
+  ['transfer.rejected', 'no issues', { code: 'INVALID_PAYLOAD', issues: [] }],
+  ['transfer.failed', 'httpStatus missing', { code: 'CUSTODY_REJECTED', message: 'm', attempts: 1 }],
+  ['transfer.failed', 'negative attempts', { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'm', attempts: -1 }],
+  ['transfer.expired', 'submittedAt not ISO', { code: 'TRACKING_DEADLINE', submittedAt: 'yesterday', deadline: '2026-11-24T10:15:02.120Z' }],
+  ['transfer.expired', 'unknown code', { code: 'LATE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' }],
+  ['transfer.unresolved', 'attempts not whole', { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1.5, lastError: 'X' }],
+  ['reconcile.completed', 'counts missing', { checked: 1 }],
+];
+
+describe('the event schemas', () => {
+  it.each(EVENT_TYPES)('%s: the documented shapes pass both the zod schema and the JSON Schema', (type) => {
+    for (const data of VALID[type]) {
+      expect(() => checkEventData(type, data)).not.toThrow();
+      expect(() => assertEventDataMatchesJsonSchema(type, data)).not.toThrow();
+    }
+  });
+
+  it.each(INVALID)('%s refused by both: %s', (type, _why, data) => {
+    expect(() => checkEventData(type, data)).toThrow(EventShapeError);
+    expect(() => assertEventDataMatchesJsonSchema(type, data)).toThrow(new RegExp(`^${type.replace('.', '\\.')} data does not validate`));
+  });
+});
