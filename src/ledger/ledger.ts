@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { EventType, TransferEvent } from '../events/events.ts';
+import { checkEventData, type EventData, type EventOf, type EventType, type TransferEvent } from '../events/events.ts';
 import { readTransferEvents } from '../events/read.ts';
 import { withRedisLock } from '../lib/redis-lock.ts';
 import type { RedisClient } from '../redis.ts';
@@ -149,7 +149,8 @@ export interface TransitionRequest {
   lease?: LeaseRequest;
   /** An operator's explicit resolution: may fail a transfer whose send may have gone out. */
   operator?: boolean;
-  event?: { type: EventType; data: unknown };
+  /** Checked against its type's schema before the script runs (checkEventData): a wrong shape throws, nothing changes. */
+  event?: EventOf;
 }
 
 export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown';
@@ -234,7 +235,7 @@ export class Ledger {
   async rejectJob(
     jobId: string,
     common: { sequenceId: string; walletId: string; coin: string; metadata: string },
-    data: unknown,
+    data: EventData['transfer.rejected'],
   ): Promise<TransitionResult> {
     return this.#run(this.#keys.jobRejection(jobId), common.sequenceId, '', {
       from: [NO_RECORD],
@@ -246,7 +247,8 @@ export class Ledger {
   }
 
   /** An event that belongs to no transfer (`reconcile.completed`): empty sequenceId, version 0. */
-  async publishSystemEvent(type: EventType, data: unknown): Promise<string> {
+  async publishSystemEvent<K extends EventType>(type: K, data: EventData[K]): Promise<string> {
+    checkEventData(type, data);
     const at = new Date(Date.now()).toISOString();
     const id = await this.#redis.xadd(
       this.#keys.events,
@@ -331,6 +333,9 @@ export class Ledger {
   }
 
   async #run(key: string, eventSequenceId: string, indexMember: string, request: TransitionRequest): Promise<TransitionResult> {
+    // One safeParse per event: a publisher that builds the wrong shape is a bug, caught here (in tests)
+    // before anything changes, instead of by a consumer of the stream.
+    if (request.event) checkEventData(request.event.type, request.event.data);
     const clock = this.#options.clock?.();
     const pairs = Object.entries(request.set ?? {}).flatMap(([field, value]) => [field, String(value)]);
     const lease = request.lease;

@@ -223,7 +223,7 @@ export const submittedTransferSchema = z
     if (amount instanceof ExactNumber) {
       return { ...record, amount: amount.value, [EXACT_AMOUNT]: decimalFromNumberText(amount.source) ?? decimalFromNumber(amount.value) };
     }
-    return { ...record, [EXACT_AMOUNT]: typeof amount === 'number' ? decimalFromNumber(amount) : normalizeDecimal(amount)! };
+    return { ...record, amount, [EXACT_AMOUNT]: typeof amount === 'number' ? decimalFromNumber(amount) : normalizeDecimal(amount)! };
   });
 
 /** sendTransaction answers the record itself; defensive: also inside `data` or `result`. */

@@ -510,7 +510,16 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
   const eventTypes: Record<string, number> = {};
   for (const event of events) eventTypes[event.event] = (eventTypes[event.event] ?? 0) + 1;
   const accepted = (id: string) => stats.sends[id]?.accepted ?? 0;
-  const codeOf = (event: TransferEvent) => (event.data as { code?: string }).code;
+  const codeOf = (event: TransferEvent): string | undefined => {
+    switch (event.event) {
+      case 'transfer.submitted':
+      case 'transfer.broadcast':
+      case 'reconcile.completed':
+        return undefined;
+      default:
+        return event.data.code;
+    }
+  };
 
   const outcomes: Record<string, number> = {};
   const unresolved = { total: 0, thenBroadcast: 0, thenExpired: 0 };
@@ -544,7 +553,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     if (types.includes('transfer.failed') && accepted(id) > 0) flag('transfer.failed for a transfer accepted upstream', id);
     if (types.includes('transfer.submitted') && accepted(id) === 0) flag('transfer.submitted for a transfer never accepted upstream', id);
     const broadcast = list.find((e) => e.event === 'transfer.broadcast');
-    if (broadcast !== undefined && (broadcast.data as { txid?: string }).txid !== sim.transfer(id)?.txid) flag('broadcast txid differs from the simulator', id);
+    if (broadcast !== undefined && broadcast.data.txid !== sim.transfer(id)?.txid) flag('broadcast txid differs from the simulator', id);
 
     if (last !== undefined && TERMINAL_EVENTS.has(last.event)) {
       const outcome = last.event === 'transfer.broadcast' ? last.event : `${last.event} ${codeOf(last) ?? ''}`.trim();
@@ -558,7 +567,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     }
     const submitted = list.find((e) => e.event === 'transfer.submitted');
     if (submitted) {
-      const how = (submitted.data as { recoveredBy?: string }).recoveredBy ?? 'send answer';
+      const how = submitted.data.transfer === null ? submitted.data.recoveredBy : 'send answer';
       recoveredBy[how] = (recoveredBy[how] ?? 0) + 1;
     }
   }

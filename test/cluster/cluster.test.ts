@@ -10,6 +10,7 @@ import { EX_CONFIG } from '../../src/config/config.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startClusterHarness, type ClusterHarness, type LogLine } from '../helpers/cluster-harness.ts';
 import { countBy, versionProblems, workerEnv } from '../helpers/harness.ts';
+import { dataOf } from '../helpers/json-schemas.ts';
 import { samplePayload } from '../helpers/payloads.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
@@ -103,12 +104,12 @@ describe('worker on a Redis Cluster with a hash-tagged QUEUE_PREFIX', () => {
       const before = (await h.events()).filter((e) => e.event === 'reconcile.completed').length;
       await h.app.queues[QueueName.RECONCILE].add(QueueName.RECONCILE, {});
       const all = await h.waitForEvents((events) => events.filter((e) => e.event === 'reconcile.completed').length > before);
-      const counts = all.filter((e) => e.event === 'reconcile.completed').at(-1)!.data as Record<string, number>;
+      const counts = all.filter((e) => e.event === 'reconcile.completed').at(-1)!.data;
       expect(counts.trackersRestored).toBeGreaterThanOrEqual(1);
 
       const outcome = await h.producer.waitForTerminal(sequenceId, 20_000);
       expect(outcome.event).toBe('transfer.broadcast');
-      expect((outcome.data as { txid: string }).txid).toMatch(/\S/);
+      expect(dataOf(outcome, 'transfer.broadcast').txid).toMatch(/\S/);
       expect((await h.eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
     } finally {
       h.sim.updateSettings({ txidAfterMs: 0 });

@@ -10,11 +10,12 @@ import { Writable } from 'node:stream';
 import type { Cluster } from 'ioredis';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
-import { parseStreamEntry, type TransferEvent } from '../../src/events/events.ts';
+import type { TransferEvent } from '../../src/events/events.ts';
 import { createLogger } from '../../src/logger.ts';
 import { TransferProducer } from '../../src/producer.ts';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.ts';
 import { workerEnv } from './harness.ts';
+import { parseCheckedEntry } from './json-schemas.ts';
 import { newRedisCluster, startRedisCluster, type RedisClusterHandle } from './redis-cluster.ts';
 import { uniquePrefix } from './redis.ts';
 
@@ -110,7 +111,7 @@ export async function startClusterHarness(options: ClusterHarnessOptions): Promi
 
     const events = async (): Promise<TransferEvent[]> => {
       const entries = await redis.xrange(config.queue.eventsStream, '-', '+');
-      return entries.map((entry) => parseStreamEntry(entry as [string, string[]]));
+      return entries.map((entry) => parseCheckedEntry(entry as [string, string[]]));
     };
 
     return {

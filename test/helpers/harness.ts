@@ -1,10 +1,11 @@
 import { Redis } from 'ioredis';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
-import { parseStreamEntry, type TransferEvent } from '../../src/events/events.ts';
+import type { TransferEvent } from '../../src/events/events.ts';
 import { createLogger } from '../../src/logger.ts';
 import { TransferProducer } from '../../src/producer.ts';
 import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorOptions } from '../../src/simulator/index.ts';
+import { parseCheckedEntry } from './json-schemas.ts';
 import { testRedisUrl, uniquePrefix } from './redis.ts';
 
 /** Settings that make a test run in milliseconds instead of minutes. */
@@ -31,7 +32,10 @@ export interface Harness {
   /** The in-process worker (undefined when started with `worker: false`). */
   app: App | undefined;
   startWorker(): Promise<App>;
-  /** Every event on the stream, oldest first. */
+  /**
+   * Every event on the stream, oldest first. Each one's data is checked against its committed JSON
+   * Schema (packages/producer/schemas/events): an event that does not validate fails the test.
+   */
   events(): Promise<TransferEvent[]>;
   eventsOf(sequenceId: string): Promise<TransferEvent[]>;
   /** Polls the stream until `predicate` holds for the events, or fails after `timeoutMs`. */
@@ -83,7 +87,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     },
     async events() {
       const entries = await redis.xrange(config.queue.eventsStream, '-', '+');
-      return entries.map((entry) => parseStreamEntry(entry as [string, string[]]));
+      return entries.map((entry) => parseCheckedEntry(entry as [string, string[]]));
     },
     async eventsOf(sequenceId) {
       return (await harness.events()).filter((event) => event.sequenceId === sequenceId);

@@ -4,6 +4,7 @@ import { createHttpServer } from '../../src/http/server.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { dataOf } from '../helpers/json-schemas.ts';
 import { samplePayload } from '../helpers/payloads.ts';
 import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.ts';
 
@@ -43,7 +44,7 @@ describe('HTTP server', () => {
       sequenceId,
       state: 'broadcast',
       attempts: 1,
-      txid: (broadcast.data as { txid: string }).txid,
+      txid: dataOf(broadcast, 'transfer.broadcast').txid,
       gate: { outcome: 'passed', applies: false },
       version: 2,
     });

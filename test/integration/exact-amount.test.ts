@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decimalEquals } from '../../src/lib/decimal.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { dataOf } from '../helpers/json-schemas.ts';
 import { samplePayload } from '../helpers/payloads.ts';
 
 /**
@@ -29,7 +30,7 @@ describe('an amount with 20 significant digits', () => {
     h.sim.setTxid(sequenceId);
     const terminal = await h.producer.waitForTerminal(sequenceId, 15_000);
     expect(terminal.event).toBe('transfer.broadcast');
-    const outputs = (terminal.data as { transaction: { outputs: Array<{ amount: string }> } }).transaction.outputs;
+    const outputs = dataOf(terminal, 'transfer.broadcast').transaction.outputs;
     expect(outputs.some((output) => decimalEquals(output.amount, AMOUNT))).toBe(true);
   });
 });

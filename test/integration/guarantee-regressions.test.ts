@@ -24,6 +24,7 @@ import type { JobContext } from '../../src/queues/processor.ts';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
 import { CustodyClient } from '../../src/upstream/client.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
+import { dataOf } from '../helpers/json-schemas.ts';
 import { newSequenceId, samplePayload, type SamplePayload } from '../helpers/payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
@@ -334,7 +335,7 @@ describe('2: the send lease covers the whole call (scaled: CUSTODY_TIMEOUT 1.5 s
 
     const outcome = await h.producer.waitForTerminal(sequenceId, 15_000, SETTLED);
     expect(outcome.event, describeEvents(await h.eventsOf(sequenceId))).toBe('transfer.submitted');
-    expect((outcome.data as { transfer: unknown }).transfer).not.toBeNull(); // the second send's own answer
+    expect(dataOf(outcome, 'transfer.submitted').transfer).not.toBeNull(); // the second send's own answer
 
     // The call took three answers of ~1.2 s each, all under one lease: observed live throughout.
     expect(samples.filter((sample) => sample.leaseUntil > sample.now).length).toBeGreaterThan(10);
@@ -708,7 +709,7 @@ describe('5e: the active index is walked by score while the walk itself moves en
     for await (const sequenceId of ledger.staleActive(2_000, 3)) {
       seen.push(sequenceId);
       if (seen.length % 3 === 0) {
-        await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: {} } });
+        await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: 1, mandatory: true, blockTxn: false } } } });
       } else {
         await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.RECEIVED, set: { touched: 1 } });
       }

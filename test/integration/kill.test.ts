@@ -182,10 +182,10 @@ function checkExactlyOnce({ h, sequenceIds, events }: ScenarioResult) {
   expect(transferEvents.every((e) => e.version === 1)).toBe(true);
 
   const duplicates409 = sequenceIds.reduce((sum, id) => sum + (sends[id]?.duplicates ?? 0), 0);
-  const recoveredBy = { send: 0, 'get-transfer': 0, duplicate: 0 };
+  const recoveredBy = { send: 0, 'get-transfer': 0, duplicate: 0, operator: 0 };
   for (const event of transferEvents) {
-    const data = event.data as { transfer: unknown; recoveredBy?: 'get-transfer' | 'duplicate' };
-    recoveredBy[data.recoveredBy ?? 'send'] += 1;
+    if (event.event !== 'transfer.submitted') continue;
+    recoveredBy[event.data.transfer === null ? event.data.recoveredBy : 'send'] += 1;
   }
   return { duplicates409, recoveredBy };
 }

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EventData } from '../../src/events/events.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createReconcileHandler, type ReconcileResult } from '../../src/jobs/reconcile/handler.ts';
 import { TransferState } from '../../src/ledger/ledger.ts';
@@ -23,13 +24,13 @@ describeProfiles('reconcile', (profile) => {
    * Runs reconciliation through the queue, as the schedule does, and returns its completed event's counts.
    * Waits first for any run in progress (the schedule runs once at start-up) so the counts are this run's.
    */
-  async function reconcileOnce(harness: Harness = h): Promise<Record<string, number>> {
+  async function reconcileOnce(harness: Harness = h): Promise<EventData['reconcile.completed']> {
     const queue = harness.app!.queues[QueueName.RECONCILE];
     await reconcileIdle(harness);
     const before = (await harness.events()).filter((e) => e.event === 'reconcile.completed').length;
     await queue.add(QueueName.RECONCILE, {});
     const events = await harness.waitForEvents((all) => all.filter((e) => e.event === 'reconcile.completed').length > before);
-    return events.filter((e) => e.event === 'reconcile.completed').at(-1)!.data as Record<string, number>;
+    return events.filter((e) => e.event === 'reconcile.completed').at(-1)!.data;
   }
 
   async function reconcileIdle(harness: Harness = h): Promise<void> {
@@ -234,7 +235,7 @@ describeProfiles('reconcile', (profile) => {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
       await s.app!.close();
-      const interrupted = (await s.events()).filter((e) => e.event === 'reconcile.completed').at(-1)!.data as Record<string, unknown>;
+      const interrupted = (await s.events()).filter((e) => e.event === 'reconcile.completed').at(-1)!.data;
       expect(interrupted.interrupted).toBe(true);
       expect(interrupted.verified).toBeLessThan(payloads.length);
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName } from '../../src/queues/names.ts';
 import type { FaultKind } from '../../src/simulator/index.ts';
 import { countBy, startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
+import { dataOf } from '../helpers/json-schemas.ts';
 import { newSequenceId, samplePayload } from '../helpers/payloads.ts';
 import { describeProfiles, simFor } from '../helpers/profiles.ts';
 
@@ -99,7 +100,7 @@ describeProfiles('submit-faults', (profile) => {
         expect(outcome.event).toBe('transfer.failed');
         // attempts counts HTTP sends: each call is a send, a renewed token and a second send.
         expect(outcome.data).toMatchObject({ code: 'CUSTODY_UNAUTHORIZED', httpStatus: 401 });
-        expect((outcome.data as { attempts: number }).attempts).toBeGreaterThanOrEqual(3);
+        expect(dataOf(outcome, 'transfer.failed').attempts).toBeGreaterThanOrEqual(3);
         expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
       } finally {
         h.sim.setFault('sendTransaction', null);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName } from '../../src/queues/names.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { dataOf } from '../helpers/json-schemas.ts';
 import { newSequenceId, samplePayload } from '../helpers/payloads.ts';
 import { describeProfiles, simFor } from '../helpers/profiles.ts';
 
@@ -80,7 +81,7 @@ describeProfiles('submit-rules', (profile) => {
         const key = expected.has(event.sequenceId) ? event.sequenceId : `case:${(event.metadata as { case: string }).case}`;
         const path = expected.get(key);
         expect(path, `unexpected event ${JSON.stringify(event)}`).toBeDefined();
-        const data = event.data as { code: string; issues: Array<{ path: string; message: string }> };
+        const data = dataOf(event, 'transfer.rejected');
         expect(data.code).toBe('INVALID_PAYLOAD');
         expect(data.issues.map((issue) => issue.path), key).toContain(path);
         for (const issue of data.issues) expect(issue.message.length).toBeGreaterThan(0);

@@ -2,6 +2,7 @@ import { createKeys } from '../../src/ledger/keys.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
+import { dataOf } from '../helpers/json-schemas.ts';
 import { samplePayload } from '../helpers/payloads.ts';
 import { describeProfiles, expectAddress, simFor } from '../helpers/profiles.ts';
 
@@ -28,7 +29,7 @@ describeProfiles('track', (profile) => {
       const outcome = await h.producer.waitForTerminal(sequenceId, 10_000);
       expect(outcome.event).toBe('transfer.broadcast');
       expect(outcome.version).toBe(2);
-      const data = outcome.data as { txid: string; transaction: { txid: string; type: string }; walletTransaction: { txid: string } | null };
+      const data = dataOf(outcome, 'transfer.broadcast');
       expect(data.txid).toMatch(/^0x[0-9a-f]{64}$/);
       expect(data.transaction.txid).toBe(data.txid);
       expect(data.transaction.type).toBe('send');
@@ -44,7 +45,7 @@ describeProfiles('track', (profile) => {
       const sequenceId = await submit();
       const outcome = await h.producer.waitForTerminal(sequenceId, 10_000);
       expect(outcome.event).toBe('transfer.broadcast');
-      expect((outcome.data as { walletTransaction: unknown }).walletTransaction).toBeNull();
+      expect(dataOf(outcome, 'transfer.broadcast').walletTransaction).toBeNull();
     });
 
     it('finds its transfer in answers not narrowed to it, with the address in another letter case', async () => {
@@ -55,15 +56,15 @@ describeProfiles('track', (profile) => {
         const sequenceId = await submit();
         const outcome = await h.producer.waitForTerminal(sequenceId, 10_000);
         expect(outcome.event).toBe('transfer.broadcast');
-        const submitted = (await h.eventsOf(sequenceId))[0]!.data as { transfer: { destinationAddress: string } };
-        const tx = (outcome.data as { transaction: { outputs: Array<{ address: string; isMine: boolean }> } }).transaction;
+        const submitted = dataOf((await h.eventsOf(sequenceId))[0], 'transfer.submitted').transfer!;
+        const tx = dataOf(outcome, 'transfer.broadcast').transaction;
         const destination = tx.outputs.find((o) => !o.isMine)!.address;
-        expect(destination.toLowerCase()).toBe(submitted.transfer.destinationAddress.toLowerCase());
+        expect(destination.toLowerCase()).toBe(submitted.destinationAddress.toLowerCase());
         // Under `spec` mixedCaseAddresses guarantees another spelling; under `realistic` each record's
         // spelling is a draw of its own (src/simulator/realistic.ts respell), which may meet the send's.
-        if (profile === 'spec') expect(destination).not.toBe(submitted.transfer.destinationAddress);
-        const txids = await Promise.all(others.map(async (s) => ((await h.producer.waitForTerminal(s, 10_000)).data as { txid: string }).txid));
-        expect(new Set([...txids, (outcome.data as { txid: string }).txid]).size).toBe(4);
+        if (profile === 'spec') expect(destination).not.toBe(submitted.destinationAddress);
+        const txids = await Promise.all(others.map(async (s) => dataOf(await h.producer.waitForTerminal(s, 10_000), 'transfer.broadcast').txid));
+        expect(new Set([...txids, dataOf(outcome, 'transfer.broadcast').txid]).size).toBe(4);
       } finally {
         h.sim.updateSettings({ narrowResults: true, mixedCaseAddresses: false, txidAfterMs: 0 });
       }
@@ -137,7 +138,7 @@ describeProfiles('track', (profile) => {
       await d.producer.submit(payload);
       const outcome = await d.producer.waitForTerminal(sequenceId, 10_000);
       expect(outcome.event).toBe('transfer.expired');
-      const data = outcome.data as { code: string; submittedAt: string; deadline: string };
+      const data = dataOf(outcome, 'transfer.expired');
       expect(data.code).toBe('TRACKING_DEADLINE');
       expect(Date.parse(data.deadline) - Date.parse(data.submittedAt)).toBe(1_000);
       expect((await d.eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.expired']);

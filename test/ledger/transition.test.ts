@@ -1,4 +1,5 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { EventShapeError, type EventData } from '../../src/events/events.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
 import { Ledger, NO_RECORD, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
@@ -24,6 +25,11 @@ afterAll(async () => {
   await closeAllRedis();
 });
 
+/** Event data of the right shape: the ledger checks every event against its schema before publishing. */
+const BLOCKED = { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: 1, mandatory: true, blockTxn: false } } as const;
+const FAILED = { code: 'OPERATOR_RESOLVED', httpStatus: null, message: 'checked the console', attempts: 1, resolvedBy: 'operator' } as const;
+const UNRESOLVED = { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1, lastError: 'CUSTODY_TIMEOUT' } as const;
+
 const take = (owner: string, ms = 1_000): TransitionRequest['lease'] => ({ mode: 'take', owner, ms });
 
 /** A transfer in `submitting` whose send lease `owner` holds with a pending send. */
@@ -36,12 +42,23 @@ async function sending(sequenceId: string, owner: string, ms = 1_000) {
 describe('the transition script', () => {
   it('never leaves a terminal state, even when the caller lists it as expected', async () => {
     const s = id();
-    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: {} } });
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: BLOCKED } });
     for (const to of [TransferState.FAILED, TransferState.SUBMITTED, TransferState.BLOCKED]) {
-      const result = await ledger.transition(s, { from: [TransferState.BLOCKED], to, operator: true, event: { type: 'transfer.failed', data: {} } });
+      const result = await ledger.transition(s, { from: [TransferState.BLOCKED], to, operator: true, event: { type: 'transfer.failed', data: FAILED } });
       expect(result).toMatchObject({ ok: false, reason: 'terminal', state: 'blocked' });
     }
     expect(await redis.xlen(keys.events)).toBe(1);
+  });
+
+  it('checks every event against its schema before the script runs: a wrong shape throws and changes nothing', async () => {
+    const s = id();
+    const wrong = { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: '1', mandatory: true, blockTxn: false } };
+    // A publisher bug as the type system would not see it (data built from untyped input).
+    const request = { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: wrong } } as unknown as TransitionRequest;
+    await expect(ledger.transition(s, request)).rejects.toThrow(new EventShapeError('transfer.blocked', ['setting.outgoingTxn']));
+    expect(await ledger.get(s)).toBeUndefined();
+    await expect(ledger.publishSystemEvent('reconcile.completed', { checked: 1 } as unknown as EventData['reconcile.completed'])).rejects.toBeInstanceOf(EventShapeError);
+    expect(await redis.xlen(keys.events)).toBe(0);
   });
 
   it('refuses to leave submitting without the lease (own or free), whatever the expected state says', async () => {
@@ -88,7 +105,7 @@ describe('the transition script', () => {
     await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') });
     expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'b' } })).toMatchObject({ ok: false, reason: 'unknown' });
     clock += 10_000;
-    const byOperator = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'free' }, operator: true, event: { type: 'transfer.failed', data: { code: 'OPERATOR_RESOLVED' } } });
+    const byOperator = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'free' }, operator: true, event: { type: 'transfer.failed', data: FAILED } });
     expect(byOperator).toMatchObject({ ok: true, version: 1 });
   });
 
@@ -110,7 +127,7 @@ describe('the transition script', () => {
   it('requireAbsent, stamps and signed increments', async () => {
     const s = id();
     await sending(s, 'a');
-    const once = { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own' as const, owner: 'a' }, requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved', data: {} } } satisfies TransitionRequest;
+    const once = { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own' as const, owner: 'a' }, requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved' as const, data: UNRESOLVED } } satisfies TransitionRequest;
     expect(await ledger.transition(s, once)).toMatchObject({ ok: true, record: { unresolvedAt: clock } });
     clock += 5;
     expect(await ledger.transition(s, once)).toMatchObject({ ok: false, reason: 'present' });

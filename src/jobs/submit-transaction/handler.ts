@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { FailureCode } from '../../events/events.ts';
+import { FailureCode, type EventData } from '../../events/events.ts';
 import {
   gateFields,
   matchFields,
@@ -321,7 +321,9 @@ export function createSubmitHandler(deps: SubmitDeps) {
     }
     // A crash between the answer and this line leaves `pending`: the next runner finds the transfer by
     // lookup or gets 409 on its resend, both of which lead here without a second accepted send.
-    const submitted = await markSubmitted(record, runner, { transfer: accepted }, {
+    // `raw` echoes our own request (and a person): it stays here (CONTRACT 4, v1.1).
+    const { raw: _raw, ...transfer } = accepted;
+    const submitted = await markSubmitted(record, runner, { transfer }, {
       sequenceId,
       destinationAddress: accepted.destinationAddress,
       amount: accepted[EXACT_AMOUNT],
@@ -461,7 +463,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     });
   }
 
-  async function markSubmitted(record: TransferRecord, runner: Runner, data: object, match: TransferMatch, extraSends: number): Promise<TransferRecord | undefined> {
+  async function markSubmitted(record: TransferRecord, runner: Runner, data: EventData['transfer.submitted'], match: TransferMatch, extraSends: number): Promise<TransferRecord | undefined> {
     return changed(await ledger.transition(record.sequenceId, {
       from: [TransferState.SUBMITTING],
       to: TransferState.SUBMITTED,
