@@ -3,11 +3,12 @@
  * bar (redrawn in place on a terminal, plain lines otherwise) and a summary table. With `--json`, stdout
  * carries one JSON document per line (`start`, `event`, `summary`) and the text for people goes to stderr.
  *
- * Only short details of an event are printed (txid, code, issue paths), never its data as a whole, so
- * no record, token or person (`raw.user`, travel-rule `dataJson`) can reach the output.
+ * Only an event's brief phrase is printed (events/format.ts: txid, code, issue paths), never its data as
+ * a whole, so no record, token or person (`raw.user`, travel-rule `dataJson`) can reach the output.
  */
 import type { Writable } from 'node:stream';
 import type { TransferEvent } from '../events/events.ts';
+import { eventPhrase } from '../events/format.ts';
 import { SAMPLE_LABELS, type SampleKind } from './samples.ts';
 import type { Verdict } from './verify.ts';
 
@@ -100,12 +101,12 @@ export class DemoOutput {
 
   event(event: TransferEvent): void {
     if (this.json) {
-      this.#record({ type: 'event', id: event.id, at: event.at, event: event.event, sequenceId: event.sequenceId, version: event.version, detail: eventDetail(event) });
+      this.#record({ type: 'event', id: event.id, at: event.at, event: event.event, sequenceId: event.sequenceId, version: event.version, detail: eventPhrase(event, { brief: true }) });
       return;
     }
     const time = event.at.slice(11, 23);
     const who = event.event === 'reconcile.completed' ? ''.padEnd(34) : `${event.sequenceId.padEnd(30)} v${event.version}`.padEnd(34);
-    this.info(`  ${time}  ${this.#paint(eventColor(event.event), event.event.padEnd(19))}  ${who}  ${eventDetail(event)}`);
+    this.info(`  ${time}  ${this.#paint(eventColor(event.event), event.event.padEnd(19))}  ${who}  ${eventPhrase(event, { brief: true })}`);
   }
 
   progress(settled: number, total: number, elapsedMs: number): void {
@@ -217,45 +218,4 @@ function eventColor(event: string): keyof typeof COLORS {
   if (event === 'transfer.blocked' || event === 'transfer.expired') return 'yellow';
   if (event === 'reconcile.completed') return 'dim';
   return 'red';
-}
-
-/** One short phrase per event: what a person watching needs, nothing that could be personal or secret. */
-export function eventDetail(event: TransferEvent): string {
-  const data = (event.data ?? {}) as Record<string, unknown>;
-  switch (event.event) {
-    case 'transfer.submitted': {
-      const transfer = (data.transfer ?? {}) as Record<string, unknown>;
-      return `wallet ${text(event.walletId)} ${text(event.coin)}, upstream id ${text(transfer.id)}, amount ${text(transfer.amount)}`;
-    }
-    case 'transfer.broadcast':
-      return `txid ${shorten(text(data.txid))}`;
-    case 'transfer.rejected': {
-      const issues = Array.isArray(data.issues) ? (data.issues as Array<{ path?: unknown }>) : [];
-      return `${text(data.code)} (${[...new Set(issues.map((issue) => text(issue.path)))].join(', ')})`;
-    }
-    case 'transfer.blocked': {
-      const setting = (data.setting ?? {}) as Record<string, unknown>;
-      return `${text(data.code)} (outgoingTxn ${text(setting.outgoingTxn)}, mandatory ${text(setting.mandatory)})`;
-    }
-    case 'transfer.failed':
-      return `${text(data.code)} http ${text(data.httpStatus)} after ${text(data.attempts)} attempts`;
-    case 'transfer.expired':
-      return `${text(data.code)} deadline ${text(data.deadline)}`;
-    case 'transfer.unresolved':
-      return `${text(data.code)} after ${text(data.attempts)} sends, last error ${text(data.lastError)}: an operator may resolve it`;
-    case 'reconcile.completed': {
-      // Counts that are zero say nothing in a demo; `checked` always shows.
-      const counts = Object.entries(data).filter(([key, value]) => typeof value === 'number' && (value > 0 || key === 'checked') && key !== 'durationMs');
-      return counts.map(([key, value]) => `${key} ${String(value)}`).join(', ');
-    }
-  }
-}
-
-function text(value: unknown): string {
-  if (value === undefined || value === null || value === '') return '-';
-  return typeof value === 'object' ? JSON.stringify(value) : String(value);
-}
-
-function shorten(value: string): string {
-  return value.length > 24 ? `${value.slice(0, 12)}…${value.slice(-8)}` : value;
 }

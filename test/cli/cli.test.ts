@@ -15,6 +15,7 @@ import { QueueName } from '../../src/queues/names.ts';
 import type { Transaction, WalletTransaction } from '../../src/upstream/schemas.ts';
 import { killAllClis, runCli, spawnCli, type CliResult } from '../helpers/cli-process.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { dataOf } from '../helpers/json-schemas.ts';
 import { samplePayload } from '../helpers/payloads.ts';
 import { newRedis, closeAllRedis, testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
 
@@ -53,7 +54,7 @@ beforeAll(async () => {
   await h.producer.submit(payload);
   const broadcast = await h.producer.waitForTerminal(payload.halfSigned.sequenceId, 15_000);
   expect(broadcast.event).toBe('transfer.broadcast');
-  done = { sequenceId: payload.halfSigned.sequenceId, txid: (broadcast.data as { txid: string }).txid, walletId: 310, coin: 'eth' };
+  done = { sequenceId: payload.halfSigned.sequenceId, txid: dataOf(broadcast, 'transfer.broadcast').txid, walletId: 310, coin: 'eth' };
 });
 
 afterEach(async () => {
@@ -239,10 +240,10 @@ describe('status', () => {
       ['transfer.submitted', 1],
       ['transfer.broadcast', 2],
     ]);
-    // The submitted record keeps raw, without the person (removed by the client, checked again here).
-    const raw = JSON.parse((view.events[0]!.data as { transfer: { raw: string } }).transfer.raw) as Record<string, unknown>;
-    expect(raw.sequenceId).toBe(done.sequenceId);
-    expect(raw).not.toHaveProperty('user');
+    // The submitted record travels without raw (CONTRACT v1.1: raw echoes our request and carries a person).
+    const record = dataOf(view.events[0], 'transfer.submitted').transfer;
+    expect(record?.sequenceId).toBe(done.sequenceId);
+    expect(record).not.toHaveProperty('raw');
   });
 
   it('exits 3 for an unknown transfer and 2 for a malformed sequenceId', async () => {
@@ -277,7 +278,7 @@ describe('events', () => {
     const broadcast = lines.findIndex((line) => line.includes(`transfer.broadcast ${done.sequenceId}`));
     expect(submitted).toBeGreaterThanOrEqual(0);
     expect(broadcast).toBeGreaterThan(submitted);
-    expect(lines[broadcast]).toContain(`txid=${done.txid}`);
+    expect(lines[broadcast]).toContain(`txid ${done.txid}`);
   });
 
   it('prints one JSON object per line with --json, and pages with --count and --from', async () => {
@@ -287,7 +288,7 @@ describe('events', () => {
     expect(all).toEqual(JSON.parse(JSON.stringify(expected.slice(0, all.length))));
     const mine = all.filter((event) => event.sequenceId === done.sequenceId);
     expect(mine.map((event) => event.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
-    expect((mine[1]!.data as { txid: string }).txid).toBe(done.txid);
+    expect(dataOf(mine[1], 'transfer.broadcast').txid).toBe(done.txid);
 
     const first = jsonLines((await cli(['events', '--json', '--count', '1'], h.env)).stdout) as TransferEvent[];
     expect(first).toEqual([all[0]]);

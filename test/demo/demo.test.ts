@@ -6,7 +6,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../src/events/events.ts';
+import { parseStreamEntry, TERMINAL_EVENTS, type EventData, type EventType, type TransferEvent } from '../../src/events/events.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import { verifyRun } from '../../src/demo/verify.ts';
 import { buildSamples } from '../../src/demo/samples.ts';
@@ -187,7 +187,7 @@ describe('npm run demo', () => {
 
     // One line per event: time, type, sequenceId, version, a short detail.
     const time = String.raw`^ {2}\d\d:\d\d:\d\d\.\d{3} {2}`;
-    expect(stdout).toMatch(new RegExp(`${time}transfer\\.submitted +${prefix}-duplicate +v1 +wallet \\d+ \\w+, upstream id \\d+, amount [\\d.]+$`, 'm'));
+    expect(stdout).toMatch(new RegExp(`${time}transfer\\.submitted +${prefix}-duplicate +v1 +upstream id \\d+, amount [\\d.]+ to \\S+$`, 'm'));
     expect(stdout).toMatch(new RegExp(`${time}transfer\\.broadcast +${prefix}-normal-1 +v2 +txid \\S+$`, 'm'));
     expect(stdout).toMatch(new RegExp(`${time}transfer\\.blocked +${prefix}-blocked +v1 +TRAVEL_RULE_REQUIRED`, 'm'));
     expect(stdout).toMatch(new RegExp(`${time}transfer\\.rejected +${prefix}-invalid +v1 +INVALID_PAYLOAD \\(walletId, coin, txHex\\)$`, 'm'));
@@ -291,19 +291,33 @@ describe('npm run demo', () => {
   });
 });
 
+/** One valid `data` per event type, for events made up in tests. */
+const SAMPLE_DATA: EventData = {
+  'transfer.submitted': { transfer: { id: 48213, sequenceId: 's-1', destinationAddress: '0x5b38da6a701c568545dcfcb03fcb875f56beddc4', amount: 0.0125 } },
+  'transfer.unresolved': { code: 'SEND_OUTCOME_UNKNOWN', attempts: 3, lastError: 'CUSTODY_TIMEOUT' },
+  'transfer.broadcast': {
+    txid: '0x9f2c',
+    transaction: { id: '1702233', type: 'send', txid: '0x9f2c', outputs: [{ address: '0x5b38da6a701c568545dcfcb03fcb875f56beddc4', amount: '0.0125' }] },
+    walletTransaction: null,
+  },
+  'transfer.rejected': { code: 'INVALID_PAYLOAD', issues: [{ path: 'coin', message: 'required' }] },
+  'transfer.blocked': { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: 1, mandatory: true, blockTxn: false } },
+  'transfer.failed': { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'sendTransaction: HTTP 422, request refused', attempts: 1 },
+  'transfer.expired': { code: 'TRACKING_DEADLINE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
+  'reconcile.completed': {
+    checked: 0, resubmitted: 0, trackersRestored: 0, unrecoverable: 0, verified: 0, mismatches: 0,
+    verifyErrors: 0, retentionRemoved: 0, staleIndexRemoved: 0, interrupted: false, durationMs: 1,
+  },
+};
+
 describe('the demo verdict', () => {
   const samples = buildSamples('demo-test', 1);
-  const event = (sequenceId: string, type: TransferEvent['event'], version: number): TransferEvent => ({
-    id: `${version}-0`,
-    event: type,
-    sequenceId,
-    walletId: '310',
-    coin: 'eth',
-    version,
-    at: '2025-01-01T00:00:00.000Z',
-    data: {},
-    metadata: null,
-  });
+  // Built as the stream holds them, so each carries data of its type's shape (the verdict reads types only).
+  const event = (sequenceId: string, type: EventType, version: number): TransferEvent =>
+    parseStreamEntry([
+      `${version}-0`,
+      ['event', type, 'sequenceId', sequenceId, 'walletId', '310', 'coin', 'eth', 'version', String(version), 'at', '2025-01-01T00:00:00.000Z', 'data', JSON.stringify(SAMPLE_DATA[type]), 'metadata', ''],
+    ]);
   const good = (): TransferEvent[] => [
     event('demo-test-normal-1', 'transfer.submitted', 1),
     event('demo-test-normal-1', 'transfer.broadcast', 2),
