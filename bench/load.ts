@@ -4,7 +4,7 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { TransferProducer } from '../src/producer.ts';
+import { jobIdFor, TransferProducer } from '../src/producer.ts';
 import { samplePayload, type SamplePayload } from '../test/helpers/payloads.ts';
 
 export const SUBMIT_QUEUE = 'submit-transaction';
@@ -36,7 +36,7 @@ export interface SubmitTarget {
   close(): Promise<void>;
 }
 
-/** Ours: `TransferProducer.submit`, which validates with the worker's schema and adds with jobId = sequenceId. */
+/** Ours: `TransferProducer.submit`, which validates with the worker's schema and adds under jobIdFor(sequenceId) (`transfer-<sequenceId>`). */
 export function oursTarget(redis: Redis, prefix: string): SubmitTarget {
   const stream = `${prefix}:transfer-events`;
   const producer = new TransferProducer({ connection: redis, prefix, eventsStream: stream });
@@ -65,7 +65,7 @@ export function bareTarget(redis: Redis, prefix: string): SubmitTarget {
     stream: `${prefix}:bare-events`,
     queue,
     enqueue: async (payload) => {
-      await queue.add(SUBMIT_QUEUE, payload, { jobId: payload.halfSigned.sequenceId });
+      await queue.add(SUBMIT_QUEUE, payload, { jobId: jobIdFor(payload.halfSigned.sequenceId) });
     },
     close: () => queue.close(),
   };

@@ -360,7 +360,8 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
   const enqueueStarted = Date.now();
   let enqueued = 0;
   const submitWithRetry = async (payload: SamplePayload) => {
-    // A submit cut off by the Redis crash is simply repeated: jobId = sequenceId makes it idempotent.
+    // A submit cut off by the Redis crash is simply repeated: the job id derived from the sequenceId (and one
+    // sequenceId being one transfer) makes it idempotent; submit() rejects within its bound while Redis is down.
     for (let attempt = 1; ; attempt++) {
       try {
         await producer.submit(payload);

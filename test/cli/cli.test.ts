@@ -140,15 +140,15 @@ describe('enqueue', () => {
     return Object.values(await queue.getJobCounts()).reduce((sum, n) => sum + n, 0);
   }
 
-  it('enqueues a job from a file and prints its id, the sequenceId', async () => {
+  it('enqueues a job from a file and prints its id, transfer-<sequenceId>', async () => {
     const payload = samplePayload({ walletId: '0310' });
     const file = join(tmp, 'job.json');
     await writeFile(file, JSON.stringify(payload));
     const result = await cli(['enqueue', file], queueEnv(prefix));
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout).toBe(`${payload.halfSigned.sequenceId}\n`);
-    const job = await queue.getJob(payload.halfSigned.sequenceId);
+    expect(result.stdout).toBe(`transfer-${payload.halfSigned.sequenceId}\n`);
+    const job = await queue.getJob(`transfer-${payload.halfSigned.sequenceId}`);
     expect(job?.name).toBe(QueueName.SUBMIT);
     expect(await job!.getState()).toBe('waiting');
     // Normalised by the producer's schema: a string of digits becomes the number.
@@ -163,11 +163,11 @@ describe('enqueue', () => {
       cli(['enqueue', '-'], queueEnv(prefix), JSON.stringify(second)),
     ]);
     expect(a.code).toBe(0);
-    expect(JSON.parse(a.stdout)).toEqual({ jobId: first.halfSigned.sequenceId, sequenceId: first.halfSigned.sequenceId, queue: 'submit-transaction' });
+    expect(JSON.parse(a.stdout)).toEqual({ jobId: `transfer-${first.halfSigned.sequenceId}`, sequenceId: first.halfSigned.sequenceId, queue: 'submit-transaction' });
     expect(b.code).toBe(0);
-    expect(b.stdout).toBe(`${second.halfSigned.sequenceId}\n`);
+    expect(b.stdout).toBe(`transfer-${second.halfSigned.sequenceId}\n`);
     for (const payload of [first, second]) {
-      const job = await queue.getJob(payload.halfSigned.sequenceId);
+      const job = await queue.getJob(`transfer-${payload.halfSigned.sequenceId}`);
       expect(job?.data.halfSigned).toEqual(payload.halfSigned);
     }
   });

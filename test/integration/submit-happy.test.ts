@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jobIdFor } from '../../src/producer.ts';
 import { trackJobId } from '../../src/queues/names.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
@@ -21,7 +22,7 @@ describeProfiles('submit-happy', (profile) => {
     it('publishes transfer.submitted with the simulator record without raw (no person, no request echo) and creates the tracking job', async () => {
       const payload = samplePayload({ metadata: { orderId: 'A-1001' } });
       const sequenceId = payload.halfSigned.sequenceId;
-      expect(await h.producer.submit(payload)).toBe(sequenceId);
+      expect(await h.producer.submit(payload)).toBe(jobIdFor(sequenceId));
 
       await h.waitForEvents((events) => events.some((e) => e.sequenceId === sequenceId));
       const [submitted] = await h.eventsOf(sequenceId);
@@ -52,7 +53,7 @@ describeProfiles('submit-happy', (profile) => {
       expect(track?.data).toEqual({ sequenceId });
 
       const ledger = await h.app!.ledger.get(sequenceId);
-      expect(ledger).toMatchObject({ state: 'broadcast', version: 2, sends: 1, jobId: sequenceId });
+      expect(ledger).toMatchObject({ state: 'broadcast', version: 2, sends: 1, jobId: jobIdFor(sequenceId) });
       expect(ledger!.payload).toBeUndefined();
       expect(ledger!.gate).toMatchObject({ applies: false, outcome: 'passed', setting: { outgoingTxn: 0, mandatory: false } });
     });
@@ -60,7 +61,7 @@ describeProfiles('submit-happy', (profile) => {
     it('refuses an invalid payload in the producer before it reaches the queue', async () => {
       const payload = samplePayload({ walletId: 'abc' });
       await expect(h.producer.submit(payload)).rejects.toMatchObject({ code: 'INVALID_PAYLOAD', issues: [{ path: 'walletId' }] });
-      expect(await h.app!.queues['submit-transaction'].getJob(payload.halfSigned.sequenceId)).toBeUndefined();
+      expect(await h.app!.queues['submit-transaction'].getJob(jobIdFor(payload.halfSigned.sequenceId))).toBeUndefined();
     });
   });
 });

@@ -1,110 +1,339 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import { Redis, type Cluster } from 'ioredis';
+import {
+  EnqueueError,
+  InvalidPayloadError,
+  ProducerClosedError,
+  ProducerError,
+  ProducerUnavailableError,
+  WaitTimeoutError,
+  type ProducerOperation,
+} from './errors.ts';
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from './events.ts';
-import { parseSubmitPayload, SUBMIT_TRANSACTION, type PayloadIssue, type SubmitPayloadInput } from './payload.ts';
+import { jobIdFor } from './job-id.ts';
 import { defaultEventsStream, transferKey } from './keys.ts';
+import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
 
 export type { SubmitPayloadInput, PayloadIssue } from './payload.ts';
 export type { TransferEvent } from './events.ts';
+export {
+  ProducerError,
+  InvalidPayloadError,
+  ProducerUnavailableError,
+  EnqueueError,
+  WaitTimeoutError,
+  ProducerClosedError,
+} from './errors.ts';
+export type { ProducerErrorCode, ProducerOperation } from './errors.ts';
+export { jobIdFor, sequenceIdOfJobId, JOB_ID_PREFIX } from './job-id.ts';
 
-export class InvalidPayloadError extends Error {
-  readonly code = 'INVALID_PAYLOAD';
-  readonly issues: PayloadIssue[];
-  constructor(issues: PayloadIssue[]) {
-    super(`invalid submit-transaction payload: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
-    this.name = 'InvalidPayloadError';
-    this.issues = issues;
-  }
-}
-
-export class WaitTimeoutError extends Error {
-  readonly code = 'WAIT_TIMEOUT';
-  constructor(sequenceId: string, timeoutMs: number) {
-    super(`no terminal event for ${sequenceId} within ${timeoutMs} ms`);
-    this.name = 'WaitTimeoutError';
-  }
-}
+/** Default bound on `submit()` (and on every Redis call of `events`, `waitForTerminal`, `close`). */
+export const DEFAULT_SUBMIT_TIMEOUT_MS = 5_000;
 
 export interface ProducerOptions {
-  /** An ioredis connection (shared, not closed by the producer) or a Redis URL. */
+  /**
+   * An ioredis connection (Redis or Cluster; shared: the producer never closes it) or a Redis URL (the
+   * producer then owns its connection: no offline queue, a connect time-out of `submitTimeoutMs`).
+   */
   connection: Redis | Cluster | string;
-  /** QUEUE_PREFIX of the worker. */
+  /** QUEUE_PREFIX of the worker (default `bull`). */
   prefix?: string;
-  /** EVENTS_STREAM of the worker. */
+  /** EVENTS_STREAM of the worker (default `<prefix>:transfer-events`). */
   eventsStream?: string;
+  /**
+   * How long `submit()` may take before it rejects with ProducerUnavailableError (default 5000 ms):
+   * waiting for the connection plus the add. Also the bound on each Redis call made while reading events
+   * and on `close()`.
+   */
+  submitTimeoutMs?: number;
 }
 
-/** Longest single blocking read; the wait loop re-checks its deadline in between. */
+export interface EventsOptions {
+  /**
+   * false (default): the transfer's events so far, then the iteration ends. true: those, then new ones
+   * as the worker publishes them, ending after the terminal event.
+   */
+  follow?: boolean;
+  /** Ends a following iteration: the loop throws the signal's reason (an AbortError by default). */
+  signal?: AbortSignal;
+}
+
+/** Longest single blocking read while following; the loop re-checks its deadline and signal in between. */
 const BLOCK_SLICE_MS = 1_000;
+/** Entries read per XREAD while following. */
+const READ_COUNT = 1_000;
+
+type Client = Redis | Cluster;
 
 /**
  * The typed way for other services to hand transfers to the worker: validates with the worker's own
- * schema, enqueues with `jobId = sequenceId`, and can wait for a transfer's terminal event.
+ * schema, enqueues under `jobIdFor(sequenceId)` (`transfer-<sequenceId>`), reads the transfer's typed
+ * events. Every call is bounded: when Redis is unreachable it rejects with ProducerUnavailableError
+ * instead of waiting for Redis to come back.
  */
 export class TransferProducer {
-  readonly #redis: Redis | Cluster;
+  readonly #redis: Client;
   readonly #ownsRedis: boolean;
   readonly #queue: Queue;
   readonly #keys: EventKeys;
+  readonly #timeoutMs: number;
+  /** Connections of iterations that follow the stream, disconnected by close(). */
+  readonly #readers = new Set<Client>();
+  #lastError: Error | undefined;
+  #closed = false;
+  readonly #onError = (error: Error): void => {
+    this.#lastError = error;
+  };
 
   constructor(options: ProducerOptions) {
+    const timeoutMs = options.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS;
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError(`submitTimeoutMs must be a positive number, got ${timeoutMs}`);
+    this.#timeoutMs = timeoutMs;
     this.#ownsRedis = typeof options.connection === 'string';
-    this.#redis = typeof options.connection === 'string' ? new Redis(options.connection, { maxRetriesPerRequest: null }) : options.connection;
+    this.#redis =
+      typeof options.connection === 'string'
+        ? new Redis(options.connection, {
+            // Fail fast: a command while disconnected is refused at once instead of queued until Redis
+            // returns (a queued add would land long after submit() gave up on it).
+            enableOfflineQueue: false,
+            connectTimeout: timeoutMs,
+            maxRetriesPerRequest: 1,
+          })
+        : options.connection;
+    // Keeps the last connection error for the messages (and stops ioredis printing unhandled errors).
+    this.#redis.on('error', this.#onError);
     const prefix = options.prefix ?? 'bull';
     this.#keys = { transfer: (sequenceId) => transferKey(prefix, sequenceId), events: options.eventsStream ?? defaultEventsStream(prefix) };
     this.#queue = new Queue(SUBMIT_TRANSACTION, { connection: this.#redis, prefix });
-  }
-
-  /** Validates and enqueues; throws InvalidPayloadError with every issue. Returns the job id (the sequenceId). */
-  async submit(input: SubmitPayloadInput | unknown, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<string> {
-    const parsed = parseSubmitPayload(input);
-    if (!parsed.ok) throw new InvalidPayloadError(parsed.issues);
-    const jobId = parsed.payload.halfSigned.sequenceId;
-    await this.#queue.add(SUBMIT_TRANSACTION, parsed.payload, { ...jobOptions, jobId });
-    return jobId;
-  }
-
-  /** The transfer's events so far, oldest first (empty when unknown). */
-  async events(sequenceId: string): Promise<TransferEvent[]> {
-    return readTransferEvents(this.#redis, this.#keys, sequenceId);
+    // BullMQ re-emits connection errors on the queue; they surface through submit() instead.
+    this.#queue.on('error', this.#onError);
   }
 
   /**
-   * Resolves with the transfer's terminal event (broadcast, rejected, blocked, failed, expired), or
-   * rejects with WaitTimeoutError. Reads the stream; safe against the event landing while it starts.
+   * Validates and enqueues; resolves with the job id (`jobIdFor(sequenceId)`). Submitting the same
+   * sequenceId again is harmless: it is one transfer. Rejects with
+   * - InvalidPayloadError (`INVALID_PAYLOAD`, `.issues`): nothing enqueued, Redis not contacted;
+   * - ProducerUnavailableError (`REDIS_UNAVAILABLE`) within `submitTimeoutMs` when Redis is unreachable;
+   * - EnqueueError (`ENQUEUE_FAILED`) when BullMQ refuses the job (its error as `cause`);
+   * - ProducerClosedError (`PRODUCER_CLOSED`) after close().
+   */
+  async submit(input: SubmitPayloadInput | unknown, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<string> {
+    const parsed = parseSubmitPayload(input);
+    if (!parsed.ok) throw new InvalidPayloadError(parsed.issues);
+    this.#assertOpen();
+    const jobId = jobIdFor(parsed.payload.halfSigned.sequenceId);
+    const deadline = Date.now() + this.#timeoutMs;
+    // Nothing is sent before the connection is up, so a submit refused here was certainly not enqueued.
+    await this.#whenReady(this.#redis, deadline, 'submit');
+    try {
+      await bounded(this.#queue.add(SUBMIT_TRANSACTION, parsed.payload, { ...jobOptions, jobId }), deadline, () =>
+        this.#unavailable('submit', `the add did not complete within ${this.#timeoutMs} ms`, true),
+      );
+    } catch (error) {
+      if (error instanceof ProducerError) throw error;
+      if (isConnectionError(error)) throw this.#unavailable('submit', (error as Error).message, true, error);
+      throw new EnqueueError(jobId, error);
+    }
+    return jobId;
+  }
+
+  /**
+   * The transfer's typed events, oldest first: `for await (const event of producer.events(id))`. With
+   * `{ follow: true }` it keeps going with new events and ends after the terminal one (or throws the
+   * signal's reason when `signal` aborts). Switch on `event.event` and `event.data` has that type's shape.
+   * Rejects with ProducerUnavailableError when Redis is unreachable.
+   */
+  events(sequenceId: string, options: EventsOptions = {}): AsyncGenerator<TransferEvent, void, undefined> {
+    return this.#events(sequenceId, 'events', options.follow ? TERMINAL_EVENTS : undefined, options.signal, undefined);
+  }
+
+  /**
+   * Resolves with the transfer's terminal event (broadcast, rejected, blocked, failed, expired: its
+   * `event` names which), past or future. Rejects with WaitTimeoutError after `timeoutMs`, or with
+   * ProducerUnavailableError as soon as Redis is unreachable. `terminal` may name other types to wait for
+   * (e.g. `new Set(['transfer.submitted'])`).
    */
   async waitForTerminal(sequenceId: string, timeoutMs: number, terminal: ReadonlySet<string> = TERMINAL_EVENTS): Promise<TransferEvent> {
     const deadline = Date.now() + timeoutMs;
-    // Remember where the stream ends before looking at the past, so nothing falls between the two.
-    const last = await this.#redis.xrevrange(this.#keys.events, '+', '-', 'COUNT', 1);
-    let cursor = last[0]?.[0] ?? '0-0';
-    const past = (await this.events(sequenceId)).find((event) => terminal.has(event.event));
-    if (past) return past;
-
-    const reader = (this.#redis as Redis).duplicate();
-    try {
-      while (Date.now() < deadline) {
-        const block = Math.max(1, Math.min(BLOCK_SLICE_MS, deadline - Date.now()));
-        const reply = (await reader.xread('COUNT', 1000, 'BLOCK', block, 'STREAMS', this.#keys.events, cursor)) as
-          | Array<[string, Array<[string, string[]]>]>
-          | null;
-        for (const [, entries] of reply ?? []) {
-          for (const entry of entries) {
-            cursor = entry[0];
-            const event = parseStreamEntry(entry);
-            if (event.sequenceId === sequenceId && terminal.has(event.event)) return event;
-          }
-        }
-      }
-    } finally {
-      reader.disconnect();
+    for await (const event of this.#events(sequenceId, 'waitForTerminal', terminal, undefined, deadline)) {
+      if (terminal.has(event.event)) return event;
     }
     throw new WaitTimeoutError(sequenceId, timeoutMs);
   }
 
+  /**
+   * Stops following iterations and releases the producer's connections (a connection passed in is left
+   * open). Never hangs: bounded by `submitTimeoutMs`, then the connection is dropped. Idempotent.
+   */
   async close(): Promise<void> {
-    await this.#queue.close();
-    if (this.#ownsRedis) await this.#redis.quit();
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const reader of this.#readers) reader.disconnect();
+    this.#readers.clear();
+    const deadline = Date.now() + this.#timeoutMs;
+    await bounded(this.#queue.close(), deadline, () => new Error('queue close timed out')).catch(() => undefined);
+    this.#queue.off('error', this.#onError);
+    if (!this.#ownsRedis) {
+      this.#redis.off('error', this.#onError);
+      return;
+    }
+    if (this.#redis.status === 'ready') {
+      const quit = await bounded(this.#redis.quit(), deadline, () => new Error('quit timed out')).then(
+        () => true,
+        () => false,
+      );
+      if (quit) return;
+    }
+    this.#redis.disconnect();
   }
+
+  async *#events(
+    sequenceId: string,
+    operation: ProducerOperation,
+    stopAt: ReadonlySet<string> | undefined,
+    signal: AbortSignal | undefined,
+    deadline: number | undefined,
+  ): AsyncGenerator<TransferEvent, void, undefined> {
+    this.#assertOpen();
+    signal?.throwIfAborted();
+    const redis = this.#redis;
+    // Remember where the stream ends before looking at the past, so nothing falls between the two.
+    let cursor = '0-0';
+    if (stopAt) {
+      const last = await this.#call(operation, () => redis.xrevrange(this.#keys.events, '+', '-', 'COUNT', 1));
+      cursor = last[0]?.[0] ?? '0-0';
+    }
+    const past = await this.#call(operation, () => readTransferEvents(redis, this.#keys, sequenceId));
+    const seen = new Set<string>();
+    for (const event of past) {
+      seen.add(event.id);
+      yield event;
+      if (stopAt?.has(event.event)) return;
+    }
+    if (!stopAt) return;
+
+    // Following: blocking reads on a connection of their own, so they never hold up the producer's.
+    const reader = (redis as Redis).duplicate() as Client;
+    reader.on('error', this.#onError);
+    this.#readers.add(reader);
+    const onAbort = (): void => reader.disconnect();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      for (;;) {
+        signal?.throwIfAborted();
+        if (this.#closed) throw new ProducerClosedError();
+        const left = deadline === undefined ? BLOCK_SLICE_MS : deadline - Date.now();
+        if (left <= 0) return;
+        const block = Math.max(1, Math.min(BLOCK_SLICE_MS, left));
+        let reply: Array<[string, Array<[string, string[]]>]> | null;
+        try {
+          await this.#whenReady(reader, Date.now() + this.#timeoutMs, operation);
+          reply = (await bounded(
+            reader.xread('COUNT', READ_COUNT, 'BLOCK', block, 'STREAMS', this.#keys.events, cursor),
+            Date.now() + block + this.#timeoutMs,
+            () => this.#unavailable(operation, `no answer to a blocking read within ${block + this.#timeoutMs} ms`, false),
+          )) as typeof reply;
+        } catch (error) {
+          signal?.throwIfAborted();
+          if (this.#closed) throw new ProducerClosedError();
+          if (error instanceof ProducerError) throw error;
+          throw this.#unavailable(operation, (error as Error).message, false, error);
+        }
+        for (const [, entries] of reply ?? []) {
+          for (const entry of entries) {
+            cursor = entry[0];
+            if (seen.has(entry[0]) || fieldOf(entry[1], 'sequenceId') !== sequenceId) continue;
+            const event = parseStreamEntry(entry);
+            yield event;
+            if (stopAt.has(event.event)) return;
+          }
+        }
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      this.#readers.delete(reader);
+      reader.off('error', this.#onError);
+      reader.disconnect();
+    }
+  }
+
+  /** One non-blocking Redis call, bounded; connection trouble becomes ProducerUnavailableError. */
+  async #call<T>(operation: ProducerOperation, run: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.#timeoutMs;
+    await this.#whenReady(this.#redis, deadline, operation);
+    try {
+      return await bounded(run(), deadline, () => this.#unavailable(operation, `no answer within ${this.#timeoutMs} ms`, false));
+    } catch (error) {
+      if (error instanceof ProducerError || !isConnectionError(error)) throw error;
+      throw this.#unavailable(operation, (error as Error).message, false, error);
+    }
+  }
+
+  /** Resolves once `client` can take commands; rejects with ProducerUnavailableError at `deadline`. */
+  async #whenReady(client: Client, deadline: number, operation: ProducerOperation): Promise<void> {
+    if (isLive(client)) return;
+    this.#assertOpen();
+    if (client.status === 'end') throw this.#unavailable(operation, 'the connection is closed', false);
+    if (client.status === 'wait') client.connect().catch(() => undefined);
+    let onReady: (() => void) | undefined;
+    let onEnd: (() => void) | undefined;
+    try {
+      await bounded(
+        new Promise<void>((resolve, reject) => {
+          onReady = resolve;
+          onEnd = () => reject(this.#unavailable(operation, 'the connection is closed', false));
+          client.once('ready', onReady);
+          client.once('end', onEnd);
+          // A Cluster may count as connected without a 'ready' of its own.
+          if (isLive(client)) resolve();
+        }),
+        deadline,
+        () => this.#unavailable(operation, `not connected within ${this.#timeoutMs} ms`, false),
+      );
+    } finally {
+      if (onReady) client.off('ready', onReady);
+      if (onEnd) client.off('end', onEnd);
+    }
+  }
+
+  #unavailable(operation: ProducerOperation, detail: string, maybeEnqueued: boolean, cause?: unknown): ProducerUnavailableError {
+    const last = this.#lastError && this.#lastError !== cause ? ` (last connection error: ${this.#lastError.message})` : '';
+    const hint = operation === 'submit' ? `; ${maybeEnqueued ? 'the job may still be added' : 'nothing was enqueued'}, submitting again is safe` : '';
+    return new ProducerUnavailableError(operation, `${detail}${last}${hint}`, { maybeEnqueued, cause: cause ?? this.#lastError });
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new ProducerClosedError();
+  }
+}
+
+function isLive(client: Client): boolean {
+  return client.status === 'ready' || (client.status === 'connect' && !(client instanceof Redis));
+}
+
+/** `promise`, or `onTimeout()` thrown at `deadline` (the promise's own later failure is swallowed). */
+function bounded<T>(promise: Promise<T>, deadline: number, onTimeout: () => Error): Promise<T> {
+  promise.catch(() => undefined);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), Math.max(0, deadline - Date.now()));
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+const CONNECTION_NAMES = new Set(['MaxRetriesPerRequestError', 'ConnectionClosedError', 'ClusterAllFailedError']);
+const CONNECTION_MESSAGES = /Connection is closed|Stream isn't writeable|enableOfflineQueue|connect E[A-Z]+|Command timed out|Failed to refresh slots cache|LOADING|MASTERDOWN|READONLY/;
+
+/** Trouble reaching Redis, as opposed to a refusal of the job itself. */
+function isConnectionError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  return (typeof code === 'string' && CONNECTION_CODES.has(code)) || CONNECTION_NAMES.has(error.name) || CONNECTION_MESSAGES.test(error.message);
+}
+
+function fieldOf(fields: string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
 }

@@ -2,9 +2,10 @@ import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { loadQueueConfig } from '../../config/config.ts';
 import { parseSubmitPayload, SUBMIT_TRANSACTION } from '../../jobs/submit-transaction/payload.ts';
-import { InvalidPayloadError, TransferProducer } from '../../producer.ts';
+import { EnqueueError, InvalidPayloadError, ProducerUnavailableError, TransferProducer } from '../../producer.ts';
 import type { Command } from '../command.ts';
 import { CliError, invalidInput } from '../errors.ts';
+import { ExitCode } from '../exit-codes.ts';
 import { withRedis } from '../redis-run.ts';
 
 /** Above every valid job (1 MiB + 1.4 MiB + 1 MiB of transaction text, 4 KiB of metadata) with room for JSON. */
@@ -15,8 +16,10 @@ export const enqueueCommand: Command = {
   synopsis: 'enqueue [file|-]',
   summary: 'validate a submit-transaction job (JSON) and enqueue it; prints its job id',
   help: `Reads one job as JSON from <file>, or from stdin when no file or "-" is given, validates it with the
-producer's schema (CONTRACT section 3) and adds it to the submit-transaction queue with
-jobId = halfSigned.sequenceId. Enqueuing the same sequenceId again is harmless: it is one transfer.
+producer's schema (CONTRACT section 3) and adds it to the submit-transaction queue with the
+producer's job id rule, jobId = "transfer-" + halfSigned.sequenceId (BullMQ refuses integer-like ids,
+so the sequenceId alone cannot be the id). Prints the job id. Enqueuing the same sequenceId again is
+harmless: it is one transfer.
 On invalid JSON or an invalid payload every issue is printed (path: message), nothing is enqueued,
 and the exit code is 1.
 
@@ -47,12 +50,14 @@ Examples:
         return await producer.submit(data);
       } catch (error) {
         if (error instanceof InvalidPayloadError) throw invalidInput('INVALID_PAYLOAD', 'invalid submit-transaction payload, nothing enqueued', error.issues);
+        if (error instanceof ProducerUnavailableError) throw new CliError('REDIS_ERROR', `redis: ${error.message}`, ExitCode.FAILURE);
+        if (error instanceof EnqueueError) throw new CliError('ENQUEUE_FAILED', error.message, ExitCode.FAILURE);
         throw error;
       } finally {
         await producer.close();
       }
     });
-    out.result({ jobId, sequenceId: jobId, queue: SUBMIT_TRANSACTION }, () => jobId);
+    out.result({ jobId, sequenceId: parsed.payload.halfSigned.sequenceId, queue: SUBMIT_TRANSACTION }, () => jobId);
   },
 };
 

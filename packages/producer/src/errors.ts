@@ -1,0 +1,73 @@
+import type { PayloadIssue } from './payload.ts';
+
+/** Every error the producer throws on purpose carries one of these codes. */
+export type ProducerErrorCode = 'INVALID_PAYLOAD' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
+
+/** Base class of the producer's typed errors: `instanceof ProducerError`, then switch on `code`. */
+export abstract class ProducerError extends Error {
+  abstract readonly code: ProducerErrorCode;
+}
+
+/** The payload broke CONTRACT section 3; nothing was enqueued. `issues` names every problem. */
+export class InvalidPayloadError extends ProducerError {
+  readonly code = 'INVALID_PAYLOAD';
+  readonly issues: PayloadIssue[];
+  constructor(issues: PayloadIssue[]) {
+    super(`invalid submit-transaction payload: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+    this.name = 'InvalidPayloadError';
+    this.issues = issues;
+  }
+}
+
+export type ProducerOperation = 'submit' | 'events' | 'waitForTerminal';
+
+/**
+ * Redis did not answer within the producer's bound (`submitTimeoutMs`), refused the connection, or the
+ * connection was closed. With `maybeEnqueued` false the job was certainly not added (the producer never
+ * sent it); with true it may still land. Either way submitting the same payload again is safe: one
+ * sequenceId is one transfer, and the job id is derived from it.
+ */
+export class ProducerUnavailableError extends ProducerError {
+  readonly code = 'REDIS_UNAVAILABLE';
+  readonly operation: ProducerOperation;
+  readonly maybeEnqueued: boolean;
+  constructor(operation: ProducerOperation, detail: string, options: { maybeEnqueued?: boolean; cause?: unknown } = {}) {
+    super(`Redis unavailable (${operation}): ${detail}`, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ProducerUnavailableError';
+    this.operation = operation;
+    this.maybeEnqueued = options.maybeEnqueued ?? false;
+  }
+}
+
+/** BullMQ refused the job for a reason other than the connection (its message is kept, the error is `cause`). */
+export class EnqueueError extends ProducerError {
+  readonly code = 'ENQUEUE_FAILED';
+  readonly jobId: string;
+  constructor(jobId: string, cause: unknown) {
+    super(`BullMQ refused job ${jobId}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'EnqueueError';
+    this.jobId = jobId;
+  }
+}
+
+/** No terminal event within the time given to waitForTerminal. The transfer may still end later. */
+export class WaitTimeoutError extends ProducerError {
+  readonly code = 'WAIT_TIMEOUT';
+  readonly sequenceId: string;
+  readonly timeoutMs: number;
+  constructor(sequenceId: string, timeoutMs: number) {
+    super(`no terminal event for ${sequenceId} within ${timeoutMs} ms`);
+    this.name = 'WaitTimeoutError';
+    this.sequenceId = sequenceId;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** The producer was closed: create a new one. */
+export class ProducerClosedError extends ProducerError {
+  readonly code = 'PRODUCER_CLOSED';
+  constructor() {
+    super('the producer is closed');
+    this.name = 'ProducerClosedError';
+  }
+}
