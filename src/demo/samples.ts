@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { EventType } from '../events/events.ts';
+import { jobIdFor } from '../producer.ts';
 
 export type SampleKind = 'normal' | 'duplicate' | 'blocked' | 'invalid';
 
@@ -66,20 +67,20 @@ export function buildSamples(runId: string, normal: number): Sample[] {
   for (let i = 1; i <= normal; i++) {
     const sequenceId = `${runId}-normal-${i}`;
     add('normal', sequenceId, 'transfer.broadcast', 1, [
-      { jobId: sequenceId, data: validPayload(sequenceId, i, `tr-${runId}-${i}`), via: 'producer' },
+      { jobId: jobIdFor(sequenceId), data: validPayload(sequenceId, i, `tr-${runId}-${i}`), via: 'producer' },
     ]);
   }
 
   const duplicate = `${runId}-duplicate`;
   const duplicatePayload = validPayload(duplicate, 0, `tr-${runId}-dup`);
   add('duplicate', duplicate, 'transfer.broadcast', 1, [
-    { jobId: duplicate, data: duplicatePayload, via: 'producer' },
+    { jobId: jobIdFor(duplicate), data: duplicatePayload, via: 'producer' },
     // Same transfer, another job id: the worker must treat it as the same transfer (CONTRACT section 3).
     { jobId: `${duplicate}-again`, data: duplicatePayload, via: 'queue' },
   ]);
 
   const blocked = `${runId}-blocked`;
-  add('blocked', blocked, 'transfer.blocked', 0, [{ jobId: blocked, data: validPayload(blocked, 1, undefined), via: 'producer' }]);
+  add('blocked', blocked, 'transfer.blocked', 0, [{ jobId: jobIdFor(blocked), data: validPayload(blocked, 1, undefined), via: 'producer' }]);
 
   const invalid = `${runId}-invalid`;
   const tx = halfSignedTx();
