@@ -6,6 +6,7 @@ import { CustodyClient, type CustodyClientOptions, travelRuleApplies } from '../
 import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
 import { parseRetryAfter } from '../../src/upstream/responses.ts';
 import { newSequenceId, sampleSend } from '../helpers/payloads.ts';
+import { failure } from '../helpers/custody-error.ts';
 
 let sim: Simulator;
 const clients: CustodyClient[] = [];
@@ -37,15 +38,6 @@ function client(overrides: Partial<CustodyClientOptions> = {}): CustodyClient {
   return c;
 }
 
-async function failure(promise: Promise<unknown>): Promise<CustodyError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(CustodyError);
-    return error as CustodyError;
-  }
-  throw new Error('expected a CustodyError');
-}
 
 const WALLET = { walletId: 310, coin: 'eth' };
 

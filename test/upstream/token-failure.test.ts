@@ -8,6 +8,7 @@ import { startSimulator, type FaultKind, type Simulator } from '../../src/simula
 import { CustodyClient } from '../../src/upstream/client.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
 import { newSequenceId, sampleSend } from '../helpers/payloads.ts';
+import { failure } from '../helpers/custody-error.ts';
 
 let sim: Simulator;
 const clients: CustodyClient[] = [];
@@ -38,15 +39,6 @@ function client(): CustodyClient {
   return c;
 }
 
-async function failure(promise: Promise<unknown>): Promise<CustodyError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(CustodyError);
-    return error as CustodyError;
-  }
-  throw new Error('expected a CustodyError');
-}
 
 describe('a send whose token request fails', () => {
   const cases: Array<[FaultKind, string]> = [

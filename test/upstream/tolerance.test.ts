@@ -10,6 +10,7 @@ import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
 import { EXACT_AMOUNT, UNREADABLE, type SkippedRecord, type TransactionList } from '../../src/upstream/schemas.ts';
 import { startScriptedServer, type RecordedRequest, type Reply, type ScriptedServer } from '../fuzz/scripted-server.ts';
 import { sampleSend } from '../helpers/payloads.ts';
+import { failure } from '../helpers/custody-error.ts';
 
 let server: ScriptedServer;
 let answer: (request: RecordedRequest) => Reply = () => ({ status: 500 });
@@ -81,15 +82,6 @@ function submitted(amountText = '0.01234567', overrides: Record<string, unknown>
   return JSON.stringify(record).replace('"amount":0', `"amount":${amountText}`);
 }
 
-async function failure(promise: Promise<unknown>): Promise<CustodyError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(CustodyError);
-    return error as CustodyError;
-  }
-  throw new Error('expected a CustodyError');
-}
 
 describe('is-enabled', () => {
   it('reads the gate from a setting with dataJson and updatedBy null, absent fields and extra keys', async () => {
