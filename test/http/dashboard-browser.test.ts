@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EX_CONFIG } from '../../src/config/config.ts';
 import { createHttpServer } from '../../src/http/server.ts';
@@ -15,10 +15,10 @@ import { createLogger } from '../../src/logger.ts';
 import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
 import { startHarness, workerEnv, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../helpers/payloads.ts';
+import { launchChromium } from '../helpers/browser.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { PROJECT_ROOT, killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const USER = 'ops';
 const PASSWORD = 'browser-dashboard-pass-456';
 const QUEUES = ['submit-transaction', 'track-transfer', 'reconcile'];
@@ -42,10 +42,7 @@ describe('dashboard in headless Chromium', () => {
   let base: string;
 
   beforeAll(async () => {
-    // Never skipped: CI installs Chromium (.ci/run), so a missing browser is a broken machine.
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`${CHROMIUM} not found: the dashboard browser test needs Debian's Chromium (apt-get install -y chromium)`);
-    }
+    // Never skipped: a system Chromium when there is one, else the one inside @sparticuz/chromium.
     h = await startHarness({ name: 'dashboard-browser', env: { DASHBOARD_USER: USER, DASHBOARD_PASSWORD: PASSWORD } });
     server = await createHttpServer({ app: h.app!, config: h.config, logger: createLogger({ level: 'silent' }), metrics: h.app!.metrics });
     base = await server.listen({ host: '127.0.0.1', port: 0 });
@@ -55,19 +52,7 @@ describe('dashboard in headless Chromium', () => {
     for (const payload of payloads) await h.producer.submit(payload);
     for (const payload of payloads) await h.producer.waitForTerminal(payload.halfSigned.sequenceId, 15_000);
 
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    ({ browser } = await launchChromium());
   });
 
   afterAll(async () => {
