@@ -10,8 +10,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { QueueName } from '../queues/names.ts';
 import { transferView } from '../ledger/transfer-view.ts';
-import { NON_TERMINAL_STATES } from '../ledger/ledger.ts';
-import { STALE_SCAN_LIMIT, STALE_TRANSFER_AGE_MS } from '../timing.ts';
+import { refreshScrapeGauges } from '../metrics-scrape.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
 /** /readyz answers 503 when Redis does not answer PING within this. */
@@ -49,7 +48,7 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
   });
 
   server.get('/metrics', async (_request, reply) => {
-    await refreshQueueGauges(app, metrics).catch((err) => logger.warn({ err }, 'queue counts unavailable for metrics'));
+    await refreshScrapeGauges(app, metrics).catch((err) => logger.warn({ err }, 'queue counts unavailable for metrics'));
     return reply.header('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
 
@@ -65,18 +64,6 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
 
   await registerDashboard(server, app, config.http);
   return server;
-}
-
-async function refreshQueueGauges(app: App, metrics: Metrics): Promise<void> {
-  const ledgerNow = await app.ledger.now();
-  const stale = await app.ledger.staleByState(ledgerNow - STALE_TRANSFER_AGE_MS, STALE_SCAN_LIMIT);
-  for (const state of NON_TERMINAL_STATES) metrics.staleTransfers.set({ state }, stale[state] ?? 0);
-  await Promise.all(
-    Object.entries(app.queues).map(async ([name, queue]) => {
-      const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'prioritized');
-      for (const [state, count] of Object.entries(counts)) metrics.queueJobs.set({ queue: name, state }, count);
-    }),
-  );
 }
 
 /**
