@@ -4,8 +4,8 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { jobIdFor, TransferProducer } from '../src/producer.ts';
-import { samplePayload, type SamplePayload } from '../test/helpers/payloads.ts';
+import { jobIdFor, TransferProducer } from '../packages/producer/src/producer.ts';
+import { samplePayload, type SamplePayload } from '../tools/sample-payloads.ts';
 
 export const SUBMIT_QUEUE = 'submit-transaction';
 export const TRACK_QUEUE = 'track-transfer';

@@ -8,7 +8,7 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { samplePayload } from '../test/helpers/payloads.ts';
+import { samplePayload } from '../tools/sample-payloads.ts';
 import { forEachLimited, sleep, SUBMIT_QUEUE, TRACK_QUEUE, waitForStreamLength, type SubmitTarget } from './load.ts';
 
 export interface MemoryPart {

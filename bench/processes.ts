@@ -3,27 +3,20 @@
  * BullMQ worker (`bench/bare-worker.ts`). Each runs in its own process so that none shares an event
  * loop with the load generator or with another; every child is SIGKILLed if the benchmark dies.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { getFreePort } from '../src/dev/redis-server.ts';
+import { spawnNodeScript, type NodeScript } from '../tools/child-process.ts';
+import { getFreePort } from '../tools/redis/redis-server.ts';
 import { labelProcess } from './cpu.ts';
 import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, workerCustodyEnv } from '../src/simulator/index.ts';
 
-export const PROJECT_ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SIMULATOR_SCRIPT = fileURLToPath(new URL('../src/simulator/main.ts', import.meta.url));
 const WORKER_SCRIPT = fileURLToPath(new URL('../src/worker.ts', import.meta.url));
 const BARE_SCRIPT = fileURLToPath(new URL('./bare-worker.ts', import.meta.url));
 
-/** Variables of the benchmark's own environment never passed on: each child's env says them explicitly. */
-const STRIPPED = [/^REDIS_/, /^CUSTODY_/, /^QUEUE_PREFIX$/, /^EVENTS_/, /^NODE_OPTIONS$/, /^SIM_/, /^SIMULATOR_/, /^BENCH_/, /^BARE_/, /^OTEL_/];
-
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-const live = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of live) child.kill('SIGKILL');
-});
+export type NodeChild = NodeScript;
 
 export interface ChildOptions {
   name: string;
@@ -36,100 +29,24 @@ export interface ChildOptions {
   echo?: boolean;
 }
 
-export interface NodeChild {
-  readonly name: string;
-  readonly pid: number;
-  /** Resolves with the first line (past or future) containing `text`; rejects on time-out or exit. */
-  waitForLine(text: string, timeoutMs?: number): Promise<string>;
-  /** The last lines of output, for error messages. */
-  tail(): string;
-  /** Whether the child has exited. */
-  readonly exited: boolean;
-  /** SIGTERM, SIGKILL after `graceMs`; resolves with the exit code. */
-  stop(graceMs?: number): Promise<number | null>;
-}
-
-export function spawnNode(options: ChildOptions): NodeChild {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !STRIPPED.some((pattern) => pattern.test(key))) env[key] = value;
-  }
-  Object.assign(env, options.env);
+/** A benchmark process: its output kept short (the run lasts minutes), named in the CPU accounting. */
+function spawnChild(options: ChildOptions): NodeChild {
   const execArgv: string[] = [];
   if (options.cpuProfDir) {
     mkdirSync(options.cpuProfDir, { recursive: true });
     execArgv.push('--cpu-prof', '--cpu-prof-dir', options.cpuProfDir, '--cpu-prof-name', `${options.name}.${Date.now()}.cpuprofile`);
   }
-  const child = spawn(process.execPath, [...execArgv, options.script], { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  if (child.pid === undefined) throw new Error(`${options.name}: could not spawn ${options.script}`);
-  live.add(child);
-  const pid = child.pid;
-  labelProcess(pid, options.role ?? options.name);
-
-  let output = '';
-  const lines: string[] = [];
-  const waiters = new Set<{ text: string; resolve: (line: string) => void }>();
-  let exitCode: number | null | undefined;
-  const exited = new Promise<number | null>((resolve) => {
-    child.once('close', (code) => {
-      live.delete(child);
-      exitCode = code;
-      resolve(code);
-    });
-  });
-  const onData = (chunk: Buffer) => {
-    output += chunk.toString('utf8');
-    const parts = output.split('\n');
-    output = parts.pop() ?? '';
-    for (const line of parts) {
-      if (options.echo) process.stderr.write(`[${options.name}] ${line}\n`);
-      lines.push(line);
-      if (lines.length > 200) lines.shift();
-      for (const waiter of waiters) {
-        if (line.includes(waiter.text)) {
-          waiters.delete(waiter);
-          waiter.resolve(line);
-        }
-      }
-    }
-  };
-  child.stdout!.on('data', onData);
-  child.stderr!.on('data', onData);
-  const tail = () => [...lines.slice(-20), output].join('\n').trim();
-
-  return {
+  const child = spawnNodeScript(options.script, {
     name: options.name,
-    pid,
-    tail,
-    get exited() {
-      return exitCode !== undefined;
-    },
-    waitForLine(text, timeoutMs = 20_000) {
-      const past = lines.find((line) => line.includes(text));
-      if (past !== undefined) return Promise.resolve(past);
-      return new Promise<string>((resolve, reject) => {
-        const waiter = { text, resolve: (line: string) => finish(() => resolve(line)) };
-        const timer = setTimeout(() => finish(() => reject(new Error(`${options.name} did not print "${text}" within ${timeoutMs} ms:\n${tail()}`))), timeoutMs);
-        const finish = (settle: () => void) => {
-          clearTimeout(timer);
-          waiters.delete(waiter);
-          settle();
-        };
-        waiters.add(waiter);
-        void exited.then((code) => finish(() => reject(new Error(`${options.name} exited (code ${code}) before printing "${text}":\n${tail()}`))));
-      });
-    },
-    async stop(graceMs = 15_000) {
-      if (exitCode !== undefined) return exitCode;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-      try {
-        return await exited;
-      } finally {
-        clearTimeout(timer);
-      }
-    },
-  };
+    env: options.env,
+    execArgv,
+    echo: options.echo ?? false,
+    maxOutputChars: 256 * 1024,
+    waitTimeoutMs: 20_000,
+    stopGraceMs: 15_000,
+  });
+  labelProcess(child.pid, options.role ?? options.name);
+  return child;
 }
 
 export interface SimulatorChild {
@@ -141,8 +58,8 @@ export interface SimulatorChild {
 
 /** `node src/simulator/main.ts` on a free port; `env` holds its SIM_* settings. */
 export async function startSimulatorProcess(env: Record<string, string>, options: { cpuProfDir?: string | undefined; echo?: boolean } = {}): Promise<SimulatorChild> {
-  const child = spawnNode({ name: 'simulator', role: 'simulator', script: SIMULATOR_SCRIPT, env: { SIMULATOR_PORT: '0', ...env }, ...options });
-  const line = await child.waitForLine('custody simulator listening');
+  const child = spawnChild({ name: 'simulator', role: 'simulator', script: SIMULATOR_SCRIPT, env: { SIMULATOR_PORT: '0', ...env }, ...options });
+  const line = await child.waitForLog('custody simulator listening');
   const { url } = JSON.parse(line) as { url: string };
   return { url, clientId: DEFAULT_CLIENT_ID, clientSecret: DEFAULT_CLIENT_SECRET, process: child };
 }
@@ -162,7 +79,7 @@ export interface WorkerChildOptions {
 /** `node src/worker.ts` (the real composition root), ready once `/readyz` answers 200. */
 export async function startOurWorker(options: WorkerChildOptions): Promise<NodeChild> {
   const port = await getFreePort();
-  const child = spawnNode({
+  const child = spawnChild({
     name: options.name,
     role: 'ours',
     script: options.script ?? WORKER_SCRIPT,
@@ -191,7 +108,7 @@ export async function startOurWorker(options: WorkerChildOptions): Promise<NodeC
       await child.stop(1_000);
       throw new Error(`${options.name} not ready within 30 s:\n${child.tail()}`);
     }
-    if (child.exited) throw new Error(`${options.name} exited before it was ready:\n${child.tail()}`);
+    if (!child.running) throw new Error(`${options.name} exited before it was ready:\n${child.tail()}`);
     await sleep(100);
   }
 }
@@ -212,7 +129,7 @@ export interface BareWorkerOptions {
 
 /** `node bench/bare-worker.ts`: the baseline, see that file. */
 export async function startBareWorker(options: BareWorkerOptions): Promise<NodeChild> {
-  const child = spawnNode({
+  const child = spawnChild({
     name: options.name,
     role: 'bare',
     script: BARE_SCRIPT,
@@ -231,6 +148,6 @@ export async function startBareWorker(options: BareWorkerOptions): Promise<NodeC
       BARE_TRACK_DELAY_MS: String(options.trackDelayMs ?? 10),
     },
   });
-  await child.waitForLine('bare worker ready');
+  await child.waitForLog('bare worker ready');
   return child;
 }

@@ -12,7 +12,7 @@ import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../src/dev/private-redis.ts';
+import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../tools/redis/private-redis.ts';
 import { readBenchConfig } from './config.ts';
 import { bareTarget, oursTarget, payloads, type SubmitTarget } from './load.ts';
 import { measureMemory } from './memory.ts';
@@ -115,8 +115,8 @@ async function main(): Promise<void> {
     return child;
   };
   const stop = async (child: NodeChild) => {
-    const code = await child.stop();
-    if (code !== 0) log(`${child.name} exited with code ${code}:\n${child.tail()}`);
+    const { code, signal } = await child.stop();
+    if (code !== 0) log(`${child.name} exited with code ${code} (signal ${signal}):\n${child.tail()}`);
   };
 
   try {

@@ -9,7 +9,7 @@
  *    before the enqueue call to the moment a stream reader (XREAD BLOCK) sees its event.
  */
 import type { Redis } from 'ioredis';
-import type { SamplePayload } from '../test/helpers/payloads.ts';
+import type { SamplePayload } from '../tools/sample-payloads.ts';
 import { cpuWindow, type CpuShare } from './cpu.ts';
 import { commandWindow, type CommandCounts } from './redis-stats.ts';
 import { entryMs, forEachLimited, lastEntryId, readStream, settlesWithin, sleep, waitForStreamLength, type SubmitTarget } from './load.ts';

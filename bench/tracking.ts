@@ -12,7 +12,7 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { SamplePayload } from '../test/helpers/payloads.ts';
+import type { SamplePayload } from '../tools/sample-payloads.ts';
 import { cpuWindow, type CpuShare } from './cpu.ts';
 import { commandWindow, type CommandCounts } from './redis-stats.ts';
 import type { SimulatorChild } from './processes.ts';

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config/config.ts';
 import { parseDuration } from '../../src/config/duration.ts';
 import { readSimulatorEnv } from '../../src/simulator/env.ts';
-import { PROJECT_ROOT } from '../helpers/worker-process.ts';
+import { PROJECT_ROOT } from '../../tools/child-process.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Dockerfile: one instruction per logical line (continuations joined, comments and directives dropped).

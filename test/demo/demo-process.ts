@@ -1,20 +1,18 @@
 /**
- * `npm run demo` (`node src/demo/main.ts`) as a child process, the way a person runs it.
+ * `npm run demo` (`node tools/demo/main.ts`) as a child process, the way a person runs it. Spawning and
+ * clean-up: tools/child-process.ts.
  */
 import { fileURLToPath } from 'node:url';
-import { killAllScripts, spawnScript, type ScriptProcess, type ScriptResult } from '../helpers/script-process.ts';
+import { killAllChildren, spawnNodeScript, type ChildResult, type NodeScript } from '../../tools/child-process.ts';
 
-export const DEMO_SCRIPT = fileURLToPath(new URL('../../src/demo/main.ts', import.meta.url));
+export const DEMO_SCRIPT = fileURLToPath(new URL('../../tools/demo/main.ts', import.meta.url));
 
-/** Variables of the test process never passed on: each test sets what the demo sees. */
-const STRIPPED = [/^REDIS_/, /^DEMO_/, /^HTTP_/, /^DASHBOARD_/, /^LOG_LEVEL$/, /^QUEUE_PREFIX$/, /^NODE_OPTIONS$/, /^NO_COLOR$/];
-
-export type DemoResult = ScriptResult;
-export type DemoProcess = ScriptProcess;
+export type DemoResult = ChildResult;
+export type DemoProcess = NodeScript;
 
 export function spawnDemo(args: string[], env: Record<string, string>): DemoProcess {
-  return spawnScript(DEMO_SCRIPT, args, { env, stripped: STRIPPED, label: 'demo', waitTimeoutMs: 30_000, exitTimeoutMs: 45_000 });
+  return spawnNodeScript(DEMO_SCRIPT, { name: `demo ${args.join(' ')}`.trim(), args, env, waitTimeoutMs: 30_000, exitTimeoutMs: 45_000 });
 }
 
 /** SIGKILLs every demo still running and waits for each to exit. */
-export const killAllDemos = killAllScripts;
+export const killAllDemos = killAllChildren;

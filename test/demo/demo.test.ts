@@ -6,10 +6,10 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { parseStreamEntry, TERMINAL_EVENTS, type EventData, type EventType, type TransferEvent } from '../../src/events/events.ts';
+import { parseStreamEntry, TERMINAL_EVENTS, type EventData, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { QueueName } from '../../src/queues/names.ts';
-import { verifyRun } from '../../src/demo/verify.ts';
-import { buildSamples } from '../../src/demo/samples.ts';
+import { verifyRun } from '../../tools/demo/verify.ts';
+import { buildSamples } from '../../tools/demo/samples.ts';
 import { versionProblems } from '../helpers/harness.ts';
 import { closeAllRedis, newRedis, testRedisUrl } from '../helpers/redis.ts';
 import { killAllDemos, spawnDemo, type DemoResult } from './demo-process.ts';

@@ -1,11 +1,11 @@
 /**
  * Vitest global setup: pick ONE Redis for the whole run and provide its URL as `redisUrl`:
  * REDIS_URL when set (never flushed; tests keep to fresh random prefixes), else testcontainers,
- * else a private redis-server (src/dev/private-redis.ts). TEST_REDIS_NO_CONTAINERS=1 skips
+ * else a private redis-server (tools/redis/private-redis.ts). TEST_REDIS_NO_CONTAINERS=1 skips
  * the testcontainers attempt.
  */
 import type { TestProject } from 'vitest/node';
-import { acquireRedis, redactRedisUrl } from '../../src/dev/private-redis.ts';
+import { acquireRedis, redactRedisUrl } from '../../tools/redis/private-redis.ts';
 import './provided-context.ts';
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import { closeAllRedis, newRedis, testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
-import { pidIsAlive, rawRedisCommand, startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.ts';
+import { pidIsAlive, rawRedisCommand, startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { newRedisCluster, startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.ts';
 
 afterEach(async () => {

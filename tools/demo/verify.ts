@@ -3,7 +3,7 @@
  * exactly one terminal event of the expected type, `transfer.submitted` exactly once for the ones sent
  * (before the broadcast), versions 1..n without gaps, and the simulator's accepted sends matching.
  */
-import { TERMINAL_EVENTS, type TransferEvent } from '../events/events.ts';
+import { TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
 import type { Sample } from './samples.ts';
 
 export interface SampleResult {

@@ -9,9 +9,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../events/events.ts';
-import type { TransferProducer } from '../producer.ts';
-import { QueueName } from '../queues/names.ts';
+import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
+import type { TransferProducer } from '../../packages/producer/src/producer.ts';
+import { QueueName } from '../../src/queues/names.ts';
 import type { DemoOutput } from './output.ts';
 import { enqueueOrder, type Sample } from './samples.ts';
 import type { Started } from './stack.ts';

@@ -7,8 +7,8 @@
  * a whole, so no record, token or person (`raw.user`, travel-rule `dataJson`) can reach the output.
  */
 import type { Writable } from 'node:stream';
-import type { TransferEvent } from '../events/events.ts';
-import { eventPhrase } from '../events/format.ts';
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
+import { eventPhrase } from '../../src/events/format.ts';
 import { SAMPLE_LABELS, type SampleKind } from './samples.ts';
 import type { Verdict } from './verify.ts';
 

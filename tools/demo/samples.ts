@@ -4,8 +4,8 @@
  * `travelRule.reference` and the one that should be blocked carries none.
  */
 import { randomBytes } from 'node:crypto';
-import type { EventType } from '../events/events.ts';
-import { jobIdFor } from '../producer.ts';
+import type { EventType } from '../../packages/producer/src/events.ts';
+import { jobIdFor } from '../../packages/producer/src/producer.ts';
 
 export type SampleKind = 'normal' | 'duplicate' | 'blocked' | 'invalid';
 

@@ -1,9 +1,9 @@
 /**
  * The demo's command line and environment, read once. The demo builds the worker's own environment
- * itself (src/demo/stack.ts); of the worker's variables it only takes the ones a person running the
+ * itself (tools/demo/stack.ts); of the worker's variables it only takes the ones a person running the
  * demo would want to choose: where Redis is, where the dashboard listens and its credentials, the log level.
  */
-import { parseDuration } from '../config/duration.ts';
+import { parseDuration } from '../../src/config/duration.ts';
 
 export interface DemoOptions {
   /** Stay up after the summary (dashboard browsable) until Ctrl-C. */

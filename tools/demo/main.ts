@@ -1,6 +1,6 @@
 // `npm run demo`: the whole flow on this machine (CONTRACT section 1). Wires options → output → stack →
-// run → summary → stop, handles Ctrl-C, and sets the exit code. Usage and exit codes: src/demo/options.ts.
-import { EX_CONFIG } from '../config/config.ts';
+// run → summary → stop, handles Ctrl-C, and sets the exit code. Usage and exit codes: tools/demo/options.ts.
+import { EX_CONFIG } from '../../src/config/config.ts';
 import { readDemoOptions, USAGE } from './options.ts';
 import { DemoOutput } from './output.ts';
 import { runSamples } from './run.ts';

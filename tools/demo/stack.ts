@@ -11,14 +11,14 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import { createApp, type App } from '../app.ts';
-import { isLoopback, loadConfig, type Config } from '../config/config.ts';
-import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../dev/private-redis.ts';
-import { createHttpServer, DASHBOARD_PATH } from '../http/server.ts';
-import { createLogger } from '../logger.ts';
-import { createMetrics } from '../metrics.ts';
-import { TransferProducer } from '../producer.ts';
-import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorSettings, type DeepPartial } from '../simulator/index.ts';
+import { createApp, type App } from '../../src/app.ts';
+import { isLoopback, loadConfig, type Config } from '../../src/config/config.ts';
+import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../redis/private-redis.ts';
+import { createHttpServer, DASHBOARD_PATH } from '../../src/http/server.ts';
+import { createLogger } from '../../src/logger.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { TransferProducer } from '../../packages/producer/src/producer.ts';
+import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorSettings, type DeepPartial } from '../../src/simulator/index.ts';
 import type { DemoOptions } from './options.ts';
 
 /** The worker's usual dashboard port, used when free and HTTP_PORT is unset. */

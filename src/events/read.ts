@@ -1,1 +1,0 @@
-export { readTransferEvents } from '../../packages/producer/src/read.ts';

@@ -1,1 +1,0 @@
-export { SEQUENCE_ID, sequenceIdSchema } from '../../packages/producer/src/sequence-id.ts';
