@@ -15,70 +15,7 @@ import { CONFIG_VARIABLES, loadConfig } from '../../src/config/config.ts';
 import { parseDuration } from '../../src/config/duration.ts';
 import { readSimulatorEnv } from '../../src/simulator/env.ts';
 import { PROJECT_ROOT } from '../../tools/child-process.ts';
-
-// ---------------------------------------------------------------------------------------------------
-// Dockerfile: one instruction per logical line (continuations joined, comments and directives dropped).
-
-interface Instruction {
-  keyword: string;
-  args: string;
-}
-
-function parseDockerfile(text: string): Instruction[] {
-  const instructions: Instruction[] = [];
-  let pending = '';
-  for (const raw of text.split('\n')) {
-    const line = raw.trim();
-    if (pending === '' && (line === '' || line.startsWith('#'))) continue;
-    if (line.startsWith('#')) continue; // a comment inside a continued instruction
-    if (line.endsWith('\\')) {
-      pending += `${line.slice(0, -1).trim()} `;
-      continue;
-    }
-    const full = (pending + line).trim();
-    pending = '';
-    const match = /^(\S+)\s*(.*)$/.exec(full);
-    if (match) instructions.push({ keyword: match[1]!.toUpperCase(), args: match[2]! });
-  }
-  if (pending !== '') throw new Error('Dockerfile ends inside a continued line');
-  return instructions;
-}
-
-interface Stage {
-  base: string;
-  name: string | undefined;
-  instructions: Instruction[];
-}
-
-function stagesOf(instructions: Instruction[]): Stage[] {
-  const stages: Stage[] = [];
-  for (const instruction of instructions) {
-    if (instruction.keyword === 'FROM') {
-      const parts = instruction.args.split(/\s+/).filter((part) => !part.startsWith('--'));
-      const as = parts.findIndex((part) => part.toUpperCase() === 'AS');
-      stages.push({ base: parts[0]!, name: as === -1 ? undefined : parts[as + 1], instructions: [] });
-    } else {
-      if (stages.length === 0) throw new Error(`${instruction.keyword} before the first FROM`);
-      stages.at(-1)!.instructions.push(instruction);
-    }
-  }
-  return stages;
-}
-
-/** An exec-form (JSON array) argument such as CMD ["node", "src/worker.ts"]; shell form is refused. */
-function execForm(args: string): string[] {
-  const parsed: unknown = JSON.parse(args);
-  if (!Array.isArray(parsed) || !parsed.every((part) => typeof part === 'string')) throw new Error(`not an exec form: ${args}`);
-  return parsed;
-}
-
-/** COPY sources from the build context (not --from another stage), without flags and destination. */
-function contextSources(instruction: Instruction): string[] | undefined {
-  const words = instruction.args.split(/\s+/);
-  if (words.some((word) => word.startsWith('--from='))) return undefined;
-  const paths = words.filter((word) => !word.startsWith('--'));
-  return paths.slice(0, -1);
-}
+import { contextSources, dockerIgnored, execForm, parseDockerfile, readDockerignore, stagesOf } from './dockerfile.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Compose: interpolation as `docker compose` does it, for the forms the file uses.
@@ -107,7 +44,7 @@ interface ComposeService {
   build?: unknown;
   command?: string | string[];
   environment?: Record<string, string | number | boolean | null> | string[];
-  ports?: Array<string | { target: number; published?: string | number }>;
+  ports?: Array<string | { target: number; published?: string | number; host_ip?: string }>;
   depends_on?: string[] | Record<string, { condition?: string }>;
   stop_grace_period?: string;
   volumes?: string[];
@@ -146,25 +83,24 @@ function containerPorts(service: ComposeService): number[] {
 }
 
 /** Go-style compose durations as used here (45s, 1m30s), in ms. */
+/**
+ * The host address each published port binds, after interpolation: short syntax `[ip:]published:target`
+ * (no ip: every interface) or the long syntax's `host_ip`.
+ */
+function publishedAddresses(service: ComposeService, hostEnv: Record<string, string | undefined>): string[] {
+  return (service.ports ?? []).map((port) => {
+    if (typeof port !== 'string') return port.host_ip ?? '0.0.0.0';
+    const text = interpolate(port, hostEnv);
+    const match = /^(?:(.+):)?\d+(?:-\d+)?:\d+(?:-\d+)?(?:\/\w+)?$/.exec(text);
+    if (!match) return '0.0.0.0'; // a bare container port: a random host port on every interface
+    return match[1]?.replace(/^\[|\]$/g, '') ?? '0.0.0.0';
+  });
+}
+
 function composeDurationMs(text: string): number {
   const parts = [...text.matchAll(/(\d+)(ms|s|m|h)/g)];
   if (parts.length === 0 || parts.map((p) => p[0]).join('') !== text) throw new Error(`not a compose duration: ${text}`);
   return parts.reduce((sum, [, amount, unit]) => sum + parseDuration(`${amount}${unit}`)!, 0);
-}
-
-/** A .dockerignore pattern (`*`, `?`, `**`) against a context path or any of its parents. */
-function dockerIgnored(patterns: string[], path: string): boolean {
-  const toRegex = (pattern: string) =>
-    new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*\*/g, '\u0000').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]').replace(/\u0000/g, '.*')}$`);
-  const segments = path.split('/');
-  const prefixes = segments.map((_, i) => segments.slice(0, i + 1).join('/'));
-  let ignored = false;
-  for (const raw of patterns) {
-    const negate = raw.startsWith('!');
-    const pattern = (negate ? raw.slice(1) : raw).replace(/^\/|\/$/g, '');
-    if (prefixes.some((prefix) => toRegex(pattern).test(prefix))) ignored = !negate;
-  }
-  return ignored;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -174,10 +110,7 @@ const dockerfile = parseDockerfile(read('Dockerfile'));
 const stages = stagesOf(dockerfile);
 const finalStage = stages.at(-1)!;
 const compose = parseYaml(read('docker-compose.yml'), { merge: true }) as ComposeFile;
-const dockerignore = read('.dockerignore')
-  .split('\n')
-  .map((line) => line.trim())
-  .filter((line) => line !== '' && !line.startsWith('#'));
+const dockerignore = readDockerignore(read('.dockerignore'));
 
 const finalCmd = execForm(finalStage.instructions.findLast((i) => i.keyword === 'CMD')!.args);
 const workdir = finalStage.instructions.findLast((i) => i.keyword === 'WORKDIR')?.args;
@@ -227,11 +160,12 @@ describe('Dockerfile', () => {
     expect(copied).toEqual(expect.arrayContaining(['package.json', 'package-lock.json']));
   });
 
-  it('gives the final stage the dependencies, the package files and src/, in production mode', () => {
+  it('gives the final stage the dependencies and the package files, in production mode', () => {
     const copies = finalStage.instructions.filter((i) => i.keyword === 'COPY');
     expect(copies.some((i) => /--from=\S+/.test(i.args) && /node_modules/.test(i.args))).toBe(true);
     const sources = copies.flatMap((i) => contextSources(i) ?? []);
-    expect(sources).toEqual(expect.arrayContaining(['package.json', 'src']));
+    // package.json says "type": "module" for every .ts file; which modules are copied: image-content.test.ts.
+    expect(sources).toEqual(expect.arrayContaining(['package.json']));
     const env = finalStage.instructions.filter((i) => i.keyword === 'ENV').map((i) => i.args);
     expect(env.some((args) => /(^|\s)NODE_ENV=production(\s|$)/.test(args))).toBe(true);
   });
@@ -244,7 +178,7 @@ describe('Dockerfile', () => {
       expect(dockerIgnored(dockerignore, source), `${source} is not dockerignored`).toBe(false);
     }
     // and the heavy or private parts of the working tree stay out of the build context
-    for (const excluded of ['node_modules', '.git', 'test-artifacts', 'test', '.env']) {
+    for (const excluded of ['node_modules', '.git', 'test-artifacts', 'test', 'tools', 'bench', '.env']) {
       expect(dockerIgnored(dockerignore, excluded), `${excluded} is dockerignored`).toBe(true);
     }
   });
@@ -258,7 +192,7 @@ describe('Dockerfile', () => {
     expect(['root', '0']).not.toContain(user);
   });
 
-  it('runs node on the worker entry, which exists under the copied src/', () => {
+  it('runs node on the worker entry, which exists', () => {
     expect(workdir).toBeDefined();
     expect(finalCmd[0]).toBe('node');
     expect(finalCmd[1]).toBe('src/worker.ts');
@@ -276,9 +210,13 @@ describe('Dockerfile', () => {
 describe('HEALTHCHECK probe', () => {
   let server: Server;
   let port: number;
+  /** What the fake worker's /readyz answers; /healthz always answers 200, as a live process does. */
+  let readyStatus = 200;
   beforeAll(async () => {
     server = createServer((req, res) => {
-      res.writeHead(req.url === '/healthz' ? 200 : 500).end();
+      if (req.url === '/healthz') res.writeHead(200).end('{"status":"ok"}');
+      else if (req.url === '/readyz') res.writeHead(readyStatus).end();
+      else res.writeHead(404).end();
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
@@ -306,8 +244,11 @@ describe('HEALTHCHECK probe', () => {
     });
   };
 
-  it('exits 0 when /healthz answers 200 and 1 when nothing listens', async () => {
+  it('probes readiness: exits 0 when /readyz answers 200, 1 when it answers 503 (alive but not ready) or nothing listens', async () => {
+    readyStatus = 200;
     expect(await probe(port)).toBe(0);
+    readyStatus = 503;
+    expect(await probe(port)).toBe(1);
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const freePort = (closed.address() as AddressInfo).port;
@@ -415,6 +356,22 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it('publishes every port on 127.0.0.1 only, unless the operator sets WORKER_PUBLISH for the worker', () => {
+    for (const [name, service] of Object.entries(services)) {
+      const addresses = publishedAddresses(service, HOST_ENV);
+      expect(addresses.length, `${name} publishes its port`).toBeGreaterThan(0);
+      expect(addresses, name).toEqual(addresses.map(() => '127.0.0.1'));
+    }
+    expect(publishedAddresses(worker, { ...HOST_ENV, WORKER_PUBLISH: '0.0.0.0' })).toEqual(['0.0.0.0']);
+  });
+
+  it("checks the worker's readiness with the image's HEALTHCHECK (/readyz), not overridden", () => {
+    expect(worker.healthcheck).toBeUndefined();
+    const probe = finalStage.instructions.findLast((i) => i.keyword === 'HEALTHCHECK')!.args;
+    expect(probe).toContain('/readyz');
+    expect(probe).not.toContain('/healthz');
+  });
+
   it('compiles the simulator healthcheck script and probes the simulator port', () => {
     const test = simulator.healthcheck!.test;
     expect(Array.isArray(test)).toBe(true);
@@ -441,5 +398,12 @@ describe('compose interpolation (test helper)', () => {
     expect(dockerIgnored(['node_modules', '*.log', '!keep.log'], 'node_modules/x/y.js')).toBe(true);
     expect(dockerIgnored(['node_modules', '*.log', '!keep.log'], 'keep.log')).toBe(false);
     expect(dockerIgnored(['test'], 'src/test.ts')).toBe(false);
+    expect(publishedAddresses({ ports: ['3000:3000', '127.0.0.1:1:2', '[::1]:5:6/udp', '7', { target: 8, host_ip: '10.0.0.1' }] }, {})).toEqual([
+      '0.0.0.0',
+      '127.0.0.1',
+      '::1',
+      '0.0.0.0',
+      '10.0.0.1',
+    ]);
   });
 });
