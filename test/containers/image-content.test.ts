@@ -1,7 +1,7 @@
 /**
  * What the production image holds, checked against what its programs load. The entry points are the
  * package's own: `npm start`, `npm run simulator` and the bin `custody-worker` (operators run it inside
- * the container). Their import graph (TypeScript's parser, test/containers/import-graph.ts) must be
+ * the container). Their import graph (TypeScript's parser, test/support/import-graph.ts) must be
  * copied in full, at the paths their relative imports expect; nothing else from the repository may be
  * copied (no demo, tools, tests or benchmark); and nothing copied may import a package that
  * `npm ci --omit=dev --omit=optional` leaves out.
@@ -11,7 +11,7 @@ import { join, posix } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../tools/child-process.ts';
 import { copiedFiles, execForm, parseDockerfile, readDockerignore, stagesOf } from './dockerfile.ts';
-import { importGraph } from './import-graph.ts';
+import { importGraph } from '../support/import-graph.ts';
 
 /** Copied although no module imports them: Node reads package.json ("type": "module"); npm the lockfile. */
 const ALLOWED = new Set(['package.json', 'package-lock.json']);
