@@ -1,5 +1,5 @@
 import { loadConfig } from '../config/config.ts';
-import { SEQUENCE_ID } from '../jobs/submit-transaction/payload.ts';
+import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
 import { basicAuthorization } from '../upstream/auth.ts';
 import { CustodyClient } from '../upstream/client.ts';
 import { stringOption, type OptionValues } from './command.ts';

@@ -1,4 +1,4 @@
-import type { TransferEvent } from '../events/events.ts';
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { eventPhrase } from '../events/format.ts';
 
 /** `label  value` lines with the values aligned; undefined/null/'' show as `-`. */

@@ -1,4 +1,4 @@
-import type { EventData, TransferEvent } from './events.ts';
+import type { EventData, TransferEvent } from '../../packages/producer/src/events.ts';
 
 /**
  * The one phrase per event type that people read: the CLI (`events`, `status`) and the demo's live view

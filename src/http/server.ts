@@ -5,7 +5,7 @@ import { FastifyAdapter } from '@bull-board/fastify';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
 import type { Config } from '../config/config.ts';
-import { SEQUENCE_ID } from '../jobs/submit-transaction/payload.ts';
+import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { QueueName } from '../queues/names.ts';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { checkEventData, type EventData, type EventOf, type EventType, type TransferEvent } from '../events/events.ts';
-import { readTransferEvents } from '../events/read.ts';
+import { checkEventData, type EventData, type EventOf, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
+import { readTransferEvents } from '../../packages/producer/src/read.ts';
 import { withRedisLock } from '../lib/redis-lock.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';

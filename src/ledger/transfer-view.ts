@@ -1,4 +1,4 @@
-import type { TransferEvent } from '../events/events.ts';
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import type { Ledger } from './ledger.ts';
 
 /** What operators see of one transfer (HTTP `GET /transfers/:sequenceId`, CLI `status`). */

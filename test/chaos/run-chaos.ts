@@ -18,9 +18,9 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { expect } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
-import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../src/events/events.ts';
+import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
-import { TransferProducer } from '../../src/producer.ts';
+import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import {
   startSimulator,
@@ -33,9 +33,9 @@ import {
 } from '../../src/simulator/index.ts';
 import { buildUser } from '../../src/simulator/records.ts';
 import { basicAuthorization } from '../../src/upstream/auth.ts';
-import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.ts';
+import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { versionProblems, workerEnv } from '../helpers/harness.ts';
-import { samplePayload, type SamplePayload } from '../helpers/payloads.ts';
+import { samplePayload, type SamplePayload } from '../../tools/sample-payloads.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type ExitInfo, type WorkerProcess } from '../helpers/worker-process.ts';

@@ -9,14 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { TransferEvent } from '../../src/events/events.ts';
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import type { TransferView } from '../../src/ledger/transfer-view.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import type { Transaction, WalletTransaction } from '../../src/upstream/schemas.ts';
 import { killAllClis, runCli, spawnCli, type CliResult } from '../helpers/cli-process.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { newRedis, closeAllRedis, testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
 
 /** Text that must never reach the CLI's output: the simulator's raw.user and travel-rule originator. */
@@ -307,7 +307,7 @@ describe('events', () => {
       jsonLines(stdout).some((event) => (event as TransferEvent).event === 'transfer.broadcast' && (event as TransferEvent).sequenceId === sequenceId),
     );
     expect(follower.child.kill('SIGTERM')).toBe(true);
-    const result = await follower.exited;
+    const result = await follower.exit();
     runs.push(result);
     expect(result).toMatchObject({ code: 0, signal: null });
     const events = jsonLines(result.stdout) as TransferEvent[];
@@ -320,7 +320,7 @@ describe('events', () => {
     const follower = spawnCli(['events', '--follow'], { env: h.env });
     await follower.waitFor('the following notice', (_, stderr) => stderr.includes('following '));
     follower.child.kill('SIGINT');
-    const result = await follower.exited;
+    const result = await follower.exit();
     runs.push(result);
     expect(result).toMatchObject({ code: 0, signal: null, stdout: '' });
   });

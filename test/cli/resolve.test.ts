@@ -12,7 +12,7 @@ import type { TransferView } from '../../src/ledger/transfer-view.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { killAllClis, runCli, type CliResult } from '../helpers/cli-process.ts';
 import { countBy, startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 

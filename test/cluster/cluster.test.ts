@@ -11,7 +11,7 @@ import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startClusterHarness, type ClusterHarness, type LogLine } from '../helpers/cluster-harness.ts';
 import { countBy, versionProblems, workerEnv } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
 

@@ -23,7 +23,7 @@
 import fc from 'fast-check';
 import { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../src/events/events.ts';
+import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { createReconcileHandler } from '../../src/jobs/reconcile/handler.ts';
 import { createSubmitHandler } from '../../src/jobs/submit-transaction/handler.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
@@ -35,7 +35,7 @@ import type { JobContext } from '../../src/queues/processor.ts';
 import { SUBMIT_RETRY, withBase } from '../../src/timing.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
 import type { SubmittedTransfer, Transaction } from '../../src/upstream/schemas.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
 const RUNS = Number(process.env.EXPLORE_RUNS ?? 2_000);

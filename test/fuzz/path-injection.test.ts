@@ -10,7 +10,7 @@ import './fc-seed.ts';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CustodyClient } from '../../src/upstream/client.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
-import { sampleSend } from '../helpers/payloads.ts';
+import { sampleSend } from '../../tools/sample-payloads.ts';
 import { startScriptedServer, type ScriptedServer } from './scripted-server.ts';
 
 const RUNS = 400;

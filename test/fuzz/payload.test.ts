@@ -8,11 +8,11 @@ import { Queue } from 'bullmq';
 import fc from 'fast-check';
 import './fc-seed.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSubmitPayload, type ParsedPayload } from '../../src/jobs/submit-transaction/payload.ts';
+import { parseSubmitPayload, type ParsedPayload } from '../../packages/producer/src/payload.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { until } from '../helpers/wait.ts';
 import {
   isValidSequenceId,

@@ -13,7 +13,7 @@ import { startSimulator } from '../../src/simulator/index.ts';
 import { CustodyClient, type CustodyClientOptions } from '../../src/upstream/client.ts';
 import { EXACT_AMOUNT } from '../../src/upstream/schemas.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../../src/upstream/errors.ts';
-import { newSequenceId, sampleSend } from '../helpers/payloads.ts';
+import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { startScriptedServer, type Reply, type ScriptedServer } from './scripted-server.ts';
 
 const RUNS_PER_ENDPOINT = 300;

@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
-import type { TransferEvent } from '../../src/events/events.ts';
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { createLogger } from '../../src/logger.ts';
-import { TransferProducer } from '../../src/producer.ts';
+import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorOptions } from '../../src/simulator/index.ts';
 import { parseCheckedEntry } from './json-schemas.ts';
 import { testRedisUrl, uniquePrefix } from './redis.ts';

@@ -4,7 +4,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Cluster, type ClusterOptions } from 'ioredis';
-import { rawRedisCommand, startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.ts';
+import { rawRedisCommand, startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { trackRedis } from './redis.ts';
 
 const execFileAsync = promisify(execFile);

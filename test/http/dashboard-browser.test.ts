@@ -14,7 +14,7 @@ import { createHttpServer } from '../../src/http/server.ts';
 import { createLogger } from '../../src/logger.ts';
 import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
 import { startHarness, workerEnv, type Harness } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { launchChromium } from '../helpers/browser.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { PROJECT_ROOT, killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';

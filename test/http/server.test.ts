@@ -5,8 +5,8 @@ import { createKeys } from '../../src/ledger/keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { samplePayload } from '../helpers/payloads.ts';
-import { startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
+import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 
 const USER = 'ops';
 const PASSWORD = 'dashboard-pass-123';

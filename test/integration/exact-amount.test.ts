@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decimalEquals } from '../../src/lib/decimal.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 
 /**
  * An amount of 20 significant digits (large token amounts) from the 2.4 answer, where it is a JSON

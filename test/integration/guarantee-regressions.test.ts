@@ -11,7 +11,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { parseStreamEntry, type TransferEvent } from '../../src/events/events.ts';
+import { parseStreamEntry, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { createReconcileHandler, type ReconcileResult } from '../../src/jobs/reconcile/handler.ts';
 import { createSubmitHandler, type SubmitDeps } from '../../src/jobs/submit-transaction/handler.ts';
 import { createTrackHandler } from '../../src/jobs/track-transfer/handler.ts';
@@ -25,7 +25,7 @@ import { startSimulator, type FaultKind, type Simulator } from '../../src/simula
 import { CustodyClient } from '../../src/upstream/client.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { newSequenceId, samplePayload, type SamplePayload } from '../helpers/payloads.ts';
+import { newSequenceId, samplePayload, type SamplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 

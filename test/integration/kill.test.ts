@@ -6,11 +6,11 @@
  */
 import { Queue } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { TransferEvent } from '../../src/events/events.ts';
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import type { DeepPartial, FaultPlan, SimulatorSettings } from '../../src/simulator/index.ts';
 import { countBy, startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
 

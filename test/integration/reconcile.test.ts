@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventData } from '../../src/events/events.ts';
+import type { EventData } from '../../packages/producer/src/events.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createReconcileHandler, type ReconcileResult } from '../../src/jobs/reconcile/handler.ts';
 import { TransferState } from '../../src/ledger/ledger.ts';
@@ -8,7 +8,7 @@ import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { CustodyClient } from '../../src/upstream/client.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { describeProfiles, simFor } from '../helpers/profiles.ts';
 
 describeProfiles('reconcile', (profile) => {

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createKeys } from '../../src/ledger/keys.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import { countBy, startHarness, versionProblems } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
 

@@ -3,7 +3,7 @@ import { QueueName } from '../../src/queues/names.ts';
 import type { FaultKind } from '../../src/simulator/index.ts';
 import { countBy, startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { newSequenceId, samplePayload } from '../helpers/payloads.ts';
+import { newSequenceId, samplePayload } from '../../tools/sample-payloads.ts';
 import { describeProfiles, simFor } from '../helpers/profiles.ts';
 
 describeProfiles('submit-faults', (profile) => {

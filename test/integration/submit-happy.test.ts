@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jobIdFor } from '../../src/producer.ts';
+import { jobIdFor } from '../../packages/producer/src/producer.ts';
 import { trackJobId } from '../../src/queues/names.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { describeProfiles, expectAddress, simFor } from '../helpers/profiles.ts';
 
 /** The documented 2.4 keys an event carries: all but `raw` (CONTRACT v1.1). */

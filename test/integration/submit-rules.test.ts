@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName } from '../../src/queues/names.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { newSequenceId, samplePayload } from '../helpers/payloads.ts';
+import { newSequenceId, samplePayload } from '../../tools/sample-payloads.ts';
 import { describeProfiles, simFor } from '../helpers/profiles.ts';
 
 describeProfiles('submit-rules', (profile) => {

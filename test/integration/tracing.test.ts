@@ -10,7 +10,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/logger.ts';
 import { startTracing } from '../../src/telemetry.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
 
 describe('tracing', () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { describeProfiles, expectAddress, simFor } from '../helpers/profiles.ts';
 
 describeProfiles('track', (profile) => {

@@ -36,7 +36,7 @@ import { Redis } from 'ioredis';
 import { EVENT_TYPES, parseStreamEntry, TransferProducer, type TransferEvent } from '../../packages/producer/src/index.ts';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/config.ts';
-import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../../src/dev/private-redis.ts';
+import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../../tools/redis/private-redis.ts';
 import { createLogger } from '../../src/logger.ts';
 import { startSimulator, workerCustodyEnv, type Simulator } from '../../src/simulator/index.ts';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { EventShapeError, type EventData } from '../../src/events/events.ts';
+import { EventShapeError, type EventData } from '../../packages/producer/src/events.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
 import { Ledger, NO_RECORD, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES, jobIdFor } from '../../packages/producer/src/index.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));

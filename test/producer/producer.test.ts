@@ -18,7 +18,7 @@ import {
   type TransferEvent,
 } from '../../packages/producer/src/index.ts';
 import { countBy, startHarness, type Harness } from '../helpers/harness.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
 
 /** One of every class of sequenceId CONTRACT 3 allows (1–128 of [A-Za-z0-9_-]), made unique per run. */

@@ -8,11 +8,11 @@ import fc from 'fast-check';
 import '../fuzz/fc-seed.ts';
 import { describe, expect, it } from 'vitest';
 import { generateSchemas } from '../../packages/producer/scripts/generate-schemas.ts';
-import { checkEventData, EVENT_TYPES, EventShapeError, type EventData, type EventType } from '../../src/events/events.ts';
-import { parseSubmitPayload } from '../../src/jobs/submit-transaction/payload.ts';
+import { checkEventData, EVENT_TYPES, EventShapeError, type EventData, type EventType } from '../../packages/producer/src/events.ts';
+import { parseSubmitPayload } from '../../packages/producer/src/payload.ts';
 import { mutatedPayloadArb, randomPayloadArb, validPayloadArb, MAX_METADATA_BYTES } from '../fuzz/payload-oracle.ts';
 import { assertEventDataMatchesJsonSchema, checkPayloadJson, SCHEMAS_DIR } from '../helpers/json-schemas.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 
 const RUNS = { valid: 300, mutated: 1_500, random: 500 } as const;
 

@@ -13,8 +13,8 @@ import {
   SUBMIT_TRANSACTION,
   TransferProducer,
 } from '../../packages/producer/src/index.ts';
-import { getFreePort, startRedisServer, type RedisServerHandle } from '../../src/dev/redis-server.ts';
-import { samplePayload } from '../helpers/payloads.ts';
+import { getFreePort, startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 
 /** The bound these tests give the producer, and the slack allowed on top of it (timers, a loaded CI box). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseStreamEntry, type EventData, type EventType, type TransferEvent } from '../../src/events/events.ts';
+import { parseStreamEntry, type EventData, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { eventPhrase } from '../../src/events/format.ts';
 
 /** An event as the stream holds it (so its data is checked against its schema on the way). */

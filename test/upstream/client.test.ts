@@ -5,7 +5,7 @@ import { startSimulator, type FaultKind, type Simulator } from '../../src/simula
 import { CustodyClient, type CustodyClientOptions, travelRuleApplies } from '../../src/upstream/client.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
 import { parseRetryAfter } from '../../src/upstream/responses.ts';
-import { newSequenceId, sampleSend } from '../helpers/payloads.ts';
+import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';
 
 let sim: Simulator;

@@ -25,7 +25,7 @@ import { CustodyClient, travelRuleApplies } from '../../src/upstream/client.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
 import { EXACT_AMOUNT, type SkippedRecord, type SubmittedTransfer, type Transaction } from '../../src/upstream/schemas.ts';
 import { startScriptedServer, type ScriptedServer } from '../fuzz/scripted-server.ts';
-import { newSequenceId, sampleSend } from '../helpers/payloads.ts';
+import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 
 const RUNS = 300;
 const WALLET = { walletId: 310, coin: 'eth' };

@@ -9,7 +9,7 @@ import { CustodyClient, travelRuleApplies, type CustodyClientOptions } from '../
 import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
 import { EXACT_AMOUNT, UNREADABLE, type SkippedRecord, type TransactionList } from '../../src/upstream/schemas.ts';
 import { startScriptedServer, type RecordedRequest, type Reply, type ScriptedServer } from '../fuzz/scripted-server.ts';
-import { sampleSend } from '../helpers/payloads.ts';
+import { sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';
 
 let server: ScriptedServer;

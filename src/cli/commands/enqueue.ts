@@ -1,8 +1,8 @@
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { loadQueueConfig } from '../../config/config.ts';
-import { parseSubmitPayload, SUBMIT_TRANSACTION } from '../../jobs/submit-transaction/payload.ts';
-import { EnqueueError, InvalidPayloadError, ProducerUnavailableError, TransferProducer } from '../../producer.ts';
+import { parseSubmitPayload, SUBMIT_TRANSACTION } from '../../../packages/producer/src/payload.ts';
+import { EnqueueError, InvalidPayloadError, ProducerUnavailableError, TransferProducer } from '../../../packages/producer/src/producer.ts';
 import type { Command } from '../command.ts';
 import { CliError, invalidInput } from '../errors.ts';
 import { ExitCode } from '../exit-codes.ts';

@@ -1,5 +1,5 @@
 import { loadQueueConfig } from '../../config/config.ts';
-import { parseStreamEntry, type TransferEvent } from '../../events/events.ts';
+import { parseStreamEntry, type TransferEvent } from '../../../packages/producer/src/events.ts';
 import type { RedisClient } from '../../redis.ts';
 import { stringOption, type Command } from '../command.ts';
 import { usageError } from '../errors.ts';

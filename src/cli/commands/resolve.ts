@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import { loadLedgerConfig } from '../../config/config.ts';
-import { FailureCode, type EventType } from '../../events/events.ts';
-import { SEQUENCE_ID } from '../../jobs/submit-transaction/payload.ts';
+import { FailureCode, type EventType } from '../../../packages/producer/src/events.ts';
+import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
 import { createKeys } from '../../ledger/keys.ts';
 import { Ledger, TransferState, type TransferRecord, type TransitionRequest, type TransitionResult } from '../../ledger/ledger.ts';
 import { QueueName, trackJobId } from '../../queues/names.ts';

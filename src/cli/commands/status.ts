@@ -1,5 +1,5 @@
 import { loadQueueConfig } from '../../config/config.ts';
-import { SEQUENCE_ID } from '../../jobs/submit-transaction/payload.ts';
+import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
 import { createKeys } from '../../ledger/keys.ts';
 import { Ledger } from '../../ledger/ledger.ts';
 import { transferView, type TransferView } from '../../ledger/transfer-view.ts';

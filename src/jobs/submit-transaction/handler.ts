@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { FailureCode, type EventData } from '../../events/events.ts';
+import { FailureCode, type EventData } from '../../../packages/producer/src/events.ts';
 import {
   gateFields,
   matchFields,
@@ -20,7 +20,7 @@ import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
 import { travelRuleApplies, type CustodyClient } from '../../upstream/client.ts';
 import { CustodyError } from '../../upstream/errors.ts';
 import { EXACT_AMOUNT, type SubmittedTransfer } from '../../upstream/schemas.ts';
-import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPayload } from './payload.ts';
+import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPayload } from '../../../packages/producer/src/payload.ts';
 import type { GateSetting } from './travel-rule.ts';
 
 export interface SubmitDeps {

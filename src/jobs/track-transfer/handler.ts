@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FailureCode } from '../../events/events.ts';
+import { FailureCode } from '../../../packages/producer/src/events.ts';
 import { matchFields, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
 import { RetryLater } from '../../queues/outcomes.ts';
 import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, type BackoffProfile } from '../../timing.ts';
@@ -8,7 +8,7 @@ import type { CustodyClient } from '../../upstream/client.ts';
 import { CustodyErrorCode, isCustodyError } from '../../upstream/errors.ts';
 import type { WalletTransaction } from '../../upstream/schemas.ts';
 import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
-import { sequenceIdSchema } from '../../transfers/sequence-id.ts';
+import { sequenceIdSchema } from '../../../packages/producer/src/sequence-id.ts';
 
 export const trackPayloadSchema = z.object({ sequenceId: sequenceIdSchema });
 
