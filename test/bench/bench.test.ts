@@ -1,40 +1,15 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { killAllChildren, spawnNodeScript, type ChildResult } from '../../tools/child-process.ts';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const RUN = fileURLToPath(new URL('../../bench/run.ts', import.meta.url));
 
-interface Outcome {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function runBench(env: Record<string, string>, timeoutMs: number): Promise<Outcome> {
-  const childEnv: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !key.startsWith('BENCH_') && key !== 'NODE_OPTIONS') childEnv[key] = value;
-  }
-  const child = spawn(process.execPath, [RUN], { cwd: ROOT, env: { ...childEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk;
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** `npm run bench` as a child; SIGKILLed (and the test failed) when it has not ended in `timeoutMs`. */
+function runBench(env: Record<string, string>, timeoutMs: number): Promise<ChildResult> {
+  return spawnNodeScript(RUN, { name: 'bench', env, maxOutputChars: 1 << 20 }).exit(timeoutMs);
 }
 
 /** Every figure the benchmark must produce (CONTRACT section 7), by its path in the JSON result. */
@@ -59,6 +34,7 @@ function at(result: unknown, path: string): unknown {
 describe('npm run bench (BENCH_QUICK=1)', () => {
   let dir: string | undefined;
   afterAll(async () => {
+    await killAllChildren();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
