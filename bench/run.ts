@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { chart } from './chart.ts';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Queue } from 'bullmq';
@@ -276,7 +277,9 @@ async function main(): Promise<void> {
 
     mkdirSync(dirname(config.resultFile), { recursive: true });
     writeFileSync(config.resultFile, `${JSON.stringify(result, null, 2)}\n`);
-    process.stdout.write(`${format(result)}\n\nJSON: ${config.resultFile}\n`);
+    const chartFile = config.resultFile.replace(/(\.json)?$/, '.svg');
+    writeFileSync(chartFile, chart(result));
+    process.stdout.write(`${format(result)}\n\nJSON: ${config.resultFile}\nchart: ${chartFile}\n`);
   } finally {
     for (const queue of queuesToClose) await queue.close().catch(() => undefined);
     for (const target of targetsToClose) await target.close().catch(() => undefined);

@@ -36,6 +36,8 @@ export interface LatencyResult {
   p99Ms: number;
   maxMs: number;
   meanMs: number;
+  /** [percentile, ms] pairs from p0 to p100, denser in the tail (the chart's curve). */
+  percentiles: Array<[number, number]>;
   cpu: CpuShare | undefined;
 }
 
@@ -69,6 +71,13 @@ export async function throughputRound(redis: Redis, target: SubmitTarget, backlo
   const seconds = Math.max(1, endedAt - startedAt) / 1000;
   return { jobs: backlog.length, seconds, perSecond: backlog.length / seconds, cpu: share, redisCommands };
 }
+
+/** Where the latency curve is sampled (the chart and the JSON): dense in the tail. */
+const CURVE_POINTS = [
+  ...Array.from({ length: 19 }, (_, index) => index * 5),
+  ...Array.from({ length: 9 }, (_, index) => 91 + index),
+  99.5, 99.8, 99.9, 100,
+];
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -130,6 +139,7 @@ export async function measureLatency(redis: Redis, target: SubmitTarget, perSeco
       p99Ms: percentile(sorted, 99),
       maxMs: sorted[sorted.length - 1]!,
       meanMs: sorted.reduce((sum, value) => sum + value, 0) / sorted.length,
+      percentiles: CURVE_POINTS.map((p) => [p, percentile(sorted, p)]),
       cpu: share,
     };
   } finally {

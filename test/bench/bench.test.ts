@@ -52,6 +52,21 @@ describe('npm run bench (BENCH_QUICK=1)', () => {
     }
     const targets = result.targets as Array<{ name: string; value: number; met: boolean }>;
     expect(targets).toHaveLength(4);
+    expect(targets.map((target) => target.name)).toContain('p99 enqueue → submitted at half load, ours ÷ bare');
+
+    // The picture beside the JSON: a bar per round and side in both throughput panels, a latency curve per side.
+    const svg = await readFile(join(dir, 'latest.svg'), 'utf8');
+    expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
+    const rounds = (side: string) => (at(result, side) as unknown[]).length;
+    const bars = [...svg.matchAll(/<rect x="[^"]+" y="[^"]+" width="[^"]+" height="[^"]+" fill="#(1f6feb|8b949e)"><title>/g)];
+    expect(bars).toHaveLength(rounds('submissions.ours.rounds') + rounds('submissions.bare.rounds') + rounds('tracking.ours.rounds') + rounds('tracking.bare.rounds'));
+    const curves = [...svg.matchAll(/<polyline points="([^"]+)"/g)].map((match) => match[1]!.split(' '));
+    expect(curves).toHaveLength(2);
+    for (const curve of curves) {
+      expect(curve.length).toBe((at(result, 'latency.ours.percentiles') as unknown[]).length);
+      for (const point of curve) expect(point).toMatch(/^\d+(\.\d)?,\d+(\.\d)?$/);
+    }
+    expect(svg).not.toContain('NaN');
     for (const target of targets) {
       expect(Number.isFinite(target.value) && target.value > 0, target.name).toBe(true);
       expect(typeof target.met).toBe('boolean');
