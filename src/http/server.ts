@@ -1,18 +1,16 @@
-import { timingSafeEqual } from 'node:crypto';
-import { createBullBoard } from '@bull-board/api';
-import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
-import { FastifyAdapter } from '@bull-board/fastify';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { App } from '../app.ts';
 import type { Config } from '../config/config.ts';
 import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { QueueName } from '../queues/names.ts';
 import { transferView } from '../ledger/transfer-view.ts';
 import { refreshScrapeGauges } from '../metrics-scrape.ts';
+import { requireBasicAuth } from './auth.ts';
+import { registerDashboard } from './dashboard.ts';
 
-export const DASHBOARD_PATH = '/dashboard';
+export { DASHBOARD_PATH } from './dashboard.ts';
+
 /** /readyz answers 503 when Redis does not answer PING within this. */
 const READY_PING_TIMEOUT_MS = 1_000;
 
@@ -34,6 +32,9 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     // sequenceIds are up to 128 characters: longer ones must reach the handler to get a 400, not a 404.
     routerOptions: { maxParamLength: 1024 },
   });
+
+  const { dashboardUser, dashboardPassword } = config.http;
+  if (dashboardUser && dashboardPassword) requireBasicAuth(server, { user: dashboardUser, password: dashboardPassword });
 
   server.get('/healthz', async () => ({ status: 'ok' }));
 
@@ -62,49 +63,6 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     return view;
   });
 
-  await registerDashboard(server, app, config.http);
+  await registerDashboard(server, app, config.http.dashboardReadOnly);
   return server;
-}
-
-/**
- * Bull Board over every queue. Basic auth whenever credentials are configured (the config refuses a
- * non-loopback HTTP_HOST without them). The submit queue is read-only unless DASHBOARD_READ_ONLY=false;
- * job data and return values are shown without any `user` object.
- */
-async function registerDashboard(server: FastifyInstance, app: App, http: Config['http']): Promise<void> {
-  const adapter = new FastifyAdapter();
-  adapter.setBasePath(DASHBOARD_PATH);
-  const queues = Object.entries(app.queues).map(([name, queue]) => {
-    const board = new BullMQAdapter(queue, {
-      readOnlyMode: name === QueueName.SUBMIT ? http.dashboardReadOnly : false,
-      allowRetries: true,
-      displayName: name,
-    });
-    board.setFormatter('data', withoutUser);
-    board.setFormatter('returnValue', withoutUser);
-    return board;
-  });
-  createBullBoard({ queues, serverAdapter: adapter, options: { uiConfig: { boardTitle: 'custody worker' } } });
-
-  await server.register(async (scope) => {
-    if (http.dashboardUser && http.dashboardPassword) {
-      const expected = Buffer.from(`Basic ${Buffer.from(`${http.dashboardUser}:${http.dashboardPassword}`).toString('base64')}`);
-      scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-        const given = Buffer.from(request.headers.authorization ?? '');
-        if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-          return reply.code(401).header('www-authenticate', 'Basic realm="custody-worker dashboard"').send({ error: 'UNAUTHORIZED' });
-        }
-      });
-    }
-    await scope.register(adapter.registerPlugin(), { prefix: DASHBOARD_PATH });
-  });
-}
-
-/** Deep copy without any `user` key (the person inside a submitted record's `raw`). */
-function withoutUser(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(withoutUser);
-  if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).filter(([key]) => key !== 'user').map(([key, inner]) => [key, withoutUser(inner)]));
-  }
-  return value;
 }

@@ -10,6 +10,8 @@ import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redi
 
 const USER = 'ops';
 const PASSWORD = 'dashboard-pass-123';
+/** Every route but /healthz, /readyz and /metrics needs it while credentials are set (test/http/auth.test.ts). */
+const AUTH = { headers: { authorization: `Basic ${btoa(`${USER}:${PASSWORD}`)}` } };
 
 describe('HTTP server', () => {
   let h: Harness;
@@ -37,7 +39,7 @@ describe('HTTP server', () => {
     const sequenceId = payload.halfSigned.sequenceId;
     await h.producer.submit(payload);
     const broadcast = await h.producer.waitForTerminal(sequenceId, 10_000);
-    const response = await fetch(`${base}/transfers/${sequenceId}`);
+    const response = await fetch(`${base}/transfers/${sequenceId}`, AUTH);
     expect(response.status).toBe(200);
     const body = (await response.json()) as { events: Array<{ event: string }> };
     expect(body).toMatchObject({
@@ -53,9 +55,9 @@ describe('HTTP server', () => {
   });
 
   it('answers 404 for an unknown transfer and 400 for an invalid sequenceId', async () => {
-    expect((await fetch(`${base}/transfers/no-such-transfer`)).status).toBe(404);
-    expect((await fetch(`${base}/transfers/${'x'.repeat(129)}`)).status).toBe(400);
-    expect((await fetch(`${base}/transfers/a%20b`)).status).toBe(400);
+    expect((await fetch(`${base}/transfers/no-such-transfer`, AUTH)).status).toBe(404);
+    expect((await fetch(`${base}/transfers/${'x'.repeat(129)}`, AUTH)).status).toBe(400);
+    expect((await fetch(`${base}/transfers/a%20b`, AUTH)).status).toBe(400);
   });
 
   it('exposes metrics with names and labels after a transfer', async () => {
@@ -113,7 +115,7 @@ describe('HTTP server', () => {
     expect(api.status).toBe(200);
     const { queues } = (await api.json()) as { queues: Array<{ name: string; readOnlyMode: boolean }> };
     expect(queues.map((q) => q.name).sort()).toEqual(['reconcile', 'submit-transaction', 'track-transfer']);
-    expect(queues.find((q) => q.name === 'submit-transaction')!.readOnlyMode).toBe(true);
+    for (const queue of queues) expect(queue.readOnlyMode, queue.name).toBe(true);
     expect((await fetch(`${base}/dashboard/api/queues`)).status).toBe(401);
   });
 });

@@ -1,0 +1,41 @@
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { FastifyAdapter } from '@bull-board/fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { App } from '../app.ts';
+import { boundedCopyWithoutUser } from './bounded-copy.ts';
+
+export const DASHBOARD_PATH = '/dashboard';
+
+/** Methods that only read. Every Bull Board route that changes anything uses another (PUT, POST, PATCH). */
+const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
+
+/**
+ * Bull Board over every queue of the worker. Read-only (CONTRACT section 5) unless
+ * DASHBOARD_READ_ONLY=false, enforced twice: each queue's adapter is read-only (Bull Board hides the
+ * buttons and refuses its per-queue actions), and this scope answers 403 to any request that is not a
+ * read before Bull Board sees it, so the global routes (`PUT /api/queues/pause` pauses every queue)
+ * and any route a later Bull Board adds are refused too. Job data and return values are shown bounded
+ * and without any `user` object.
+ */
+export async function registerDashboard(server: FastifyInstance, app: App, readOnly: boolean): Promise<void> {
+  const adapter = new FastifyAdapter();
+  adapter.setBasePath(DASHBOARD_PATH);
+  const queues = Object.entries(app.queues).map(([name, queue]) => {
+    const board = new BullMQAdapter(queue, { readOnlyMode: readOnly, allowRetries: !readOnly, displayName: name });
+    board.setFormatter('data', (data) => boundedCopyWithoutUser(data));
+    board.setFormatter('returnValue', (value) => boundedCopyWithoutUser(value));
+    return board;
+  });
+  createBullBoard({ queues, serverAdapter: adapter, options: { uiConfig: { boardTitle: 'custody worker' } } });
+
+  await server.register(async (scope) => {
+    if (readOnly) {
+      scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+        if (READ_METHODS.has(request.method)) return;
+        return reply.code(403).send({ error: 'READ_ONLY', message: 'the dashboard is read-only (DASHBOARD_READ_ONLY=false allows changes)' });
+      });
+    }
+    await scope.register(adapter.registerPlugin(), { prefix: DASHBOARD_PATH });
+  });
+}
