@@ -11,7 +11,7 @@ import { createMetrics, type Metrics } from './metrics.ts';
 import { QueueName, trackJobId } from './queues/names.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
-import { sendDeadlineMs, sendLeaseMs, SKIPPED_RECORD_LOG_INTERVAL_MS, SUBMIT_RETRY, withBase } from './timing.ts';
+import { POLL_FAILURES_ALERT, sendDeadlineMs, sendLeaseMs, SKIPPED_RECORD_LOG_INTERVAL_MS, SUBMIT_RETRY, withBase } from './timing.ts';
 import type { CustodyEndpoint } from './upstream/errors.ts';
 import type { SkippedRecord } from './upstream/schemas.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
@@ -121,13 +121,14 @@ export async function createApp(
     onEvent: (event) => metrics.transferEvents.inc({ event }),
   });
 
+  metrics.reconcileInterval.set(config.reconcile.everyMs / 1000);
   const custody = new CustodyClient({
     ...config.custody,
     beforeRequest: config.custody.maxRps > 0 ? createRedisRateLimiter(redis, keys.rateLimit, config.custody.maxRps) : undefined,
     trace: tracing?.upstream,
     onSkippedRecords: skippedRecordsReporter(logger, metrics),
-    observe: (endpoint, status, durationMs) => {
-      metrics.upstreamRequests.inc({ endpoint, status });
+    observe: (endpoint, status, code, durationMs) => {
+      metrics.upstreamRequests.inc({ endpoint, status, code });
       metrics.upstreamDuration.observe({ endpoint, status }, durationMs / 1000);
     },
   });
@@ -217,6 +218,10 @@ export async function createApp(
     pollMaxMs: config.track.pollMaxMs,
     deadlineMs: config.track.deadlineMs,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
+    onPollFailed: (streak) => {
+      metrics.pollFailures.inc();
+      if (streak === POLL_FAILURES_ALERT) metrics.pollFailureStreaks.inc();
+    },
   });
   const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 

@@ -1,17 +1,44 @@
 import type { App } from './app.ts';
 import { NON_TERMINAL_STATES } from './ledger/ledger.ts';
 import type { Metrics } from './metrics.ts';
+import { QueueName } from './queues/names.ts';
 import { STALE_SCAN_LIMIT, STALE_TRANSFER_AGE_MS } from './timing.ts';
 
-/** Gauges read from Redis when /metrics is scraped (queue depths, stale transfers). */
+/**
+ * Gauges read from Redis when /metrics is scraped: queue depths and ages, the ledger's non-terminal
+ * transfers, the last reconciliation, and readiness. Queue- and ledger-wide values are the same on
+ * every replica: they are exported by each (no gap when one replica is down) and dashboards and
+ * alerts aggregate them with max, never sum (README "Metrics"). Every read is bounded: ZCARD, one
+ * ZRANGE entry, job counts, the newest completed reconcile job, and the stale scan's limit.
+ */
 export async function refreshScrapeGauges(app: App, metrics: Metrics): Promise<void> {
+  try {
+    await refresh(app, metrics);
+    metrics.ready.set(app.running() ? 1 : 0);
+  } catch (error) {
+    metrics.ready.set(0);
+    throw error;
+  }
+}
+
+async function refresh(app: App, metrics: Metrics): Promise<void> {
   const ledgerNow = await app.ledger.now();
-  const stale = await app.ledger.staleByState(ledgerNow - STALE_TRANSFER_AGE_MS, STALE_SCAN_LIMIT);
+  const [stale, active] = await Promise.all([app.ledger.staleByState(ledgerNow - STALE_TRANSFER_AGE_MS, STALE_SCAN_LIMIT), app.ledger.activeSummary()]);
   for (const state of NON_TERMINAL_STATES) metrics.staleTransfers.set({ state }, stale[state] ?? 0);
+  metrics.activeTransfers.set(active.count);
+  metrics.oldestActiveAge.set(active.oldestChangeAt === undefined ? 0 : Math.max(0, ledgerNow - active.oldestChangeAt) / 1000);
+
   await Promise.all(
     Object.entries(app.queues).map(async ([name, queue]) => {
-      const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'prioritized');
+      const [counts, [oldest]] = await Promise.all([
+        queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'prioritized'),
+        // getJobs on 'wait' lists newest first; asc=true gives the one waiting longest.
+        queue.getJobs(['wait'], 0, 0, true),
+      ]);
       for (const [state, count] of Object.entries(counts)) metrics.queueJobs.set({ queue: name, state }, count);
+      metrics.queueOldestAge.set({ queue: name }, oldest ? Math.max(0, ledgerNow - oldest.timestamp) / 1000 : 0);
     }),
   );
+  const [lastRun] = await app.queues[QueueName.RECONCILE].getJobs(['completed'], 0, 0, false);
+  metrics.reconcileLastCompleted.set(lastRun?.finishedOn ? lastRun.finishedOn / 1000 : 0);
 }

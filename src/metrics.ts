@@ -7,7 +7,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  */
 export function createMetrics() {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'custody_worker_' });
+  // Node's defaults under their standard names (process_*, nodejs_*): the common Node.js dashboards read them.
+  collectDefaultMetrics({ register: registry });
 
   const metrics = {
     registry,
@@ -26,19 +27,19 @@ export function createMetrics() {
     }),
     queueJobs: new Gauge({
       name: 'custody_worker_queue_jobs',
-      help: 'Jobs in each queue by state, read when scraped.',
+      help: 'Jobs in each queue by state, read from Redis when scraped. Queue-wide: the same value on every replica, aggregate with max, not sum.',
       labelNames: ['queue', 'state'] as const,
       registers: [registry],
     }),
     upstreamRequests: new Counter({
       name: 'custody_upstream_requests_total',
-      help: 'Custody API requests by endpoint and HTTP status (or error code when there was no answer).',
-      labelNames: ['endpoint', 'status'] as const,
+      help: 'Custody API requests by endpoint, HTTP status ("none": no answer) and error code when no answer came ("none" when one did).',
+      labelNames: ['endpoint', 'status', 'code'] as const,
       registers: [registry],
     }),
     upstreamDuration: new Histogram({
       name: 'custody_upstream_request_duration_seconds',
-      help: 'Custody API request latency by endpoint and status.',
+      help: 'Custody API request latency by endpoint and HTTP status ("none": no answer).',
       labelNames: ['endpoint', 'status'] as const,
       buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
       registers: [registry],
@@ -69,8 +70,49 @@ export function createMetrics() {
     }),
     staleTransfers: new Gauge({
       name: 'custody_transfers_stale',
-      help: 'Non-terminal transfers unchanged for longer than STALE_TRANSFER_AGE (15 min), by state, read from the ledger when scraped.',
+      help: 'Non-terminal transfers unchanged for longer than STALE_TRANSFER_AGE (15 min), by state, read from the ledger when scraped. Ledger-wide: the same value on every replica, aggregate with max.',
       labelNames: ['state'] as const,
+      registers: [registry],
+    }),
+    activeTransfers: new Gauge({
+      name: 'custody_transfers_active',
+      help: 'Transfers not yet in a terminal state, read from the ledger when scraped. Ledger-wide: aggregate with max.',
+      registers: [registry],
+    }),
+    oldestActiveAge: new Gauge({
+      name: 'custody_transfers_oldest_active_age_seconds',
+      help: 'Age of the least recently changed non-terminal transfer (0 when none), read from the ledger when scraped. Ledger-wide: aggregate with max.',
+      registers: [registry],
+    }),
+    queueOldestAge: new Gauge({
+      name: 'custody_worker_queue_oldest_job_age_seconds',
+      help: 'Age of the oldest waiting job per queue (0 when none), read from Redis when scraped. Queue-wide: aggregate with max.',
+      labelNames: ['queue'] as const,
+      registers: [registry],
+    }),
+    reconcileLastCompleted: new Gauge({
+      name: 'custody_reconcile_last_completed_timestamp_seconds',
+      help: 'When the last reconciliation run completed (any replica; 0 when none is kept), read from the reconcile queue when scraped. Queue-wide: aggregate with max.',
+      registers: [registry],
+    }),
+    reconcileInterval: new Gauge({
+      name: 'custody_reconcile_interval_seconds',
+      help: 'RECONCILE_EVERY: the reconciliation schedule of this process.',
+      registers: [registry],
+    }),
+    ready: new Gauge({
+      name: 'custody_worker_ready',
+      help: '1 when this process is ready (its workers run and Redis answered this scrape), else 0; as /readyz.',
+      registers: [registry],
+    }),
+    pollFailures: new Counter({
+      name: 'custody_track_poll_failures_total',
+      help: 'get-transfer polls of a tracked transfer that failed (tracking continues).',
+      registers: [registry],
+    }),
+    pollFailureStreaks: new Counter({
+      name: 'custody_track_poll_failure_streaks_total',
+      help: 'Tracked transfers whose get-transfer polls failed POLL_FAILURES_ALERT (10) times in a row.',
       registers: [registry],
     }),
     travelRuleLookups: new Counter({

@@ -304,6 +304,12 @@ export class Ledger {
     return counts;
   }
 
+  /** How many transfers are not terminal, and the last change of the least recently changed one (ms, Redis time). */
+  async activeSummary(): Promise<{ count: number; oldestChangeAt: number | undefined }> {
+    const [count, oldest] = await Promise.all([this.#redis.zcard(this.#keys.active), this.#redis.zrange(this.#keys.active, '0', '0', 'WITHSCORES')]);
+    return { count, oldestChangeAt: oldest[1] === undefined ? undefined : Number(oldest[1]) };
+  }
+
   /** Drops an active-index entry whose record expired or ended without the index following. */
   async dropActive(sequenceId: string): Promise<void> {
     await this.#redis.zrem(this.#keys.active, sequenceId);

@@ -10,7 +10,11 @@ export interface TransportOptions {
   /** Called before every request; a shared rate limiter plugs in here (and gives up when `signal` aborts). */
   beforeRequest?: (endpoint: CustodyEndpoint, signal?: AbortSignal) => Promise<void>;
   /** Called after every request with its outcome: HTTP status, or the error code when there was none. */
-  observe?: (endpoint: CustodyEndpoint, outcome: string, durationMs: number) => void;
+  /**
+   * Called once per request: `status` is the HTTP status as text, or `none` when no answer came; `code`
+   * is the error code (CUSTODY_TIMEOUT, CUSTODY_UNAVAILABLE, ...) when no answer came, else `none`.
+   */
+  observe?: (endpoint: CustodyEndpoint, status: string, code: string, durationMs: number) => void;
   /** Wraps every request (a tracing span) when tracing is on. */
   trace?: <T>(endpoint: CustodyEndpoint, call: () => Promise<T>) => Promise<T>;
 }
@@ -87,7 +91,8 @@ export class Transport {
     await this.#options.beforeRequest?.(req.endpoint, req.signal);
     notPastDeadline(req);
     const started = performance.now();
-    let outcome = 'error';
+    let status = 'none';
+    let code = 'none';
     try {
       const own = AbortSignal.timeout(this.#options.timeoutMs);
       const response = await this.#pool(req.url.origin).request({
@@ -99,16 +104,16 @@ export class Transport {
       });
       req.onDispatch?.();
       const text = await response.body.text();
-      outcome = String(response.statusCode);
+      status = String(response.statusCode);
       return { status: response.statusCode, headers: response.headers, text };
     } catch (error) {
       const mapped = mapTransportError(error, req.endpoint);
       // Counted as a send only when it may have reached upstream (not: never connected, never written).
       if (mapped.maybeProcessed) req.onDispatch?.();
-      outcome = mapped.code;
+      code = mapped.code;
       throw mapped;
     } finally {
-      this.#options.observe?.(req.endpoint, outcome, performance.now() - started);
+      this.#options.observe?.(req.endpoint, status, code, performance.now() - started);
     }
   }
 

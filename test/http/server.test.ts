@@ -72,15 +72,36 @@ describe('HTTP server', () => {
       /custody_worker_jobs_total\{queue="submit-transaction",outcome="completed"\} [1-9]/,
       /custody_worker_job_duration_seconds_bucket\{le="[^"]+",queue="submit-transaction",outcome="completed"\}/,
       /custody_worker_queue_jobs\{queue="track-transfer",state="completed"\} [1-9]/,
-      /custody_upstream_requests_total\{endpoint="sendTransaction",status="200"\} [1-9]/,
-      /custody_upstream_requests_total\{endpoint="getTransfer",status="200"\} [1-9]/,
+      /custody_upstream_requests_total\{endpoint="sendTransaction",status="200",code="none"\} [1-9]/,
+      /custody_upstream_requests_total\{endpoint="getTransfer",status="200",code="none"\} [1-9]/,
       /custody_upstream_request_duration_seconds_bucket\{le="[^"]+",endpoint="isEnabled",status="200"\}/,
       /custody_transfer_events_total\{event="transfer.submitted"\} [1-9]/,
       /custody_transfer_events_total\{event="transfer.broadcast"\} [1-9]/,
       /custody_travel_rule_lookups_total\{source="(cache|upstream)"\} [1-9]/,
-      /custody_worker_process_cpu_seconds_total/,
+      /^process_cpu_seconds_total [0-9.e+-]+$/m,
+      /^nodejs_eventloop_lag_seconds [0-9.e+-]+$/m,
+      /^custody_worker_ready 1$/m,
+      /^custody_reconcile_interval_seconds 3600$/m,
+      /^custody_transfers_active [0-9]+$/m,
+      /^custody_worker_queue_oldest_job_age_seconds\{queue="submit-transaction"\} [0-9.e+-]+$/m,
     ]) {
       expect(text).toMatch(line);
+    }
+  });
+
+  it('labels a request that got no answer status="none" with its error code, and one that got an answer with its status', async () => {
+    h.sim.setFault('getTransfer', { sequence: ['reset', 'reset'] });
+    await expect(h.app!.custody.getTransfersBySequenceId({ walletId: 310, coin: 'eth' }, 'reset-probe')).rejects.toThrow();
+    h.sim.setFault('getTransfer', { sequence: ['5xx'] });
+    await expect(h.app!.custody.getTransfersBySequenceId({ walletId: 310, coin: 'eth' }, 'error-probe')).rejects.toThrow();
+    h.sim.setFault('getTransfer', { sequence: [] });
+    const text = await (await fetch(`${base}/metrics`)).text();
+    expect(text).toMatch(/custody_upstream_requests_total\{endpoint="getTransfer",status="none",code="CUSTODY_[A-Z_]+"\} [1-9]/);
+    expect(text).toMatch(/custody_upstream_requests_total\{endpoint="getTransfer",status="5[0-9][0-9]",code="none"\} [1-9]/);
+    // No label mixes the two: every status is a number or "none", every code CUSTODY_* or "none".
+    for (const [, status, code] of text.matchAll(/custody_upstream_requests_total\{endpoint="[^"]+",status="([^"]+)",code="([^"]+)"\}/g)) {
+      expect(status).toMatch(/^(\d{3}|none)$/);
+      expect(code).toMatch(/^(CUSTODY_[A-Z_]+|none)$/);
     }
   });
 

@@ -22,6 +22,8 @@ export interface TrackDeps {
   now?: () => number;
   /** Several records matched one transfer (no guess was made). */
   onAmbiguous?: (step: 'track') => void;
+  /** A poll failed; `streak` counts this transfer's consecutive failures. */
+  onPollFailed?: (streak: number) => void;
 }
 
 export type TrackResult = { outcome: 'broadcast' | 'expired' | 'not-tracking'; sequenceId: string; state?: string };
@@ -60,6 +62,7 @@ export function createTrackHandler(deps: TrackDeps) {
       // Upstream trouble never loses the tracker: count it and poll again later (or expire at the deadline).
       const failures = record.pollFailures + 1;
       await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: failures } });
+      deps.onPollFailed?.(failures);
       const level = failures >= POLL_FAILURES_ALERT ? 'error' : 'warn';
       log[level]({ err: error, failures }, 'poll failed, tracking continues');
       return expireOrWait(record, deadline, backoffDelay(errorProfile, failures), log);
