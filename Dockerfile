@@ -42,7 +42,7 @@ COPY src/transfers ./src/transfers
 COPY src/upstream ./src/upstream
 COPY src/simulator/env.ts src/simulator/faults.ts src/simulator/http.ts src/simulator/main.ts \
      src/simulator/realistic.ts src/simulator/records.ts src/simulator/server.ts \
-     src/simulator/settings.ts src/simulator/state.ts ./src/simulator/
+     src/simulator/settings.ts src/simulator/state.ts src/simulator/control-routes.ts ./src/simulator/
 # The package's bin, as npm would link it: `docker compose exec worker custody-worker resolve …`.
 RUN ln -s /app/src/cli/main.ts /usr/local/bin/custody-worker
 

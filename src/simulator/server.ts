@@ -1,6 +1,8 @@
 /**
- * The custody simulator's HTTP server: the four endpoints of spec section 4 with their auth schemes,
- * the token endpoint, and the `/_sim/` control API.
+ * The custody simulator's HTTP server: what a custody provider serves (the four endpoints of spec
+ * section 4 with their auth schemes, and the token endpoint), composed with the `/_sim/` control API
+ * of control-routes.ts (which tests, the demo and the benchmark use to steer it, and which must never
+ * be reachable beyond loopback).
  *
  * Built on node:http for speed and for control over sockets (a 'timeout' fault keeps a socket open
  * with no answer; a 'reset' fault destroys it). Nothing here logs or sets a timer per transfer: the
@@ -26,6 +28,7 @@ import {
   parseFaultPlan,
 } from './settings.ts';
 import type { DeepPartial, FaultPlan, SimEndpoint, SimulatorOptions, SimulatorSettings } from './settings.ts';
+import { handleControl, type ControlTarget } from './control-routes.ts';
 import { SimState } from './state.ts';
 import type { HalfSigned, SimTransfer, SimulatorStats, TransferView } from './state.ts';
 
@@ -105,7 +108,7 @@ function newestFirst(a: SimTransfer, b: SimTransfer): number {
   return b.acceptedAt - a.acceptedAt || b.ordinal - a.ordinal;
 }
 
-class SimulatorServer {
+class SimulatorServer implements ControlTarget {
   readonly clientId: string;
   readonly clientSecret: string;
   readonly state = new SimState();
@@ -167,7 +170,7 @@ class SimulatorServer {
     const query = url.indexOf('?');
     const path = query === -1 ? url : url.slice(0, query);
     if (path === '/_sim' || path.startsWith('/_sim/')) {
-      void this.control(req, res, path);
+      void handleControl(this, req, res, path);
       return;
     }
     this.state.countUpstreamRequest();
@@ -362,95 +365,6 @@ class SimulatorServer {
     const record = buildWalletTransaction(transfer, this.state.shownTxid(transfer, now));
     return json(200, this.profile().walletTransaction(record, transfer));
   }
-
-  // ---- control API: no auth, JSON, bad input → 400
-
-  private async control(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
-    const body = await readBody(req);
-    if (!body.ok) {
-      if (body.tooLarge) write(res, { ...failure(413, 'request body too large'), headers: { connection: 'close' } });
-      return;
-    }
-    let answer: Answer;
-    try {
-      answer = this.controlAnswer(req.method ?? 'GET', path.split('/').slice(2), body.text);
-    } catch (error) {
-      answer =
-        error instanceof SettingsError || error instanceof ControlInputError
-          ? failure(400, error.message)
-          : failure(500, 'internal error');
-    }
-    write(res, answer);
-  }
-
-  private controlAnswer(method: string, parts: string[], text: string): Answer {
-    const [resource, id, action] = parts.map((part) => decodeSegment(part) ?? '');
-    const route = `${method} ${resource ?? ''}${parts.length > 1 ? '/:id' : ''}${parts.length > 2 ? `/${action}` : ''}`;
-    const now = Date.now();
-    switch (route) {
-      case 'GET stats':
-        return json(200, this.state.stats());
-      case 'GET settings':
-        return json(200, this.current);
-      case 'PATCH settings':
-      case 'PUT settings':
-        this.current = mergeSettings(this.current, parseControlJson(text, false));
-        return json(200, this.current);
-      case 'GET faults':
-        return json(200, this.faults.snapshot());
-      case 'DELETE faults':
-        this.faults.clear();
-        return json(200, { success: true });
-      case 'PUT faults/:id':
-      case 'DELETE faults/:id': {
-        const endpoint = id ?? '';
-        if (!isSimEndpoint(endpoint)) throw new ControlInputError(`unknown endpoint: ${endpoint}`);
-        const plan = method === 'DELETE' ? null : parseFaultPlan(parseControlJson(text, false));
-        this.faults.set(endpoint, plan);
-        return json(200, { endpoint, plan });
-      }
-      case 'POST reset':
-        this.reset();
-        return json(200, { success: true });
-      case 'GET transfers/:id': {
-        const view = this.state.view(id ?? '', this.clientId, now);
-        return view ? json(200, view) : failure(404, 'unknown sequenceId');
-      }
-      case 'POST transfers/:id/txid': {
-        const input = parseControlJson(text, true);
-        let txid: string | undefined;
-        if (input !== undefined && input !== null) {
-          if (!isObject(input)) throw new ControlInputError('body must be a JSON object');
-          if (input.txid !== undefined && !nonEmptyString(input.txid)) {
-            throw new ControlInputError('txid must be a non-empty string');
-          }
-          txid = input.txid;
-        }
-        if (!this.state.setTxid(id ?? '', txid, now)) return failure(404, 'unknown sequenceId');
-        return json(200, this.state.view(id ?? '', this.clientId, now));
-      }
-      case 'POST tokens/:id':
-        if (id !== 'expire') return NOT_FOUND;
-        this.state.expireTokens();
-        return json(200, { success: true });
-      default:
-        return NOT_FOUND;
-    }
-  }
-}
-
-class ControlInputError extends Error {
-  override name = 'ControlInputError';
-}
-
-function parseControlJson(text: string, optional: boolean): unknown {
-  if (text.trim() === '') {
-    if (optional) return undefined;
-    throw new ControlInputError('a JSON body is required');
-  }
-  const parsed = parseJson(text);
-  if (!parsed.ok) throw new ControlInputError('body is not valid JSON');
-  return parsed.value;
 }
 
 function originOf(host: string, port: number): string {

@@ -1,0 +1,111 @@
+/**
+ * The simulator's `/_sim/` control API: no auth, JSON in and out, bad input → 400. Tests, the demo and
+ * the benchmark use it to change settings and faults, read counters and transfers, set a txid and
+ * expire tokens. A real custody provider has nothing like it, so it lives apart from the upstream
+ * endpoints (server.ts), and it must never be exposed beyond loopback.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FaultBoard } from './faults.ts';
+import { decodeSegment, failure, isObject, json, nonEmptyString, parseJson, readBody, write } from './http.ts';
+import type { Answer } from './http.ts';
+import { SettingsError, isSimEndpoint, mergeSettings, parseFaultPlan } from './settings.ts';
+import type { SimulatorSettings } from './settings.ts';
+import type { SimState } from './state.ts';
+
+/** What the control API reads and changes of a running simulator. */
+export interface ControlTarget {
+  readonly clientId: string;
+  readonly state: SimState;
+  readonly faults: FaultBoard;
+  current: SimulatorSettings;
+  reset(): void;
+}
+
+const NOT_FOUND = failure(404, 'not found');
+
+export async function handleControl(target: ControlTarget, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+  const body = await readBody(req);
+  if (!body.ok) {
+    if (body.tooLarge) write(res, { ...failure(413, 'request body too large'), headers: { connection: 'close' } });
+    return;
+  }
+  let answer: Answer;
+  try {
+    answer = controlAnswer(target, req.method ?? 'GET', path.split('/').slice(2), body.text);
+  } catch (error) {
+    answer =
+      error instanceof SettingsError || error instanceof ControlInputError
+        ? failure(400, error.message)
+        : failure(500, 'internal error');
+  }
+  write(res, answer);
+}
+
+function controlAnswer(target: ControlTarget, method: string, parts: string[], text: string): Answer {
+  const [resource, id, action] = parts.map((part) => decodeSegment(part) ?? '');
+  const route = `${method} ${resource ?? ''}${parts.length > 1 ? '/:id' : ''}${parts.length > 2 ? `/${action}` : ''}`;
+  const now = Date.now();
+  switch (route) {
+    case 'GET stats':
+      return json(200, target.state.stats());
+    case 'GET settings':
+      return json(200, target.current);
+    case 'PATCH settings':
+    case 'PUT settings':
+      target.current = mergeSettings(target.current, parseControlJson(text, false));
+      return json(200, target.current);
+    case 'GET faults':
+      return json(200, target.faults.snapshot());
+    case 'DELETE faults':
+      target.faults.clear();
+      return json(200, { success: true });
+    case 'PUT faults/:id':
+    case 'DELETE faults/:id': {
+      const endpoint = id ?? '';
+      if (!isSimEndpoint(endpoint)) throw new ControlInputError(`unknown endpoint: ${endpoint}`);
+      const plan = method === 'DELETE' ? null : parseFaultPlan(parseControlJson(text, false));
+      target.faults.set(endpoint, plan);
+      return json(200, { endpoint, plan });
+    }
+    case 'POST reset':
+      target.reset();
+      return json(200, { success: true });
+    case 'GET transfers/:id': {
+      const view = target.state.view(id ?? '', target.clientId, now);
+      return view ? json(200, view) : failure(404, 'unknown sequenceId');
+    }
+    case 'POST transfers/:id/txid': {
+      const input = parseControlJson(text, true);
+      let txid: string | undefined;
+      if (input !== undefined && input !== null) {
+        if (!isObject(input)) throw new ControlInputError('body must be a JSON object');
+        if (input.txid !== undefined && !nonEmptyString(input.txid)) {
+          throw new ControlInputError('txid must be a non-empty string');
+        }
+        txid = input.txid;
+      }
+      if (!target.state.setTxid(id ?? '', txid, now)) return failure(404, 'unknown sequenceId');
+      return json(200, target.state.view(id ?? '', target.clientId, now));
+    }
+    case 'POST tokens/:id':
+      if (id !== 'expire') return NOT_FOUND;
+      target.state.expireTokens();
+      return json(200, { success: true });
+    default:
+      return NOT_FOUND;
+  }
+}
+
+class ControlInputError extends Error {
+  override name = 'ControlInputError';
+}
+
+function parseControlJson(text: string, optional: boolean): unknown {
+  if (text.trim() === '') {
+    if (optional) return undefined;
+    throw new ControlInputError('a JSON body is required');
+  }
+  const parsed = parseJson(text);
+  if (!parsed.ok) throw new ControlInputError('body is not valid JSON');
+  return parsed.value;
+}
