@@ -1,41 +1,16 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { killAllChildren, spawnNodeScript, type NodeScript } from '../../tools/child-process.ts';
 import { postJson } from './sim-client.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/simulator/main.ts', import.meta.url));
 
-interface Child {
-  firstLine: Promise<string>;
-  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  output: () => string;
-  kill: (signal: NodeJS.Signals) => void;
+/** `npm run simulator` through the project's one child-process helper (it strips SIM_*, CUSTODY_* …). */
+function run(env: Record<string, string>): NodeScript {
+  return spawnNodeScript(MAIN, { name: 'simulator', env });
 }
 
-function run(env: Record<string, string>): Child {
-  const child = spawn(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  let resolveLine: (line: string) => void;
-  const firstLine = new Promise<string>((resolve) => {
-    resolveLine = resolve;
-  });
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk;
-    const end = stdout.indexOf('\n');
-    if (end !== -1) resolveLine(stdout.slice(0, end));
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
-  });
-  return { firstLine, exit, output: () => stdout + stderr, kill: (signal) => child.kill(signal) };
-}
+afterEach(killAllChildren);
 
 describe('npm run simulator (main.ts)', () => {
   it('prints its URL, serves the token endpoint with the env credentials, and exits 0 on SIGTERM', async () => {
@@ -48,7 +23,7 @@ describe('npm run simulator (main.ts)', () => {
       SIM_TRAVEL_RULE_MANDATORY: 'true',
     });
     try {
-      const line = JSON.parse(await child.firstLine) as { url: string; port: number };
+      const line = JSON.parse(await child.waitForLog('"url"')) as { url: string; port: number };
       expect(line.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
       expect(line.port).toBeGreaterThan(0);
 
@@ -72,13 +47,13 @@ describe('npm run simulator (main.ts)', () => {
     } finally {
       child.kill('SIGTERM');
     }
-    expect(await child.exit).toEqual({ code: 0, signal: null });
+    expect(await child.exited).toEqual({ code: 0, signal: null });
     expect(child.output()).not.toContain(secret);
   });
 
   it('exits 78 naming each bad variable', async () => {
     const child = run({ SIMULATOR_PORT: '70000', SIM_NARROW_RESULTS: 'perhaps', CUSTODY_CLIENT_SECRET: 'hush-hush' });
-    expect((await child.exit).code).toBe(78);
+    expect((await child.exited).code).toBe(78);
     const lines = child.output().trim().split('\n');
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(/^SIMULATOR_PORT: /);
