@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { parseDuration } from './duration.ts';
+import { DURATION_GRAMMAR, parseDuration } from './duration.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EX_CONFIG = 78;
@@ -49,7 +49,7 @@ const duration = (fallback: string, minMs = 1) =>
       .transform((v, ctx) => {
         const ms = parseDuration(v);
         if (ms === undefined) {
-          ctx.addIssue({ code: 'custom', message: 'must be a duration such as 1500, 30s, 5m, 24h or 30d' });
+          ctx.addIssue({ code: 'custom', message: `must be a duration: ${DURATION_GRAMMAR}` });
           return z.NEVER;
         }
         return ms;

@@ -2,22 +2,20 @@
  * The environment of `npm run simulator`, parsed once. Every problem is reported (one line each,
  * naming the variable) rather than the first only; secrets are never echoed.
  */
+import { DURATION_GRAMMAR, parseDuration } from '../config/duration.ts';
 import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, DEFAULT_HOST, DEFAULT_PORT, SIM_PROFILES } from './settings.ts';
 import type { DeepPartial, SimProfile, SimulatorOptions, SimulatorSettings } from './settings.ts';
 
 export type SimulatorEnv = { ok: true; options: SimulatorOptions } | { ok: false; problems: string[] };
 
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$/;
-const MAX_DELAY_MS = 2_147_483_647;
+/** The simulator's durations are timer delays: at most what setTimeout can wait (about 24.8 days). */
+export const MAX_DELAY_MS = 2_147_483_647;
+const DELAY = `a duration (${DURATION_GRAMMAR}) of at most ${MAX_DELAY_MS} ms`;
 
+/** The worker's duration grammar (src/config/duration.ts), within a timer's range. */
 function durationMs(text: string): number | undefined {
-  const match = DURATION.exec(text);
-  if (!match) return undefined;
-  const [, amount = '', unit] = match;
-  if (unit === undefined && amount.includes('.')) return undefined;
-  const ms = Math.round(Number(amount) * (UNIT_MS[unit ?? 'ms'] ?? 1));
-  return ms <= MAX_DELAY_MS ? ms : undefined;
+  const ms = parseDuration(text);
+  return ms !== undefined && ms <= MAX_DELAY_MS ? ms : undefined;
 }
 
 function bool(text: string): boolean | undefined {
@@ -47,13 +45,13 @@ export function readSimulatorEnv(env: NodeJS.ProcessEnv): SimulatorEnv {
     'an integer from 0 to 65535',
   );
   const settings: DeepPartial<SimulatorSettings> = {};
-  const visibleAfterMs = check('SIM_VISIBLE_AFTER', durationMs, 'a duration in ms (e.g. 1500, 2s)');
+  const visibleAfterMs = check('SIM_VISIBLE_AFTER', durationMs, DELAY);
   if (visibleAfterMs !== undefined) settings.visibleAfterMs = visibleAfterMs;
-  const txidAfterMs = check('SIM_TXID_AFTER', durationMs, 'a duration in ms (e.g. 1500, 2s)');
+  const txidAfterMs = check('SIM_TXID_AFTER', durationMs, DELAY);
   if (txidAfterMs !== undefined) settings.txidAfterMs = txidAfterMs;
-  const visibleJitterMs = check('SIM_VISIBLE_JITTER', durationMs, 'a duration in ms (e.g. 500, 1s)');
+  const visibleJitterMs = check('SIM_VISIBLE_JITTER', durationMs, DELAY);
   if (visibleJitterMs !== undefined) settings.visibleJitterMs = visibleJitterMs;
-  const txidJitterMs = check('SIM_TXID_JITTER', durationMs, 'a duration in ms (e.g. 500, 1s)');
+  const txidJitterMs = check('SIM_TXID_JITTER', durationMs, DELAY);
   if (txidJitterMs !== undefined) settings.txidJitterMs = txidJitterMs;
   const tokenLifetimeSec = check(
     'SIM_TOKEN_LIFETIME',
