@@ -155,8 +155,9 @@ export interface TransitionRequest {
 
 export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown';
 
-export type TransitionResult =
-  | { ok: true; version: number; streamId: string; record: TransferRecord }
+/** `record` is the whole record after the change, or the view the caller asked for (transitionReading). */
+export type TransitionResult<R = TransferRecord> =
+  | { ok: true; version: number; streamId: string; record: R }
   | {
       ok: false;
       state: TransferState | typeof NO_RECORD;
@@ -168,9 +169,52 @@ export type TransitionResult =
 
 const TRANSITION_LUA = readFileSync(new URL('./transition.lua', import.meta.url), 'utf8');
 
+/**
+ * A named part of the record, read instead of the whole record: decoding all of a record's fields was
+ * most of what a transition cost the worker, and each step of the hot path needs a few of them. The
+ * values go through the same conversion as a whole record (toRecord), so a view never reads a field
+ * differently.
+ */
+export interface RecordView<T> {
+  /** Hash fields read (HMGET), in this order. */
+  readonly fields: readonly string[];
+  build(sequenceId: string, values: ReadonlyArray<string | null | undefined>): T;
+}
+
+function recordView<K extends keyof TransferRecord>(fields: readonly string[], keys: readonly K[]): RecordView<Pick<TransferRecord, K | 'sequenceId'>> {
+  return {
+    fields,
+    build(sequenceId, values) {
+      const hash: Record<string, string> = {};
+      for (let i = 0; i < fields.length; i++) {
+        const value = values[i];
+        if (typeof value === 'string') hash[fields[i]!] = value;
+      }
+      const record = toRecord(sequenceId, hash);
+      const view = { sequenceId } as Pick<TransferRecord, K | 'sequenceId'>;
+      for (const key of keys) view[key] = record[key];
+      return view;
+    },
+  };
+}
+
+/** Nothing but the sequenceId: the caller only needs to know that the transition happened. */
+export const NO_VIEW = recordView([], []);
+
+/** What a runner that holds the send lease needs to act on the send's outcome (see the submit handler). */
+export const SEND_VIEW = recordView(['sends', 'failures', 'unknownSince', 'unresolvedAt'], ['sends', 'failures', 'unknownSince', 'unresolvedAt']);
+export type SendView = Pick<TransferRecord, 'sequenceId' | 'sends' | 'failures' | 'unknownSince' | 'unresolvedAt'>;
+
+/** What one tracking poll needs (see the track handler). */
+export const TRACKING_VIEW = recordView(
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'enrichFailures', 'matchTransactionId', 'matchAddress', 'matchAmount'],
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'enrichFailures', 'match'],
+);
+export type TrackingView = Pick<TransferRecord, 'sequenceId' | 'state' | 'walletId' | 'coin' | 'submittedAt' | 'updatedAt' | 'pollFailures' | 'enrichFailures' | 'match'>;
+
 
 interface LedgerCommands {
-  transferTransition(...args: Array<string | number>): Promise<Array<number | string | string[] | undefined>>;
+  transferTransition(...args: Array<string | number>): Promise<Array<number | string | Array<string | null> | undefined>>;
 }
 
 export interface LedgerOptions {
@@ -216,6 +260,12 @@ export class Ledger {
     return hash.state ? toRecord(sequenceId, hash) : undefined;
   }
 
+  /** Part of a transfer's record (HMGET); undefined when there is no record. */
+  async read<T>(sequenceId: string, view: RecordView<T>): Promise<T | undefined> {
+    const values = await this.#redis.hmget(this.#keys.transfer(sequenceId), 'state', ...view.fields);
+    return values[0] ? view.build(sequenceId, values.slice(1)) : undefined;
+  }
+
   /** The ledger's clock, ms: Redis's TIME (or the test clock). Leases and time guards are judged by it. */
   async now(): Promise<number> {
     if (this.#options.clock) return this.#options.clock();
@@ -225,7 +275,12 @@ export class Ledger {
 
   /** Moves a transfer between states; see transition.lua for the guarantees. */
   async transition(sequenceId: string, request: TransitionRequest): Promise<TransitionResult> {
-    return this.#run(this.#keys.transfer(sequenceId), sequenceId, sequenceId, request);
+    return this.#run(this.#keys.transfer(sequenceId), sequenceId, sequenceId, request, undefined);
+  }
+
+  /** The same transition, reading back only `view` of the record after the change. */
+  async transitionReading<T>(sequenceId: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>> {
+    return this.#run(this.#keys.transfer(sequenceId), sequenceId, sequenceId, request, view);
   }
 
   /**
@@ -243,7 +298,7 @@ export class Ledger {
       set: { jobId, walletId: common.walletId, coin: common.coin, metadata: common.metadata },
       stamp: ['createdAt'],
       event: { type: 'transfer.rejected', data },
-    });
+    }, undefined);
   }
 
   /** An event that belongs to no transfer (`reconcile.completed`): empty sequenceId, version 0. */
@@ -332,7 +387,15 @@ export class Ledger {
     return withRedisLock(this.#redis, this.#keys.reconcileLock, ttlMs, renewMs, task);
   }
 
-  async #run(key: string, eventSequenceId: string, indexMember: string, request: TransitionRequest): Promise<TransitionResult> {
+  async #run(key: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: undefined): Promise<TransitionResult>;
+  async #run<T>(key: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>>;
+  async #run<T>(
+    key: string,
+    eventSequenceId: string,
+    indexMember: string,
+    request: TransitionRequest,
+    view: RecordView<T> | undefined,
+  ): Promise<TransitionResult<T | TransferRecord>> {
     // One safeParse per event: a publisher that builds the wrong shape is a bug, caught here (in tests)
     // before anything changes, instead of by a consumer of the stream.
     if (request.event) checkEventData(request.event.type, request.event.data);
@@ -364,14 +427,19 @@ export class Ledger {
       Object.entries(request.increment ?? {}).filter(([, by]) => by !== 0).map(([field, by]) => `${field}=${by}`).join(','),
       (request.requireAbsent ?? []).join(','),
       [...(request.stamp ?? []), ...(request.stampOnce ?? []).map((field) => `?${field}`)].join(','),
+      view ? view.fields.join(',') : '*',
       ...pairs,
     );
     if (reply[0] === 1) {
       if (request.event) this.#options.onEvent?.(request.event.type);
+      const sequenceId = eventSequenceId || indexMember;
+      const flat = (reply[3] ?? []) as Array<string | null>;
+      const version = Number(reply[1]);
+      const streamId = String(reply[2] ?? '');
+      if (view) return { ok: true, version, streamId, record: view.build(sequenceId, flat) };
       const fields: Record<string, string> = {};
-      const flat = (reply[3] ?? []) as string[];
       for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-      return { ok: true, version: Number(reply[1]), streamId: String(reply[2] ?? ''), record: toRecord(eventSequenceId || indexMember, fields) };
+      return { ok: true, version, streamId, record: toRecord(sequenceId, fields) };
     }
     return {
       ok: false,

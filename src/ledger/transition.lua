@@ -29,7 +29,9 @@
   ARGV[17] increments, 'field=n,field=n'
   ARGV[18] fields that must be absent, comma-separated (else refused: 'present')
   ARGV[19] fields set to now, comma-separated; a leading '?' sets the field only when absent
-  ARGV[20..] field, value pairs to set
+  ARGV[20] what to return of the record after the change: '*' all of it (HGETALL), '' nothing, else
+           comma-separated fields (HMGET, in that order)
+  ARGV[21..] field, value pairs to set
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -39,7 +41,8 @@
   - `failed` is refused while a send may have been accepted (`unknownSince` set, or another runner's
     send `pending`), unless ARGV[15] says an operator decided.
 
-  Returns {1, version, streamId, fields} on success, fields being the record after the change (HGETALL);
+  Returns {1, version, streamId, fields} on success, fields being what ARGV[20] asked for of the record
+  after the change (field, value pairs for '*'; values, false for an absent field, for a list);
   {0, currentState, reason, leaseUntil, now} when refused, reason one of
   state | terminal | lease | owner | present | unknown.
 ]]
@@ -102,8 +105,8 @@ if mode == 'take' then
   redis.call('HSET', KEYS[1], 'leaseOwner', ARGV[13], 'leaseUntil', tostring(now + tonumber(ARGV[14])))
 end
 
-if #ARGV >= 20 then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 20))
+if #ARGV >= 21 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 21))
 end
 for field in string.gmatch(ARGV[19], '[^,]+') do
   if string.sub(field, 1, 1) == '?' then
@@ -163,4 +166,13 @@ if ARGV[4] == '1' then
 elseif ARGV[11] ~= '' then
   redis.call('ZADD', KEYS[3], now, ARGV[11])
 end
-return {1, version, streamId, redis.call('HGETALL', KEYS[1])}
+-- Decoding a whole record costs the caller more than the change itself: it names what it reads.
+local reply = {}
+if ARGV[20] == '*' then
+  reply = redis.call('HGETALL', KEYS[1])
+elseif ARGV[20] ~= '' then
+  local fields = {}
+  for field in string.gmatch(ARGV[20], '[^,]+') do fields[#fields + 1] = field end
+  reply = redis.call('HMGET', KEYS[1], unpack(fields))
+end
+return {1, version, streamId, reply}

@@ -1,7 +1,7 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { EventShapeError, type EventData } from '../../src/events/events.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
-import { Ledger, NO_RECORD, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
+import { Ledger, NO_RECORD, NO_VIEW, SEND_VIEW, TRACKING_VIEW, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
 /**
@@ -154,6 +154,52 @@ describe('the transition script', () => {
     expect(taken.record.leaseUntil - 60_000).toBeGreaterThanOrEqual(redisNow);
     expect(taken.record.leaseUntil - 60_000).toBeLessThan(redisNow + 5_000);
     expect(Math.abs((await real.now()) - redisNow)).toBeLessThan(5_000);
+  });
+});
+
+describe('views', () => {
+  it('a transition reads back only the view asked for, with the values of the whole record', async () => {
+    const s = id();
+    const taken = await ledger.transitionReading(
+      s,
+      { from: [NO_RECORD], to: TransferState.SUBMITTING, lease: take('a'), set: { walletId: '310', coin: 'eth', pending: 1, payload: '{"long":"text"}' }, increment: { sends: 1 } },
+      SEND_VIEW,
+    );
+    expect(taken).toEqual({ ok: true, version: 0, streamId: '', record: { sequenceId: s, sends: 1, failures: 0, unknownSince: undefined, unresolvedAt: undefined } });
+    clock += 5_000; // the lease ran out: a takeover records "may have been sent"
+    const again = await ledger.transitionReading(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b'), increment: { sends: 1, failures: 1 } }, SEND_VIEW);
+    expect(again).toMatchObject({ ok: true, record: { sequenceId: s, sends: 2, failures: 1, unknownSince: clock, unresolvedAt: undefined } });
+    const whole = (await ledger.get(s))!;
+    expect(again.ok && again.record).toEqual({ sequenceId: s, sends: whole.sends, failures: whole.failures, unknownSince: whole.unknownSince, unresolvedAt: whole.unresolvedAt });
+
+    const submitted = await ledger.transitionReading(
+      s,
+      { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' }, set: { matchAddress: '0xAb', matchAmount: '0.5' }, stamp: ['submittedAt'], unset: ['payload'] },
+      NO_VIEW,
+    );
+    expect(submitted).toEqual({ ok: true, version: 0, streamId: '', record: { sequenceId: s } });
+    const refused = await ledger.transitionReading(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' } }, NO_VIEW);
+    expect(refused).toMatchObject({ ok: false, reason: 'state', state: 'submitted' });
+  });
+
+  it('reads part of a record, the same values as the whole record, and nothing when there is none', async () => {
+    const s = id();
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.SUBMITTED, set: { walletId: '310', coin: 'eth', matchAddress: '0xAb', matchAmount: '0.5', pollFailures: 2 }, stamp: ['submittedAt'] });
+    const whole = (await ledger.get(s))!;
+    expect(await ledger.read(s, TRACKING_VIEW)).toEqual({
+      sequenceId: s,
+      state: 'submitted',
+      walletId: '310',
+      coin: 'eth',
+      submittedAt: clock,
+      updatedAt: clock,
+      pollFailures: 2,
+      enrichFailures: 0,
+      match: { transactionId: undefined, destinationAddress: '0xAb', amount: '0.5' },
+    });
+    const view = (await ledger.read(s, TRACKING_VIEW))!;
+    for (const key of Object.keys(view) as Array<keyof typeof view>) expect(view[key]).toEqual(whole[key]);
+    expect(await ledger.read(id(), TRACKING_VIEW)).toBeUndefined();
   });
 });
 
