@@ -1,13 +1,14 @@
 import { DelayedError, UnrecoverableError, Worker, type Job, type JobJson } from 'bullmq';
 import type { Logger } from '../logger.ts';
 import type { InFlight } from './in-flight.ts';
+import { LazyJobLog, type JobLog } from './job-log.ts';
 import { RateLimited, RetryLater } from './outcomes.ts';
 import { backoffDelay, UNEXPECTED_ERROR_RETRY } from '../timing.ts';
 
 export interface JobContext<T = unknown> {
   job: Job<T>;
   token: string | undefined;
-  log: Logger;
+  log: JobLog;
 }
 
 export type Handler<R> = (context: JobContext) => Promise<R>;
@@ -67,12 +68,13 @@ function safeJson(text: string | undefined): boolean {
 export function createProcessor<R>(handler: Handler<R>, options: ProcessorOptions) {
   return async (job: Job, token?: string): Promise<R> => {
     const started = performance.now();
-    const log = options.logger.child({
+    const attempt = job.attemptsStarted;
+    const log = new LazyJobLog(options.logger, () => ({
       queue: options.queue,
       jobId: job.id,
-      attempt: job.attemptsStarted,
+      attempt,
       sequenceId: sequenceIdOf(job.data),
-    });
+    }));
     let outcome = 'completed';
     options.inFlight?.start();
     try {
