@@ -21,6 +21,7 @@ import { backoffDelay, LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../ti
 import { classifySendFailure, type SendFailure } from '../../transfers/classify-send.ts';
 import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
 import { travelRuleApplies, type CustodyClient } from '../../upstream/client.ts';
+import { Deadline } from '../../upstream/deadline.ts';
 import { CustodyError } from '../../upstream/errors.ts';
 import { EXACT_AMOUNT, type SubmittedTransfer } from '../../upstream/schemas.ts';
 import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPayload } from './payload.ts';
@@ -327,14 +328,17 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const sequenceId = record.sequenceId;
     let requests = 0;
     let accepted: SubmittedTransfer;
+    const deadline = new Deadline(deps.sendDeadlineMs);
     try {
       accepted = await deps.custody.sendTransaction(
         payload.walletId,
         { txHex: payload.txHex, halfSigned: payload.halfSigned },
-        { signal: AbortSignal.timeout(deps.sendDeadlineMs), onRequest: () => requests++ },
+        { signal: deadline.signal, onRequest: () => requests++ },
       );
     } catch (error) {
       return sendFailed(record, error, requests - 1, runner);
+    } finally {
+      deadline.clear();
     }
     // A crash between the answer and this line leaves `pending`: the next runner finds the transfer by
     // lookup or gets 409 on its resend, both of which lead here without a second accepted send.
@@ -374,10 +378,11 @@ export function createSubmitHandler(deps: SubmitDeps) {
 
     // A lookup comes first even past the deadline: a transfer upstream shows is submitted, not expired.
     let found;
+    const deadline = new Deadline(deps.sendDeadlineMs);
     try {
       const payload = storedPayload(held);
       const list = await deps.custody.getTransfersBySequenceId({ walletId: payload.walletId, coin: payload.coin }, sequenceId, {
-        signal: AbortSignal.timeout(deps.sendDeadlineMs),
+        signal: deadline.signal,
       });
       found = findTransfer(list, { sequenceId });
       if (found.kind === 'ambiguous') deps.onAmbiguous?.('resolve');
@@ -386,6 +391,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
       runner.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
       if (pastDeadline) return expireUnknown(held, runner);
       return stillUnknown(held, code, ledgerNow, 0, runner);
+    } finally {
+      deadline.clear();
     }
     if (found.kind === 'found') {
       const submitted = await markSubmitted(
