@@ -5,12 +5,12 @@ export type RedisClient = Redis | Cluster;
 
 /**
  * ioredis writes each command to its socket as it is issued (Nagle off): one write system call per
- * command, which was a large part of the worker's time. Commands issued within one turn of the event
- * loop (the many jobs a batch of replies resumes) leave together instead: the first corks the socket,
- * and it is uncorked once the callbacks and promise continuations queued at that moment have run
- * (process.nextTick runs after the microtask queue drains), in one writev. Nothing else changes:
- * the same commands, in the same order, on the same connection, each written before the turn ends.
- * Duplicates (BullMQ's blocking connections) are plain clients.
+ * command, which was a large part of the worker's time. Commands issued within one iteration of the
+ * event loop (the jobs resumed by the replies and HTTP answers that arrived together) leave together
+ * instead: the first corks the socket, and it is uncorked in the iteration's check phase
+ * (setImmediate, after every I/O callback of the iteration and its continuations ran), in one writev.
+ * Nothing else changes: the same commands, in the same order, on the same connection, each written
+ * before the loop waits for I/O again. Duplicates (BullMQ's blocking connections) are plain clients.
  */
 export class CoalescingRedis extends Redis {
   #corked = false;
@@ -20,7 +20,7 @@ export class CoalescingRedis extends Redis {
     if (!this.#corked && stream === undefined && this.status === 'ready' && socket?.writable) {
       this.#corked = true;
       socket.cork();
-      process.nextTick(() => {
+      setImmediate(() => {
         this.#corked = false;
         socket.uncork();
       });

@@ -21,7 +21,7 @@ function countWrites(socket: Socket): () => number {
 }
 
 describe('the worker\'s Redis client', () => {
-  it('writes the commands issued in one turn of the event loop together, in order, with their own replies', async () => {
+  it('writes the commands issued in one iteration of the event loop together, in order, with their own replies', async () => {
     const redis = await ready();
     const key = `${uniquePrefix('coalesce')}:n`;
     const writes = countWrites(redis.stream);
@@ -42,5 +42,21 @@ describe('the worker\'s Redis client', () => {
     });
     expect(await Promise.all(chains)).toEqual(Array.from({ length: 10 }, () => '2'));
     expect(writes()).toBeLessThanOrEqual(3);
+  });
+
+  it('commands issued by separate callbacks of one iteration (two timers due together) leave together', async () => {
+    const redis = await ready();
+    const key = `${uniquePrefix('coalesce')}:timers`;
+    const writes = countWrites(redis.stream);
+    const issued = await new Promise<Array<Promise<number>>>((resolve) => {
+      const promises: Array<Promise<number>> = [];
+      setTimeout(() => promises.push(redis.incr(key)), 0);
+      setTimeout(() => {
+        promises.push(redis.incr(key));
+        resolve(promises);
+      }, 0);
+    });
+    expect(await Promise.all(issued)).toEqual([1, 2]);
+    expect(writes()).toBe(1);
   });
 });
