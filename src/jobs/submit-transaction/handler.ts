@@ -333,7 +333,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
       accepted = await deps.custody.sendTransaction(
         payload.walletId,
         { txHex: payload.txHex, halfSigned: payload.halfSigned },
-        { signal: deadline.signal, onRequest: () => requests++ },
+        { signal: deadline.signal, onRequest: () => requests++, keepRaw: false },
       );
     } catch (error) {
       return sendFailed(record, error, requests - 1, runner);
@@ -342,7 +342,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
     }
     // A crash between the answer and this line leaves `pending`: the next runner finds the transfer by
     // lookup or gets 409 on its resend, both of which lead here without a second accepted send.
-    // `raw` echoes our own request (and a person): it stays here (CONTRACT 4, v1.1).
+    // `raw` echoes our own request (and a person): it stays here (CONTRACT 4, v1.1). Asked for without
+    // it (keepRaw: false); dropped here too, whatever a custody client returns.
     const { raw: _raw, ...transfer } = accepted;
     const submitted = await markSubmitted(record, runner, { transfer }, {
       sequenceId,
