@@ -101,8 +101,9 @@ export interface LedgerMatch {
 /*
  * Records are stored as short fields, not JSON blobs: a hash whose every value is at most 64 bytes
  * stays in Redis's compact listpack encoding (about half the memory of a hashtable), which matters
- * with 100,000s of transfers being tracked. The long job payload is dropped on submission, and the
- * transition script then rewrites the hash so it can return to the compact encoding.
+ * with 100,000s of transfers being tracked. The long job payload is kept in a key of its own until
+ * submission (Keys.transferPayload), so the hash is compact from the start; a record written while the
+ * payload was a hash field is rewritten when that field goes, so it returns to the compact encoding.
  */
 
 /** Hash fields of a gate decision (for `TransitionRequest.set`). */
@@ -213,8 +214,12 @@ export const TRACKING_VIEW = recordView(
 export type TrackingView = Pick<TransferRecord, 'sequenceId' | 'state' | 'walletId' | 'coin' | 'submittedAt' | 'updatedAt' | 'pollFailures' | 'enrichFailures' | 'match'>;
 
 
+/** A whole record, atomically: the hash and the payload kept apart from it (see transition.lua). */
+const RECORD_LUA = `return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2])}`;
+
 interface LedgerCommands {
   transferTransition(...args: Array<string | number>): Promise<Array<number | string | Array<string | null> | undefined>>;
+  transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
 }
 
 export interface LedgerOptions {
@@ -247,7 +252,8 @@ export class Ledger {
     this.#keys = keys;
     this.#options = options;
     if (!('transferTransition' in redis)) {
-      redis.defineCommand('transferTransition', { numberOfKeys: 5, lua: TRANSITION_LUA });
+      redis.defineCommand('transferTransition', { numberOfKeys: 6, lua: TRANSITION_LUA });
+      redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
     }
   }
 
@@ -256,7 +262,13 @@ export class Ledger {
   }
 
   async get(sequenceId: string): Promise<TransferRecord | undefined> {
-    const hash = await this.#redis.hgetall(this.#keys.transfer(sequenceId));
+    const [flat, payload] = await (this.#redis as unknown as LedgerCommands).transferRecord(
+      this.#keys.transfer(sequenceId),
+      this.#keys.transferPayload(sequenceId),
+    );
+    const hash: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) hash[flat[i]!] = flat[i + 1]!;
+    if (payload !== null) hash.payload = payload;
     return hash.state ? toRecord(sequenceId, hash) : undefined;
   }
 
@@ -275,12 +287,12 @@ export class Ledger {
 
   /** Moves a transfer between states; see transition.lua for the guarantees. */
   async transition(sequenceId: string, request: TransitionRequest): Promise<TransitionResult> {
-    return this.#run(this.#keys.transfer(sequenceId), sequenceId, sequenceId, request, undefined);
+    return this.#run(this.#keys.transfer(sequenceId), this.#keys.transferPayload(sequenceId), sequenceId, sequenceId, request, undefined);
   }
 
   /** The same transition, reading back only `view` of the record after the change. */
   async transitionReading<T>(sequenceId: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>> {
-    return this.#run(this.#keys.transfer(sequenceId), sequenceId, sequenceId, request, view);
+    return this.#run(this.#keys.transfer(sequenceId), this.#keys.transferPayload(sequenceId), sequenceId, sequenceId, request, view);
   }
 
   /**
@@ -292,7 +304,9 @@ export class Ledger {
     common: { sequenceId: string; walletId: string; coin: string; metadata: string },
     data: EventData['transfer.rejected'],
   ): Promise<TransitionResult> {
-    return this.#run(this.#keys.jobRejection(jobId), common.sequenceId, '', {
+    // A rejected job keeps no payload; its payload key (same hash slot) is never written.
+    const key = this.#keys.jobRejection(jobId);
+    return this.#run(key, `${key}:payload`, common.sequenceId, '', {
       from: [NO_RECORD],
       to: TransferState.REJECTED,
       set: { jobId, walletId: common.walletId, coin: common.coin, metadata: common.metadata },
@@ -387,10 +401,11 @@ export class Ledger {
     return withRedisLock(this.#redis, this.#keys.reconcileLock, ttlMs, renewMs, task);
   }
 
-  async #run(key: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: undefined): Promise<TransitionResult>;
-  async #run<T>(key: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>>;
+  async #run(key: string, payloadKey: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: undefined): Promise<TransitionResult>;
+  async #run<T>(key: string, payloadKey: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>>;
   async #run<T>(
     key: string,
+    payloadKey: string,
     eventSequenceId: string,
     indexMember: string,
     request: TransitionRequest,
@@ -400,7 +415,13 @@ export class Ledger {
     // before anything changes, instead of by a consumer of the stream.
     if (request.event) checkEventData(request.event.type, request.event.data);
     const clock = this.#options.clock?.();
-    const pairs = Object.entries(request.set ?? {}).flatMap(([field, value]) => [field, String(value)]);
+    // The payload goes to its own key (transition.lua KEYS[6]); every other field into the hash.
+    let payload = '';
+    const pairs: string[] = [];
+    for (const [field, value] of Object.entries(request.set ?? {})) {
+      if (field === 'payload') payload = String(value);
+      else pairs.push(field, String(value));
+    }
     const lease = request.lease;
     const reply = await (this.#redis as unknown as LedgerCommands).transferTransition(
       key,
@@ -408,6 +429,7 @@ export class Ledger {
       this.#keys.active,
       this.#keys.terminal,
       this.#keys.broadcast,
+      payloadKey,
       eventSequenceId,
       request.from.join(','),
       request.to,
@@ -428,6 +450,7 @@ export class Ledger {
       (request.requireAbsent ?? []).join(','),
       [...(request.stamp ?? []), ...(request.stampOnce ?? []).map((field) => `?${field}`)].join(','),
       view ? view.fields.join(',') : '*',
+      payload,
       ...pairs,
     );
     if (reply[0] === 1) {

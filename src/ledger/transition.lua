@@ -9,6 +9,10 @@
   KEYS[3] index of non-terminal transfers (sorted set, score = last change ms)
   KEYS[4] index of terminal transfers (sorted set, score = terminal time ms)
   KEYS[5] index of broadcast transfers still to verify (sorted set, score = broadcast time ms)
+  KEYS[6] the transfer's payload (string), kept apart from the hash: the hash then never holds a value
+          over 64 bytes and stays in the compact listpack encoding. To the caller it is the record's
+          `payload` field: set, deleted (unset) and returned ('*') like one. A record written before
+          the payload moved out may still hold it as a hash field: deleting `payload` drops both.
 
   ARGV[1]  sequenceId for the event ('' when the payload had none)
   ARGV[2]  expected states, comma-separated; '-' stands for "no record yet"
@@ -29,9 +33,10 @@
   ARGV[17] increments, 'field=n,field=n'
   ARGV[18] fields that must be absent, comma-separated (else refused: 'present')
   ARGV[19] fields set to now, comma-separated; a leading '?' sets the field only when absent
-  ARGV[20] what to return of the record after the change: '*' all of it (HGETALL), '' nothing, else
-           comma-separated fields (HMGET, in that order)
-  ARGV[21..] field, value pairs to set
+  ARGV[20] what to return of the record after the change: '*' all of it (HGETALL, and the payload),
+           '' nothing, else comma-separated hash fields (HMGET, in that order)
+  ARGV[21] the payload to keep ('' = leave it as it is)
+  ARGV[22..] field, value pairs to set
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -123,7 +128,8 @@ if mode == 'take' then
   sets[#sets + 1] = tostring(now + tonumber(ARGV[14]))
 end
 
-for i = 21, #ARGV do sets[#sets + 1] = ARGV[i] end
+if ARGV[21] ~= '' then redis.call('SET', KEYS[6], ARGV[21]) end
+for i = 22, #ARGV do sets[#sets + 1] = ARGV[i] end
 for field in string.gmatch(ARGV[19], '[^,]+') do
   if string.sub(field, 1, 1) == '?' then
     flush()
@@ -142,13 +148,16 @@ if ARGV[16] ~= '' then
   local dropsLong = false
   local fields = {}
   for field in string.gmatch(ARGV[16], '[^,]+') do
-    if field == 'payload' and not dropsLong and redis.call('HEXISTS', KEYS[1], 'payload') == 1 then dropsLong = true end
+    if field == 'payload' then
+      redis.call('DEL', KEYS[6])
+      if not dropsLong and redis.call('HEXISTS', KEYS[1], 'payload') == 1 then dropsLong = true end
+    end
     fields[#fields + 1] = field
   end
   if #fields > 0 then redis.call('HDEL', KEYS[1], unpack(fields)) end
   if dropsLong then
-    -- A hash that once held a long value (the job payload) keeps the large hashtable encoding for good;
-    -- written anew it takes the compact listpack encoding again when every value is short.
+    -- A hash that once held a long value (the job payload, before it moved to KEYS[6]) keeps the large
+    -- hashtable encoding for good; written anew it takes the compact listpack encoding again.
     local all = redis.call('HGETALL', KEYS[1])
     local ttl = redis.call('PTTL', KEYS[1])
     redis.call('DEL', KEYS[1])
@@ -181,6 +190,7 @@ end
 
 if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[10])
+  redis.call('PEXPIRE', KEYS[6], ARGV[10])
   if ARGV[11] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[11])
     redis.call('ZADD', KEYS[4], now, ARGV[11])
@@ -194,6 +204,11 @@ end
 local reply = {}
 if ARGV[20] == '*' then
   reply = redis.call('HGETALL', KEYS[1])
+  local payload = redis.call('GET', KEYS[6])
+  if payload then
+    reply[#reply + 1] = 'payload'
+    reply[#reply + 1] = payload
+  end
 elseif ARGV[20] ~= '' then
   local fields = {}
   for field in string.gmatch(ARGV[20], '[^,]+') do fields[#fields + 1] = field end

@@ -203,6 +203,46 @@ describe('views', () => {
   });
 });
 
+describe('the payload', () => {
+  const payload = JSON.stringify({ walletId: 310, coin: 'eth', txHex: `02f8${'ab'.repeat(96)}`, halfSigned: { sequenceId: 's' } });
+
+  it('is kept apart from the hash, which stays compact, and read and deleted as a field of the record', async () => {
+    const s = id();
+    const created = await ledger.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED, set: { walletId: '310', payload } });
+    expect(created.ok && created.record.payload).toBe(payload);
+    expect(await redis.object('ENCODING', keys.transfer(s))).toBe('listpack');
+    expect(await redis.hexists(keys.transfer(s), 'payload')).toBe(0);
+    expect((await ledger.get(s))!.payload).toBe(payload);
+    const gated = await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.GATED });
+    expect(gated.ok && gated.record.payload).toBe(payload);
+
+    const blocked = await ledger.transition(s, { from: [TransferState.GATED], to: TransferState.BLOCKED, unset: ['payload'], event: { type: 'transfer.blocked', data: BLOCKED } });
+    expect(blocked.ok && blocked.record.payload).toBeUndefined();
+    expect((await ledger.get(s))!.payload).toBeUndefined();
+    expect(await redis.exists(keys.transferPayload(s))).toBe(0);
+  });
+
+  it('of a record written while it was a hash field is read, and deleted with the hash made compact again', async () => {
+    const s = id();
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED, set: { walletId: '310' } });
+    await redis.hset(keys.transfer(s), 'payload', payload); // as the former layout kept it
+    expect(await redis.object('ENCODING', keys.transfer(s))).toBe('hashtable');
+    expect((await ledger.get(s))!.payload).toBe(payload);
+    await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.SUBMITTED, unset: ['payload'] });
+    expect((await ledger.get(s))!).toMatchObject({ state: 'submitted', walletId: '310', payload: undefined });
+    expect(await redis.object('ENCODING', keys.transfer(s))).toBe('listpack');
+  });
+
+  it('left on a terminal record expires with it', async () => {
+    const s = id();
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED, set: { payload } });
+    await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: BLOCKED } });
+    const ttl = await redis.pttl(keys.transferPayload(s));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+  });
+});
+
 describe('walking the active index', () => {
   it('yields every due entry once while the walk itself moves entries to later scores', async () => {
     const due: string[] = [];
