@@ -3,6 +3,32 @@ import type { Config } from './config/config.ts';
 
 export type RedisClient = Redis | Cluster;
 
+/**
+ * ioredis writes each command to its socket as it is issued (Nagle off): one write system call per
+ * command, which was a large part of the worker's time. Commands issued within one iteration of the
+ * event loop (the jobs resumed by the replies and HTTP answers that arrived together) leave together
+ * instead: the first corks the socket, and it is uncorked in the iteration's check phase
+ * (setImmediate, after every I/O callback of the iteration and its continuations ran), in one writev.
+ * Nothing else changes: the same commands, in the same order, on the same connection, each written
+ * before the loop waits for I/O again. Duplicates (BullMQ's blocking connections) are plain clients.
+ */
+export class CoalescingRedis extends Redis {
+  #corked = false;
+
+  override sendCommand(command: Parameters<Redis['sendCommand']>[0], stream?: Parameters<Redis['sendCommand']>[1]): unknown {
+    const socket = this.stream;
+    if (!this.#corked && stream === undefined && this.status === 'ready' && socket?.writable) {
+      this.#corked = true;
+      socket.cork();
+      setImmediate(() => {
+        this.#corked = false;
+        socket.uncork();
+      });
+    }
+    return super.sendCommand(command, stream);
+  }
+}
+
 /** What a caller may change of the worker's connection defaults (the CLI gives up instead of waiting). */
 export interface RedisTuning {
   maxRetriesPerRequest?: number | null;
@@ -16,7 +42,7 @@ export interface RedisTuning {
  * wait out a Redis restart instead of failing); the same suits our own commands, which sit in jobs.
  */
 export function createRedis(config: Pick<Config['redis'], 'url' | 'clusterNodes'>, name = 'custody-worker', tuning: RedisTuning = {}): RedisClient {
-  const options: RedisOptions = { maxRetriesPerRequest: null, connectionName: name, enableReadyCheck: true, ...tuning };
+  const options: RedisOptions & { replyMapping?: 'legacy' } = { maxRetriesPerRequest: null, connectionName: name, enableReadyCheck: true, ...tuning };
   if (config.clusterNodes) {
     const url = new URL(config.url);
     return new Cluster(config.clusterNodes, {
@@ -30,7 +56,7 @@ export function createRedis(config: Pick<Config['redis'], 'url' | 'clusterNodes'
       ...(tuning.retryStrategy ? { clusterRetryStrategy: tuning.retryStrategy } : {}),
     });
   }
-  return new Redis(config.url, options);
+  return new CoalescingRedis(config.url, options);
 }
 
 /** QUIT, or a hard disconnect when the connection is not ready or QUIT does not answer in time. */

@@ -6,6 +6,11 @@ import { transferKey } from '../../packages/producer/src/keys.ts';
  */
 export interface Keys {
   transfer(sequenceId: string): string;
+  /**
+   * The job payload a transfer keeps until it is submitted (a string key): kept out of the ledger hash
+   * so the hash never holds a value over 64 bytes and stays in Redis's compact listpack encoding.
+   */
+  transferPayload(sequenceId: string): string;
   /** A rejected job whose payload had no usable sequenceId: its exactly-once record, by job id. */
   jobRejection(jobId: string): string;
   /** Non-terminal transfers, score = last change (ms). */
@@ -24,6 +29,7 @@ export interface Keys {
 export function createKeys(prefix: string, eventsStream: string): Keys {
   return {
     transfer: (sequenceId) => transferKey(prefix, sequenceId),
+    transferPayload: (sequenceId) => `${prefix}:transfer-payload:${sequenceId}`,
     jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,
     active: `${prefix}:transfers:active`,
     terminal: `${prefix}:transfers:terminal`,

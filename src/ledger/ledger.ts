@@ -101,8 +101,9 @@ export interface LedgerMatch {
 /*
  * Records are stored as short fields, not JSON blobs: a hash whose every value is at most 64 bytes
  * stays in Redis's compact listpack encoding (about half the memory of a hashtable), which matters
- * with 100,000s of transfers being tracked. The long job payload is dropped on submission, and the
- * transition script then rewrites the hash so it can return to the compact encoding.
+ * with 100,000s of transfers being tracked. The long job payload is kept in a key of its own until
+ * submission (Keys.transferPayload), so the hash is compact from the start; a record written while the
+ * payload was a hash field is rewritten when that field goes, so it returns to the compact encoding.
  */
 
 /** Hash fields of a gate decision (for `TransitionRequest.set`). */
@@ -155,8 +156,9 @@ export interface TransitionRequest {
 
 export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown';
 
-export type TransitionResult =
-  | { ok: true; version: number; streamId: string; record: TransferRecord }
+/** `record` is the whole record after the change, or the view the caller asked for (transitionReading). */
+export type TransitionResult<R = TransferRecord> =
+  | { ok: true; version: number; streamId: string; record: R }
   | {
       ok: false;
       state: TransferState | typeof NO_RECORD;
@@ -168,9 +170,56 @@ export type TransitionResult =
 
 const TRANSITION_LUA = readFileSync(new URL('./transition.lua', import.meta.url), 'utf8');
 
+/**
+ * A named part of the record, read instead of the whole record: decoding all of a record's fields was
+ * most of what a transition cost the worker, and each step of the hot path needs a few of them. The
+ * values go through the same conversion as a whole record (toRecord), so a view never reads a field
+ * differently.
+ */
+export interface RecordView<T> {
+  /** Hash fields read (HMGET), in this order. */
+  readonly fields: readonly string[];
+  build(sequenceId: string, values: ReadonlyArray<string | null | undefined>): T;
+}
+
+function recordView<K extends keyof TransferRecord>(fields: readonly string[], keys: readonly K[]): RecordView<Pick<TransferRecord, K | 'sequenceId'>> {
+  return {
+    fields,
+    build(sequenceId, values) {
+      const hash: Record<string, string> = {};
+      for (let i = 0; i < fields.length; i++) {
+        const value = values[i];
+        if (typeof value === 'string') hash[fields[i]!] = value;
+      }
+      const record = toRecord(sequenceId, hash);
+      const view = { sequenceId } as Pick<TransferRecord, K | 'sequenceId'>;
+      for (const key of keys) view[key] = record[key];
+      return view;
+    },
+  };
+}
+
+/** Nothing but the sequenceId: the caller only needs to know that the transition happened. */
+export const NO_VIEW = recordView([], []);
+
+/** What a runner that holds the send lease needs to act on the send's outcome (see the submit handler). */
+export const SEND_VIEW = recordView(['sends', 'failures', 'unknownSince', 'unresolvedAt'], ['sends', 'failures', 'unknownSince', 'unresolvedAt']);
+export type SendView = Pick<TransferRecord, 'sequenceId' | 'sends' | 'failures' | 'unknownSince' | 'unresolvedAt'>;
+
+/** What one tracking poll needs (see the track handler). */
+export const TRACKING_VIEW = recordView(
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'enrichFailures', 'matchTransactionId', 'matchAddress', 'matchAmount'],
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'enrichFailures', 'match'],
+);
+export type TrackingView = Pick<TransferRecord, 'sequenceId' | 'state' | 'walletId' | 'coin' | 'submittedAt' | 'updatedAt' | 'pollFailures' | 'enrichFailures' | 'match'>;
+
+
+/** A whole record, atomically: the hash and the payload kept apart from it (see transition.lua). */
+const RECORD_LUA = `return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2])}`;
 
 interface LedgerCommands {
-  transferTransition(...args: Array<string | number>): Promise<Array<number | string | string[] | undefined>>;
+  transferTransition(...args: Array<string | number>): Promise<Array<number | string | Array<string | null> | undefined>>;
+  transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
 }
 
 export interface LedgerOptions {
@@ -203,7 +252,8 @@ export class Ledger {
     this.#keys = keys;
     this.#options = options;
     if (!('transferTransition' in redis)) {
-      redis.defineCommand('transferTransition', { numberOfKeys: 5, lua: TRANSITION_LUA });
+      redis.defineCommand('transferTransition', { numberOfKeys: 6, lua: TRANSITION_LUA });
+      redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
     }
   }
 
@@ -212,8 +262,20 @@ export class Ledger {
   }
 
   async get(sequenceId: string): Promise<TransferRecord | undefined> {
-    const hash = await this.#redis.hgetall(this.#keys.transfer(sequenceId));
+    const [flat, payload] = await (this.#redis as unknown as LedgerCommands).transferRecord(
+      this.#keys.transfer(sequenceId),
+      this.#keys.transferPayload(sequenceId),
+    );
+    const hash: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) hash[flat[i]!] = flat[i + 1]!;
+    if (payload !== null) hash.payload = payload;
     return hash.state ? toRecord(sequenceId, hash) : undefined;
+  }
+
+  /** Part of a transfer's record (HMGET); undefined when there is no record. */
+  async read<T>(sequenceId: string, view: RecordView<T>): Promise<T | undefined> {
+    const values = await this.#redis.hmget(this.#keys.transfer(sequenceId), 'state', ...view.fields);
+    return values[0] ? view.build(sequenceId, values.slice(1)) : undefined;
   }
 
   /** The ledger's clock, ms: Redis's TIME (or the test clock). Leases and time guards are judged by it. */
@@ -225,7 +287,12 @@ export class Ledger {
 
   /** Moves a transfer between states; see transition.lua for the guarantees. */
   async transition(sequenceId: string, request: TransitionRequest): Promise<TransitionResult> {
-    return this.#run(this.#keys.transfer(sequenceId), sequenceId, sequenceId, request);
+    return this.#run(this.#keys.transfer(sequenceId), this.#keys.transferPayload(sequenceId), sequenceId, sequenceId, request, undefined);
+  }
+
+  /** The same transition, reading back only `view` of the record after the change. */
+  async transitionReading<T>(sequenceId: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>> {
+    return this.#run(this.#keys.transfer(sequenceId), this.#keys.transferPayload(sequenceId), sequenceId, sequenceId, request, view);
   }
 
   /**
@@ -237,13 +304,15 @@ export class Ledger {
     common: { sequenceId: string; walletId: string; coin: string; metadata: string },
     data: EventData['transfer.rejected'],
   ): Promise<TransitionResult> {
-    return this.#run(this.#keys.jobRejection(jobId), common.sequenceId, '', {
+    // A rejected job keeps no payload; its payload key (same hash slot) is never written.
+    const key = this.#keys.jobRejection(jobId);
+    return this.#run(key, `${key}:payload`, common.sequenceId, '', {
       from: [NO_RECORD],
       to: TransferState.REJECTED,
       set: { jobId, walletId: common.walletId, coin: common.coin, metadata: common.metadata },
       stamp: ['createdAt'],
       event: { type: 'transfer.rejected', data },
-    });
+    }, undefined);
   }
 
   /** An event that belongs to no transfer (`reconcile.completed`): empty sequenceId, version 0. */
@@ -338,12 +407,27 @@ export class Ledger {
     return withRedisLock(this.#redis, this.#keys.reconcileLock, ttlMs, renewMs, task);
   }
 
-  async #run(key: string, eventSequenceId: string, indexMember: string, request: TransitionRequest): Promise<TransitionResult> {
+  async #run(key: string, payloadKey: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: undefined): Promise<TransitionResult>;
+  async #run<T>(key: string, payloadKey: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>>;
+  async #run<T>(
+    key: string,
+    payloadKey: string,
+    eventSequenceId: string,
+    indexMember: string,
+    request: TransitionRequest,
+    view: RecordView<T> | undefined,
+  ): Promise<TransitionResult<T | TransferRecord>> {
     // One safeParse per event: a publisher that builds the wrong shape is a bug, caught here (in tests)
     // before anything changes, instead of by a consumer of the stream.
     if (request.event) checkEventData(request.event.type, request.event.data);
     const clock = this.#options.clock?.();
-    const pairs = Object.entries(request.set ?? {}).flatMap(([field, value]) => [field, String(value)]);
+    // The payload goes to its own key (transition.lua KEYS[6]); every other field into the hash.
+    let payload = '';
+    const pairs: string[] = [];
+    for (const [field, value] of Object.entries(request.set ?? {})) {
+      if (field === 'payload') payload = String(value);
+      else pairs.push(field, String(value));
+    }
     const lease = request.lease;
     const reply = await (this.#redis as unknown as LedgerCommands).transferTransition(
       key,
@@ -351,6 +435,7 @@ export class Ledger {
       this.#keys.active,
       this.#keys.terminal,
       this.#keys.broadcast,
+      payloadKey,
       eventSequenceId,
       request.from.join(','),
       request.to,
@@ -370,14 +455,20 @@ export class Ledger {
       Object.entries(request.increment ?? {}).filter(([, by]) => by !== 0).map(([field, by]) => `${field}=${by}`).join(','),
       (request.requireAbsent ?? []).join(','),
       [...(request.stamp ?? []), ...(request.stampOnce ?? []).map((field) => `?${field}`)].join(','),
+      view ? view.fields.join(',') : '*',
+      payload,
       ...pairs,
     );
     if (reply[0] === 1) {
       if (request.event) this.#options.onEvent?.(request.event.type);
+      const sequenceId = eventSequenceId || indexMember;
+      const flat = (reply[3] ?? []) as Array<string | null>;
+      const version = Number(reply[1]);
+      const streamId = String(reply[2] ?? '');
+      if (view) return { ok: true, version, streamId, record: view.build(sequenceId, flat) };
       const fields: Record<string, string> = {};
-      const flat = (reply[3] ?? []) as string[];
       for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-      return { ok: true, version: Number(reply[1]), streamId: String(reply[2] ?? ''), record: toRecord(eventSequenceId || indexMember, fields) };
+      return { ok: true, version, streamId, record: toRecord(sequenceId, fields) };
     }
     return {
       ok: false,

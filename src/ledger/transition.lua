@@ -9,6 +9,10 @@
   KEYS[3] index of non-terminal transfers (sorted set, score = last change ms)
   KEYS[4] index of terminal transfers (sorted set, score = terminal time ms)
   KEYS[5] index of broadcast transfers still to verify (sorted set, score = broadcast time ms)
+  KEYS[6] the transfer's payload (string), kept apart from the hash: the hash then never holds a value
+          over 64 bytes and stays in the compact listpack encoding. To the caller it is the record's
+          `payload` field: set, deleted (unset) and returned ('*') like one. A record written before
+          the payload moved out may still hold it as a hash field: deleting `payload` drops both.
 
   ARGV[1]  sequenceId for the event ('' when the payload had none)
   ARGV[2]  expected states, comma-separated; '-' stands for "no record yet"
@@ -29,7 +33,10 @@
   ARGV[17] increments, 'field=n,field=n'
   ARGV[18] fields that must be absent, comma-separated (else refused: 'present')
   ARGV[19] fields set to now, comma-separated; a leading '?' sets the field only when absent
-  ARGV[20..] field, value pairs to set
+  ARGV[20] what to return of the record after the change: '*' all of it (HGETALL, and the payload),
+           '' nothing, else comma-separated hash fields (HMGET, in that order)
+  ARGV[21] the payload to keep ('' = leave it as it is)
+  ARGV[22..] field, value pairs to set
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -39,12 +46,20 @@
   - `failed` is refused while a send may have been accepted (`unknownSince` set, or another runner's
     send `pending`), unless ARGV[15] says an operator decided.
 
-  Returns {1, version, streamId, fields} on success, fields being the record after the change (HGETALL);
+  Every read of the record before the first write is one HMGET, and consecutive writes of the same
+  kind are one command: a call from Lua costs Redis more than the field it touches. The order of the
+  writes is the order of the steps below, so a field written by several steps ends as it did when each
+  step was its own command.
+
+  Returns {1, version, streamId, fields} on success, fields being what ARGV[20] asked for of the record
+  after the change (field, value pairs for '*'; values, false for an absent field, for a list);
   {0, currentState, reason, leaseUntil, now} when refused, reason one of
   state | terminal | lease | owner | present | unknown.
 ]]
-local current = redis.call('HGET', KEYS[1], 'state')
-if not current then current = '-' end
+-- Everything the checks read, in one call and before any write (so every check sees the record as
+-- it was when the script started, as it always did).
+local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince')
+local current = before[1] or '-'
 
 local now
 if ARGV[5] ~= '' then
@@ -55,8 +70,7 @@ else
 end
 
 local function refuse(reason)
-  local lease = redis.call('HGET', KEYS[1], 'leaseUntil') or '0'
-  return {0, current, reason, lease, tostring(now)}
+  return {0, current, reason, before[3] or '0', tostring(now)}
 end
 
 local terminal = { broadcast = true, rejected = true, blocked = true, failed = true, expired = true }
@@ -73,8 +87,8 @@ for field in string.gmatch(ARGV[18], '[^,]+') do
 end
 
 local mode = ARGV[12]
-local owner = redis.call('HGET', KEYS[1], 'leaseOwner') or ''
-local leaseUntil = tonumber(redis.call('HGET', KEYS[1], 'leaseUntil') or '0')
+local owner = before[2] or ''
+local leaseUntil = tonumber(before[3] or '0')
 local live = owner ~= '' and leaseUntil > now
 if current == 'submitting' and ARGV[3] ~= 'submitting' and mode ~= 'own' and mode ~= 'free' then
   return refuse('lease')
@@ -87,9 +101,18 @@ elseif mode == 'free' then
   if live then return refuse('lease') end
 end
 
-local pendingOfOther = redis.call('HGET', KEYS[1], 'pending') == '1' and owner ~= ARGV[13]
+local pendingOfOther = before[4] == '1' and owner ~= ARGV[13]
 if ARGV[3] == 'failed' and ARGV[15] ~= '1' then
-  if redis.call('HEXISTS', KEYS[1], 'unknownSince') == 1 or pendingOfOther then return refuse('unknown') end
+  if before[5] or pendingOfOther then return refuse('unknown') end
+end
+
+-- Field, value pairs for the next HSET: consecutive sets go out as one command.
+local sets = {}
+local function flush()
+  if #sets > 0 then
+    redis.call('HSET', KEYS[1], unpack(sets))
+    sets = {}
+  end
 end
 
 if mode == 'take' then
@@ -99,62 +122,75 @@ if mode == 'take' then
     redis.call('HSETNX', KEYS[1], 'unknownSince', tostring(now))
     redis.call('HDEL', KEYS[1], 'pending')
   end
-  redis.call('HSET', KEYS[1], 'leaseOwner', ARGV[13], 'leaseUntil', tostring(now + tonumber(ARGV[14])))
+  sets[#sets + 1] = 'leaseOwner'
+  sets[#sets + 1] = ARGV[13]
+  sets[#sets + 1] = 'leaseUntil'
+  sets[#sets + 1] = tostring(now + tonumber(ARGV[14]))
 end
 
-if #ARGV >= 20 then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 20))
-end
+if ARGV[21] ~= '' then redis.call('SET', KEYS[6], ARGV[21]) end
+for i = 22, #ARGV do sets[#sets + 1] = ARGV[i] end
 for field in string.gmatch(ARGV[19], '[^,]+') do
   if string.sub(field, 1, 1) == '?' then
+    flush()
     redis.call('HSETNX', KEYS[1], string.sub(field, 2), tostring(now))
   else
-    redis.call('HSET', KEYS[1], field, tostring(now))
+    sets[#sets + 1] = field
+    sets[#sets + 1] = tostring(now)
   end
 end
+flush()
 for pair in string.gmatch(ARGV[17], '[^,]+') do
   local field, by = string.match(pair, '^(.+)=(%-?%d+)$')
   redis.call('HINCRBY', KEYS[1], field, by)
 end
 if ARGV[16] ~= '' then
   local dropsLong = false
+  local fields = {}
   for field in string.gmatch(ARGV[16], '[^,]+') do
-    if field == 'payload' and redis.call('HEXISTS', KEYS[1], 'payload') == 1 then dropsLong = true end
-    redis.call('HDEL', KEYS[1], field)
+    if field == 'payload' then
+      redis.call('DEL', KEYS[6])
+      if not dropsLong and redis.call('HEXISTS', KEYS[1], 'payload') == 1 then dropsLong = true end
+    end
+    fields[#fields + 1] = field
   end
+  if #fields > 0 then redis.call('HDEL', KEYS[1], unpack(fields)) end
   if dropsLong then
-    -- A hash that once held a long value (the job payload) keeps the large hashtable encoding for good;
-    -- written anew it takes the compact listpack encoding again when every value is short.
-    local fields = redis.call('HGETALL', KEYS[1])
+    -- A hash that once held a long value (the job payload, before it moved to KEYS[6]) keeps the large
+    -- hashtable encoding for good; written anew it takes the compact listpack encoding again.
+    local all = redis.call('HGETALL', KEYS[1])
     local ttl = redis.call('PTTL', KEYS[1])
     redis.call('DEL', KEYS[1])
-    if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+    if #all > 0 then redis.call('HSET', KEYS[1], unpack(all)) end
     if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
   end
 end
 
-local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 local streamId = ''
+local version
 if ARGV[7] ~= '' then
-  version = version + 1
-  local common = redis.call('HMGET', KEYS[1], 'walletId', 'coin', 'metadata')
+  local after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events')
+  version = tonumber(after[1] or '0') + 1
   streamId = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[9], '*',
     'event', ARGV[7],
     'sequenceId', ARGV[1],
-    'walletId', common[1] or '',
-    'coin', common[2] or '',
+    'walletId', after[2] or '',
+    'coin', after[3] or '',
     'version', tostring(version),
     'at', ARGV[6],
     'data', ARGV[8],
-    'metadata', common[3] or '')
-  local ids = redis.call('HGET', KEYS[1], 'events')
+    'metadata', after[4] or '')
+  local ids = after[5]
   if ids then ids = ids .. ',' .. streamId else ids = streamId end
-  redis.call('HSET', KEYS[1], 'events', ids)
+  redis.call('HSET', KEYS[1], 'events', ids, 'state', ARGV[3], 'version', version, 'updatedAt', tostring(now))
+else
+  version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+  redis.call('HSET', KEYS[1], 'state', ARGV[3], 'version', version, 'updatedAt', tostring(now))
 end
-redis.call('HSET', KEYS[1], 'state', ARGV[3], 'version', version, 'updatedAt', tostring(now))
 
 if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[10])
+  redis.call('PEXPIRE', KEYS[6], ARGV[10])
   if ARGV[11] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[11])
     redis.call('ZADD', KEYS[4], now, ARGV[11])
@@ -163,4 +199,19 @@ if ARGV[4] == '1' then
 elseif ARGV[11] ~= '' then
   redis.call('ZADD', KEYS[3], now, ARGV[11])
 end
-return {1, version, streamId, redis.call('HGETALL', KEYS[1])}
+
+-- Decoding a whole record costs the caller more than the change itself: it names what it reads.
+local reply = {}
+if ARGV[20] == '*' then
+  reply = redis.call('HGETALL', KEYS[1])
+  local payload = redis.call('GET', KEYS[6])
+  if payload then
+    reply[#reply + 1] = 'payload'
+    reply[#reply + 1] = payload
+  end
+elseif ARGV[20] ~= '' then
+  local fields = {}
+  for field in string.gmatch(ARGV[20], '[^,]+') do fields[#fields + 1] = field end
+  reply = redis.call('HMGET', KEYS[1], unpack(fields))
+end
+return {1, version, streamId, reply}

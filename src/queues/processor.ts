@@ -1,13 +1,14 @@
 import { DelayedError, UnrecoverableError, Worker, type Job, type JobJson } from 'bullmq';
 import type { Logger } from '../logger.ts';
 import type { InFlight } from './in-flight.ts';
+import { LazyJobLog, type JobLog } from './job-log.ts';
 import { RateLimited, RetryLater } from './outcomes.ts';
 import { backoffDelay, UNEXPECTED_ERROR_RETRY } from '../timing.ts';
 
 export interface JobContext<T = unknown> {
   job: Job<T>;
   token: string | undefined;
-  log: Logger;
+  log: JobLog;
 }
 
 export type Handler<R> = (context: JobContext) => Promise<R>;
@@ -25,6 +26,13 @@ export interface ProcessorOptions {
   /** A job refused before its handler ran: another name, or data that is not JSON. */
   onRefused?: (queue: string, reason: 'job_name' | 'unparsable_data') => void;
 }
+
+/**
+ * Thrown after the processor moved its job to delayed itself. BullMQ's worker recognises it by its class
+ * or name (handleFailed), never by its identity, message or stack, and keeps no reference to it: one
+ * instance serves every job (capturing a stack on every poll cost ~3 % of the tracking worker's time).
+ */
+const MOVED_TO_DELAYED = new DelayedError();
 
 /** Stands in for the data of a job whose stored data is not JSON (see TransferWorker). */
 export const UNPARSABLE_DATA: unique symbol = Symbol('unparsable job data');
@@ -67,12 +75,13 @@ function safeJson(text: string | undefined): boolean {
 export function createProcessor<R>(handler: Handler<R>, options: ProcessorOptions) {
   return async (job: Job, token?: string): Promise<R> => {
     const started = performance.now();
-    const log = options.logger.child({
+    const attempt = job.attemptsStarted;
+    const log = new LazyJobLog(options.logger, () => ({
       queue: options.queue,
       jobId: job.id,
-      attempt: job.attemptsStarted,
+      attempt,
       sequenceId: sequenceIdOf(job.data),
-    });
+    }));
     let outcome = 'completed';
     options.inFlight?.start();
     try {
@@ -95,7 +104,7 @@ export function createProcessor<R>(handler: Handler<R>, options: ProcessorOption
         outcome = 'delayed';
         log.debug({ delayMs: error.delayMs, reason: error.reason }, 'job delayed');
         await job.moveToDelayed(Date.now() + error.delayMs, token);
-        throw new DelayedError();
+        throw MOVED_TO_DELAYED;
       }
       if (error instanceof RateLimited) {
         outcome = 'rate_limited';
@@ -107,7 +116,7 @@ export function createProcessor<R>(handler: Handler<R>, options: ProcessorOption
       const delayMs = backoffDelay(UNEXPECTED_ERROR_RETRY, job.attemptsStarted);
       log.error({ err: error, delayMs }, 'unexpected error, job retried later');
       await job.moveToDelayed(Date.now() + delayMs, token);
-      throw new DelayedError();
+      throw MOVED_TO_DELAYED;
     } finally {
       options.inFlight?.end();
       options.onFinished?.(options.queue, outcome, performance.now() - started);

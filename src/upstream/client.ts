@@ -6,6 +6,7 @@ import {
   isEnabledResponseSchema,
   parseTransactionList,
   sendTransactionResponseSchema,
+  sendTransactionResponseWithoutRawSchema,
   transactionListSchema,
   type SkippedRecord,
   walletTransactionResponseSchema,
@@ -43,6 +44,15 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Called once per HTTP request to the endpoint itself, just before it is written (counts sends). */
   onRequest?: () => void;
+}
+
+/** Options of sendTransaction. */
+export interface SendOptions extends CallOptions {
+  /**
+   * Whether the answer's `raw` is read and returned (without its person). Default true; the submit
+   * handler passes false: it never uses raw, which is then neither parsed nor written again.
+   */
+  keepRaw?: boolean;
 }
 
 export interface SendTransactionBody {
@@ -104,7 +114,7 @@ export class CustodyClient {
    * 4.2. A 409 becomes CUSTODY_DUPLICATE: that sequenceId was accepted before. With `options.signal` the
    * whole call (rate-limit wait, token requests, the send, a 401 and its retry) ends at one deadline.
    */
-  async sendTransaction(walletId: number | string, body: SendTransactionBody, options: CallOptions = {}): Promise<SubmittedTransfer> {
+  async sendTransaction(walletId: number | string, body: SendTransactionBody, options: SendOptions = {}): Promise<SubmittedTransfer> {
     const path = `/api/wallet/${encodeURIComponent(walletPathId('sendTransaction', walletId))}/sendTransaction`;
     const payload = JSON.stringify({
       txHex: body.txHex,
@@ -118,7 +128,7 @@ export class CustodyClient {
       body: payload,
       signal: options.signal,
       onDispatch: options.onRequest,
-    }), sendTransactionResponseSchema, options.signal, EXACT_KEYS);
+    }), options.keepRaw === false ? sendTransactionResponseWithoutRawSchema : sendTransactionResponseSchema, options.signal, EXACT_KEYS);
     if (record.sequenceId !== body.halfSigned.sequenceId) {
       // An accepted answer about another transfer: garbage for this one, and the send may have gone out.
       throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, 'sendTransaction: the answer names another sequenceId', {

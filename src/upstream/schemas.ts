@@ -199,8 +199,7 @@ const rawSubmission = z.unknown().optional().transform((value) => {
 });
 
 /** 2.4 Submitted transfer record (sendTransaction): strict in its id, sequenceId, destination and amount. */
-export const submittedTransferSchema = z
-  .object({
+const submittedTransferObject = z.object({
   id: z.union([z.number().int().nonnegative(), numericText]),
   sequenceId: z.string().min(1),
   destinationAddress: z.string(),
@@ -215,19 +214,32 @@ export const submittedTransferSchema = z
   timestamp: loose,
   transactionSequenceId: loose,
   usdamount: loose,
-})
-  .transform((record) => {
-    // The record keeps `amount` as upstream typed it (a number, as documented); the exact decimal
-    // text rides along on a symbol key for matching.
-    const { amount } = record;
-    if (amount instanceof ExactNumber) {
-      return { ...record, amount: amount.value, [EXACT_AMOUNT]: decimalFromNumberText(amount.source) ?? decimalFromNumber(amount.value) };
-    }
-    return { ...record, amount, [EXACT_AMOUNT]: typeof amount === 'number' ? decimalFromNumber(amount) : normalizeDecimal(amount)! };
-  });
+});
+
+/**
+ * The record keeps `amount` as upstream typed it (a number, as documented); the exact decimal text
+ * rides along on a symbol key for matching.
+ */
+function withExactAmount<T extends { amount: ExactNumber | number | string }>(record: T): Omit<T, 'amount'> & { amount: number | string; [EXACT_AMOUNT]: string } {
+  const { amount } = record;
+  if (amount instanceof ExactNumber) {
+    return { ...record, amount: amount.value, [EXACT_AMOUNT]: decimalFromNumberText(amount.source) ?? decimalFromNumber(amount.value) };
+  }
+  return { ...record, amount, [EXACT_AMOUNT]: typeof amount === 'number' ? decimalFromNumber(amount) : normalizeDecimal(amount)! };
+}
+
+export const submittedTransferSchema = submittedTransferObject.transform(withExactAmount);
+
+/**
+ * The same record without `raw`, for a caller that does not use it (the submit handler: raw never
+ * reaches an event, CONTRACT 4 v1.1): raw is then neither parsed nor written again, and dropped like
+ * any undocumented key. Everything that decides money is checked as in submittedTransferSchema.
+ */
+export const submittedTransferWithoutRawSchema = submittedTransferObject.omit({ raw: true }).transform(withExactAmount);
 
 /** sendTransaction answers the record itself; defensive: also inside `data` or `result`. */
 export const sendTransactionResponseSchema = z.preprocess(unwrap, submittedTransferSchema);
+export const sendTransactionResponseWithoutRawSchema = z.preprocess(unwrap, submittedTransferWithoutRawSchema);
 
 /** 2.5 Wallet transaction (under `result`): only its `txid` is decided on (reconciliation compares it). */
 export const walletTransactionSchema = z.object({
@@ -290,6 +302,7 @@ export const tokenResponseSchema = z.object({
 
 export type TransferParty = z.infer<typeof outputPartySchema>;
 export type Transaction = z.infer<typeof transactionSchema>;
-export type SubmittedTransfer = z.infer<typeof submittedTransferSchema>;
+/** `raw` is absent when the caller asked for the record without it (submittedTransferWithoutRawSchema). */
+export type SubmittedTransfer = Omit<z.infer<typeof submittedTransferSchema>, 'raw'> & { raw?: unknown };
 export type WalletTransaction = z.infer<typeof walletTransactionSchema>;
 export type TravelRuleSetting = z.infer<typeof travelRuleSettingSchema>;

@@ -1,4 +1,5 @@
 import { Pool } from 'undici';
+import { Deadline } from './deadline.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from './errors.ts';
 
 export interface TransportOptions {
@@ -93,14 +94,15 @@ export class Transport {
     const started = performance.now();
     let status = 'none';
     let code = 'none';
+    // The request's own time-out, or the caller's overall deadline when that comes first.
+    const deadline = new Deadline(this.#options.timeoutMs, req.signal);
     try {
-      const own = AbortSignal.timeout(this.#options.timeoutMs);
       const response = await this.#pool(req.url.origin).request({
         method: req.method,
         path: req.url.pathname + req.url.search,
         headers: req.headers,
         body: req.body ?? null,
-        signal: req.signal ? AbortSignal.any([own, req.signal]) : own,
+        signal: deadline.signal,
       });
       req.onDispatch?.();
       const text = await response.body.text();
@@ -113,6 +115,7 @@ export class Transport {
       code = mapped.code;
       throw mapped;
     } finally {
+      deadline.clear();
       this.#options.observe?.(req.endpoint, status, code, performance.now() - started);
     }
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { EventShapeError, type EventData } from '../../packages/producer/src/events.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
-import { Ledger, NO_RECORD, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
+import { Ledger, NO_RECORD, NO_VIEW, SEND_VIEW, TRACKING_VIEW, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
 /**
@@ -154,6 +154,92 @@ describe('the transition script', () => {
     expect(taken.record.leaseUntil - 60_000).toBeGreaterThanOrEqual(redisNow);
     expect(taken.record.leaseUntil - 60_000).toBeLessThan(redisNow + 5_000);
     expect(Math.abs((await real.now()) - redisNow)).toBeLessThan(5_000);
+  });
+});
+
+describe('views', () => {
+  it('a transition reads back only the view asked for, with the values of the whole record', async () => {
+    const s = id();
+    const taken = await ledger.transitionReading(
+      s,
+      { from: [NO_RECORD], to: TransferState.SUBMITTING, lease: take('a'), set: { walletId: '310', coin: 'eth', pending: 1, payload: '{"long":"text"}' }, increment: { sends: 1 } },
+      SEND_VIEW,
+    );
+    expect(taken).toEqual({ ok: true, version: 0, streamId: '', record: { sequenceId: s, sends: 1, failures: 0, unknownSince: undefined, unresolvedAt: undefined } });
+    clock += 5_000; // the lease ran out: a takeover records "may have been sent"
+    const again = await ledger.transitionReading(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b'), increment: { sends: 1, failures: 1 } }, SEND_VIEW);
+    expect(again).toMatchObject({ ok: true, record: { sequenceId: s, sends: 2, failures: 1, unknownSince: clock, unresolvedAt: undefined } });
+    const whole = (await ledger.get(s))!;
+    expect(again.ok && again.record).toEqual({ sequenceId: s, sends: whole.sends, failures: whole.failures, unknownSince: whole.unknownSince, unresolvedAt: whole.unresolvedAt });
+
+    const submitted = await ledger.transitionReading(
+      s,
+      { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' }, set: { matchAddress: '0xAb', matchAmount: '0.5' }, stamp: ['submittedAt'], unset: ['payload'] },
+      NO_VIEW,
+    );
+    expect(submitted).toEqual({ ok: true, version: 0, streamId: '', record: { sequenceId: s } });
+    const refused = await ledger.transitionReading(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' } }, NO_VIEW);
+    expect(refused).toMatchObject({ ok: false, reason: 'state', state: 'submitted' });
+  });
+
+  it('reads part of a record, the same values as the whole record, and nothing when there is none', async () => {
+    const s = id();
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.SUBMITTED, set: { walletId: '310', coin: 'eth', matchAddress: '0xAb', matchAmount: '0.5', pollFailures: 2 }, stamp: ['submittedAt'] });
+    const whole = (await ledger.get(s))!;
+    expect(await ledger.read(s, TRACKING_VIEW)).toEqual({
+      sequenceId: s,
+      state: 'submitted',
+      walletId: '310',
+      coin: 'eth',
+      submittedAt: clock,
+      updatedAt: clock,
+      pollFailures: 2,
+      enrichFailures: 0,
+      match: { transactionId: undefined, destinationAddress: '0xAb', amount: '0.5' },
+    });
+    const view = (await ledger.read(s, TRACKING_VIEW))!;
+    for (const key of Object.keys(view) as Array<keyof typeof view>) expect(view[key]).toEqual(whole[key]);
+    expect(await ledger.read(id(), TRACKING_VIEW)).toBeUndefined();
+  });
+});
+
+describe('the payload', () => {
+  const payload = JSON.stringify({ walletId: 310, coin: 'eth', txHex: `02f8${'ab'.repeat(96)}`, halfSigned: { sequenceId: 's' } });
+
+  it('is kept apart from the hash, which stays compact, and read and deleted as a field of the record', async () => {
+    const s = id();
+    const created = await ledger.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED, set: { walletId: '310', payload } });
+    expect(created.ok && created.record.payload).toBe(payload);
+    expect(await redis.object('ENCODING', keys.transfer(s))).toBe('listpack');
+    expect(await redis.hexists(keys.transfer(s), 'payload')).toBe(0);
+    expect((await ledger.get(s))!.payload).toBe(payload);
+    const gated = await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.GATED });
+    expect(gated.ok && gated.record.payload).toBe(payload);
+
+    const blocked = await ledger.transition(s, { from: [TransferState.GATED], to: TransferState.BLOCKED, unset: ['payload'], event: { type: 'transfer.blocked', data: BLOCKED } });
+    expect(blocked.ok && blocked.record.payload).toBeUndefined();
+    expect((await ledger.get(s))!.payload).toBeUndefined();
+    expect(await redis.exists(keys.transferPayload(s))).toBe(0);
+  });
+
+  it('of a record written while it was a hash field is read, and deleted with the hash made compact again', async () => {
+    const s = id();
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED, set: { walletId: '310' } });
+    await redis.hset(keys.transfer(s), 'payload', payload); // as the former layout kept it
+    expect(await redis.object('ENCODING', keys.transfer(s))).toBe('hashtable');
+    expect((await ledger.get(s))!.payload).toBe(payload);
+    await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.SUBMITTED, unset: ['payload'] });
+    expect((await ledger.get(s))!).toMatchObject({ state: 'submitted', walletId: '310', payload: undefined });
+    expect(await redis.object('ENCODING', keys.transfer(s))).toBe('listpack');
+  });
+
+  it('left on a terminal record expires with it', async () => {
+    const s = id();
+    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED, set: { payload } });
+    await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: BLOCKED } });
+    const ttl = await redis.pttl(keys.transferPayload(s));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
   });
 });
 

@@ -57,6 +57,17 @@ describe('custody client against the simulator', () => {
     expect(sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
   });
 
+  it('sends a transaction and gets the record without raw when asked so, every other field as with raw', async () => {
+    const sequenceId = newSequenceId();
+    const record = await client().sendTransaction(310, sampleSend(sequenceId), { keepRaw: false });
+    expect(record).not.toHaveProperty('raw');
+    expect(record.sequenceId).toBe(sequenceId);
+    expect(typeof record.amount).toBe('number');
+    expect(record.destinationAddress).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    const [found] = await client().getTransfersBySequenceId(WALLET, sequenceId);
+    expect(found!.outputs[0]!.address).toBe(record.destinationAddress);
+  });
+
   it('maps a second send of one sequenceId (409) to CUSTODY_DUPLICATE', async () => {
     const sequenceId = newSequenceId();
     await client().sendTransaction(310, sampleSend(sequenceId));

@@ -3,7 +3,14 @@
  * provider puts there is kept, but a person (`user`) never gets past the schema, as with 2.4's raw.
  */
 import { describe, expect, it } from 'vitest';
-import { parseTransactionList, walletTransactionResponseSchema } from '../../src/upstream/schemas.ts';
+import {
+  EXACT_AMOUNT,
+  ExactNumber,
+  parseTransactionList,
+  sendTransactionResponseSchema,
+  sendTransactionResponseWithoutRawSchema,
+  walletTransactionResponseSchema,
+} from '../../src/upstream/schemas.ts';
 import { send, transfersOf, useSimulator } from '../simulator/sim-client.ts';
 
 const ctx = useSimulator();
@@ -54,5 +61,32 @@ describe('raw of wallets and wallet transactions', () => {
     expect(skipped).toEqual([]);
     expect(JSON.stringify(parsed)).not.toContain('Jane Doe');
     expect(JSON.stringify(parsed)).toContain('"kept":true');
+  });
+});
+
+describe('the 2.4 record without raw', () => {
+  const record = {
+    id: 150001,
+    sequenceId: 's-1',
+    destinationAddress: '0xAbCdEf',
+    amount: new ExactNumber(0.30000000000000004, '0.300000000000000044'),
+    raw: JSON.stringify({ user, txHex: '02f8' }),
+    status: 1,
+    undocumented: 'dropped',
+  };
+
+  it('decides on every money field as the record with raw does, and carries no raw', () => {
+    const withRaw = sendTransactionResponseSchema.parse(record);
+    const withoutRaw = sendTransactionResponseWithoutRawSchema.parse(record);
+    expect(withoutRaw).not.toHaveProperty('raw');
+    expect(withoutRaw).not.toHaveProperty('undocumented');
+    const { raw: _raw, ...rest } = withRaw;
+    expect(withoutRaw).toEqual(rest);
+    expect(withoutRaw[EXACT_AMOUNT]).toBe('0.300000000000000044');
+    for (const broken of [{ amount: -1 }, { amount: '1,5' }, { id: 'abc' }, { sequenceId: '' }, { destinationAddress: null }, { destinationAddress: undefined }]) {
+      const body = { ...record, ...broken };
+      expect(sendTransactionResponseWithoutRawSchema.safeParse(body).success).toBe(false);
+      expect(sendTransactionResponseSchema.safeParse(body).success).toBe(false);
+    }
   });
 });

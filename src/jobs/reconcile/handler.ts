@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { TERMINAL_STATES, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
 import type { JobContext } from '../../queues/processor.ts';
-import { QueueName, trackJobId } from '../../queues/names.ts';
+import { legacyTrackJobId, QueueName, trackJobId, trackJobOptions } from '../../queues/names.ts';
 import type { CustodyClient } from '../../upstream/client.ts';
 import { INDEX_PAGE, RECONCILE_LOCK_RENEW_MS, RECONCILE_LOCK_TTL_MS, VERIFY_BUDGET_MS, VERIFY_WINDOW_MS } from '../../timing.ts';
 import { findTransfer, txidEquals } from '../../transfers/match.ts';
@@ -104,12 +104,16 @@ export function createReconcileHandler(deps: ReconcileDeps) {
   }
 
   async function ensureTracker(record: TransferRecord, counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
-    const jobId = trackJobId(record.sequenceId);
-    const job = await deps.queues.track.getJob(jobId);
+    const sequenceId = record.sequenceId;
+    const ended = (state: string) => state === 'missing' || state === 'completed' || state === 'failed' || state === 'unknown';
+    const job = await deps.queues.track.getJob(trackJobId(sequenceId));
     const state = job ? await job.getState() : 'missing';
-    if (state !== 'missing' && state !== 'completed' && state !== 'failed' && state !== 'unknown') return;
+    if (!ended(state)) return;
+    // A tracker added before trackJobId was shortened still tracks its transfer: it is not doubled.
+    const legacy = await deps.queues.track.getJob(legacyTrackJobId(sequenceId));
+    if (legacy && !ended(await legacy.getState())) return;
     if (job) await job.remove();
-    await deps.queues.track.add(QueueName.TRACK, { sequenceId: record.sequenceId }, { jobId, delay: deps.trackFirstPollMs });
+    await deps.queues.track.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, deps.trackFirstPollMs));
     counts.trackersRestored++;
     log.warn({ sequenceId: record.sequenceId, previous: state }, 'tracking job restored');
   }

@@ -4,10 +4,13 @@ import {
   gateFields,
   matchFields,
   NO_RECORD,
+  NO_VIEW,
+  SEND_VIEW,
   TERMINAL_STATES,
   TransferState,
   type GateDecision,
   type Ledger,
+  type SendView,
   type TransferRecord,
   type TransitionRequest,
   type TransitionResult,
@@ -18,6 +21,7 @@ import { backoffDelay, LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../ti
 import { classifySendFailure, type SendFailure } from '../../transfers/classify-send.ts';
 import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
 import { travelRuleApplies, type CustodyClient } from '../../upstream/client.ts';
+import { Deadline } from '../../upstream/deadline.ts';
 import { CustodyError } from '../../upstream/errors.ts';
 import { EXACT_AMOUNT, type SubmittedTransfer } from '../../upstream/schemas.ts';
 import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPayload } from '../../../packages/producer/src/payload.ts';
@@ -61,6 +65,15 @@ interface Runner {
 /** Fields that hold the send lease; a transition that releases it deletes them. */
 const LEASE_FIELDS = ['leaseOwner', 'leaseUntil', 'pending'];
 
+/** A step's result when it moved the transfer to `submitted` (all the next step needs to know). */
+const SUBMITTED = Symbol('submitted');
+
+/**
+ * What a step leaves: the record as its transition left it, SUBMITTED, or undefined when it did not
+ * change the transfer (someone else did) and the ledger must be read again.
+ */
+type Step = TransferRecord | typeof SUBMITTED | undefined;
+
 /**
  * The `submit-transaction` job. The ledger is the source of truth and every step is a guarded state
  * transition, so the handler can be cut off at any line and run again (by a retry, a stalled-job
@@ -91,14 +104,14 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const payload = parsed.payload;
     const sequenceId = payload.halfSigned.sequenceId;
     const started = await startFresh(jobId, payload, runner);
-    if (started) return drive(started, runner);
+    if (started) return drive(started, sequenceId, runner);
     const record = await claim(jobId, payload);
     if (record.jobId !== jobId) {
       // Another job owns this sequenceId: one transfer per sequenceId, so this one does nothing.
       log.info({ owner: record.jobId, state: record.state }, 'duplicate submission ignored');
       return { outcome: 'duplicate', sequenceId, of: record.jobId };
     }
-    return drive(record, runner);
+    return drive(record, sequenceId, runner);
   };
 
   /** Invalid payload: `transfer.rejected` once, nothing upstream, no retry. */
@@ -141,7 +154,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
    * which the next runner treats as "may have gone out". Anything else (a record exists, the rule
    * blocks, the setting cannot be fetched) returns undefined and takes the step-by-step path.
    */
-  async function startFresh(jobId: string, payload: SubmitPayload, runner: Runner): Promise<TransferRecord | undefined> {
+  async function startFresh(jobId: string, payload: SubmitPayload, runner: Runner): Promise<Step> {
     let setting: GateSetting;
     try {
       setting = await deps.travelRule.setting();
@@ -150,14 +163,14 @@ export function createSubmitHandler(deps: SubmitDeps) {
     }
     const decision = decide(setting, payload);
     if (decision.outcome !== 'passed') return undefined;
-    const taken = await ledger.transition(payload.halfSigned.sequenceId, {
+    const taken = await ledger.transitionReading(payload.halfSigned.sequenceId, {
       from: [NO_RECORD],
       to: TransferState.SUBMITTING,
       set: { ...newRecordFields(jobId, payload), ...gateFields(decision), pending: 1 },
       stamp: ['createdAt'],
       lease: { mode: 'take', owner: runner.owner, ms: deps.sendLeaseMs },
       increment: { sends: 1 },
-    });
+    }, SEND_VIEW);
     if (!taken.ok) return undefined;
     return sendTaken(taken.record, payload, runner);
   }
@@ -204,14 +217,14 @@ export function createSubmitHandler(deps: SubmitDeps) {
 
   /**
    * Runs the state machine from wherever the ledger says the transfer is. Each step returns the record
-   * as its own transition left it, or undefined when it did not change it (someone else did): then the
-   * ledger is read again.
+   * as its own transition left it (SUBMITTED once submitted), or undefined when it did not change it
+   * (someone else did): then the ledger is read again.
    */
-  async function drive(start: TransferRecord, runner: Runner): Promise<SubmitResult> {
-    const sequenceId = start.sequenceId;
+  async function drive(start: TransferRecord | typeof SUBMITTED, sequenceId: string, runner: Runner): Promise<SubmitResult> {
+    if (start === SUBMITTED) return submitted(sequenceId);
     let record = start;
     for (;;) {
-      let next: TransferRecord | undefined;
+      let next: Step;
       switch (record.state) {
         case TransferState.RECEIVED:
           next = await gate(record, runner);
@@ -223,21 +236,26 @@ export function createSubmitHandler(deps: SubmitDeps) {
           next = await resolve(record, runner);
           break;
         case TransferState.SUBMITTED:
-          // Repeats safely: the tracker job id is derived from the sequenceId, so a second add is a no-op.
-          await deps.enqueueTracker(sequenceId);
-          return { outcome: 'submitted', sequenceId };
+          return submitted(sequenceId);
         default:
           if (TERMINAL_STATES.has(record.state)) {
             return { outcome: record.state as 'blocked', sequenceId };
           }
           throw new Error(`unknown transfer state ${record.state}`);
       }
+      if (next === SUBMITTED) return submitted(sequenceId);
       record = next ?? (await mustGet(sequenceId));
     }
   }
 
+  async function submitted(sequenceId: string): Promise<SubmitResult> {
+    // Repeats safely: the tracker job id is derived from the sequenceId, so a second add is a no-op.
+    await deps.enqueueTracker(sequenceId);
+    return { outcome: 'submitted', sequenceId };
+  }
+
   /** received → blocked | gated. Nothing is sent here; a crash leaves `received`, which gates again. */
-  async function gate(record: TransferRecord, runner: Runner): Promise<TransferRecord | undefined> {
+  async function gate(record: TransferRecord, runner: Runner): Promise<Step> {
     const payload = storedPayload(record);
     let setting: GateSetting;
     try {
@@ -289,7 +307,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
    * send; from `submitting` a resend, made only by a runner that already holds the lease. A crash after
    * this transition leaves `pending`, which the next runner reads as "may have gone out".
    */
-  async function takeAndSend(record: TransferRecord, from: typeof TransferState.GATED | typeof TransferState.SUBMITTING, runner: Runner): Promise<TransferRecord | undefined> {
+  async function takeAndSend(record: TransferRecord, from: typeof TransferState.GATED | typeof TransferState.SUBMITTING, runner: Runner): Promise<Step> {
     const taken = await ledger.transition(record.sequenceId, {
       from: [from],
       to: TransferState.SUBMITTING,
@@ -306,22 +324,26 @@ export function createSubmitHandler(deps: SubmitDeps) {
    * wait, token requests, a 401 and its retry) and ends SEND_LEASE_MARGIN_MS before the lease does.
    * `sends` was counted as one when the lease was taken; the outcome transition adds the difference.
    */
-  async function sendTaken(record: TransferRecord, payload: SubmitPayload, runner: Runner): Promise<TransferRecord | undefined> {
+  async function sendTaken(record: SendView, payload: SubmitPayload, runner: Runner): Promise<Step> {
     const sequenceId = record.sequenceId;
     let requests = 0;
     let accepted: SubmittedTransfer;
+    const deadline = new Deadline(deps.sendDeadlineMs);
     try {
       accepted = await deps.custody.sendTransaction(
         payload.walletId,
         { txHex: payload.txHex, halfSigned: payload.halfSigned },
-        { signal: AbortSignal.timeout(deps.sendDeadlineMs), onRequest: () => requests++ },
+        { signal: deadline.signal, onRequest: () => requests++, keepRaw: false },
       );
     } catch (error) {
       return sendFailed(record, error, requests - 1, runner);
+    } finally {
+      deadline.clear();
     }
     // A crash between the answer and this line leaves `pending`: the next runner finds the transfer by
     // lookup or gets 409 on its resend, both of which lead here without a second accepted send.
-    // `raw` echoes our own request (and a person): it stays here (CONTRACT 4, v1.1).
+    // `raw` echoes our own request (and a person): it stays here (CONTRACT 4, v1.1). Asked for without
+    // it (keepRaw: false); dropped here too, whatever a custody client returns.
     const { raw: _raw, ...transfer } = accepted;
     const submitted = await markSubmitted(record, runner, { transfer }, {
       sequenceId,
@@ -340,7 +362,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
    *   fewer than SUBMIT_ATTEMPTS sends were made (safe: upstream refuses a second accepted sequenceId
    *   with 409, read as "accepted earlier"), else keep looking at the capped backoff.
    */
-  async function resolve(record: TransferRecord, runner: Runner): Promise<TransferRecord | undefined> {
+  async function resolve(record: TransferRecord, runner: Runner): Promise<Step> {
     const sequenceId = record.sequenceId;
     const taken = await ledger.transition(sequenceId, {
       from: [TransferState.SUBMITTING],
@@ -357,10 +379,11 @@ export function createSubmitHandler(deps: SubmitDeps) {
 
     // A lookup comes first even past the deadline: a transfer upstream shows is submitted, not expired.
     let found;
+    const deadline = new Deadline(deps.sendDeadlineMs);
     try {
       const payload = storedPayload(held);
       const list = await deps.custody.getTransfersBySequenceId({ walletId: payload.walletId, coin: payload.coin }, sequenceId, {
-        signal: AbortSignal.timeout(deps.sendDeadlineMs),
+        signal: deadline.signal,
       });
       found = findTransfer(list, { sequenceId });
       if (found.kind === 'ambiguous') deps.onAmbiguous?.('resolve');
@@ -369,6 +392,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
       runner.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
       if (pastDeadline) return expireUnknown(held, runner);
       return stillUnknown(held, code, ledgerNow, 0, runner);
+    } finally {
+      deadline.clear();
     }
     if (found.kind === 'found') {
       const submitted = await markSubmitted(
@@ -387,7 +412,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
   }
 
   /** What a failed send means is decided by classifySendFailure; this carries it out. */
-  async function sendFailed(record: TransferRecord, error: unknown, extraSends: number, runner: Runner): Promise<TransferRecord | undefined> {
+  async function sendFailed(record: SendView, error: unknown, extraSends: number, runner: Runner): Promise<Step> {
     const failure = classifySendFailure(error, record);
     const log = runner.log;
     switch (failure.kind) {
@@ -423,7 +448,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
    * The send may have gone out and nothing settled it: record that (sticky), release the lease, publish
    * `transfer.unresolved` once when it has lasted UNRESOLVED_AFTER, and come back at the capped backoff.
    */
-  async function stillUnknown(record: TransferRecord, code: string, ledgerNow: number | undefined, extraSends: number, runner: Runner): Promise<never | undefined> {
+  async function stillUnknown(record: SendView, code: string, ledgerNow: number | undefined, extraSends: number, runner: Runner): Promise<never | undefined> {
     const since = record.unknownSince;
     const announce = since !== undefined && ledgerNow !== undefined && record.unresolvedAt === undefined && ledgerNow - since >= deps.unresolvedAfterMs;
     const request: Partial<TransitionRequest> = announce
@@ -445,7 +470,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
 
   /** The lease owner gives the lease up; the transfer stays in `submitting`. */
   function release(
-    record: TransferRecord,
+    record: SendView,
     runner: Runner,
     set: Record<string, string | number>,
     extraSends: number,
@@ -463,8 +488,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
     });
   }
 
-  async function markSubmitted(record: TransferRecord, runner: Runner, data: EventData['transfer.submitted'], match: TransferMatch, extraSends: number): Promise<TransferRecord | undefined> {
-    return changed(await ledger.transition(record.sequenceId, {
+  async function markSubmitted(record: SendView, runner: Runner, data: EventData['transfer.submitted'], match: TransferMatch, extraSends: number): Promise<Step> {
+    const marked = await ledger.transitionReading(record.sequenceId, {
       from: [TransferState.SUBMITTING],
       to: TransferState.SUBMITTED,
       lease: { mode: 'own', owner: runner.owner },
@@ -473,11 +498,12 @@ export function createSubmitHandler(deps: SubmitDeps) {
       unset: ['payload', 'lastError', ...LEASE_FIELDS],
       increment: { sends: extraSends },
       event: { type: 'transfer.submitted', data },
-    }));
+    }, NO_VIEW);
+    return marked.ok ? SUBMITTED : undefined;
   }
 
   /** `transfer.failed`: only by the lease owner, and the ledger refuses it while a send may have gone out. */
-  async function fail(record: TransferRecord, failure: SendFailure, extraSends: number, runner: Runner): Promise<TransferRecord | undefined> {
+  async function fail(record: SendView, failure: SendFailure, extraSends: number, runner: Runner): Promise<Step> {
     const failed = await ledger.transition(record.sequenceId, {
       from: [TransferState.SUBMITTING],
       to: TransferState.FAILED,
@@ -494,7 +520,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
   }
 
   /** TRACK_DEADLINE passed since a send may have gone out, and nothing settled it. */
-  async function expireUnknown(record: TransferRecord, runner: Runner): Promise<TransferRecord | undefined> {
+  async function expireUnknown(record: TransferRecord, runner: Runner): Promise<Step> {
     const since = record.unknownSince ?? record.updatedAt;
     const expired = await ledger.transition(record.sequenceId, {
       from: [TransferState.SUBMITTING],

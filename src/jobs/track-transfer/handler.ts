@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { FailureCode } from '../../../packages/producer/src/events.ts';
-import { matchFields, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
+import { matchFields, TRACKING_VIEW, TransferState, type Ledger, type TrackingView } from '../../ledger/ledger.ts';
 import { RetryLater } from '../../queues/outcomes.ts';
 import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, type BackoffProfile } from '../../timing.ts';
 import type { JobContext } from '../../queues/processor.ts';
@@ -46,7 +46,7 @@ export function createTrackHandler(deps: TrackDeps) {
       return { outcome: 'not-tracking', sequenceId: '' };
     }
     const { sequenceId } = parsed.data;
-    const record = await deps.ledger.get(sequenceId);
+    const record = await deps.ledger.read(sequenceId, TRACKING_VIEW);
     if (!record || record.state !== TransferState.SUBMITTED) {
       // Already ended (or never submitted): a late duplicate tracker has nothing to do.
       return { outcome: 'not-tracking', sequenceId, state: record?.state ?? 'unknown' };
@@ -91,7 +91,7 @@ export function createTrackHandler(deps: TrackDeps) {
   };
 
   async function broadcast(
-    record: TransferRecord,
+    record: TrackingView,
     transaction: Parameters<typeof findTransfer>[0][number],
     log: JobContext['log'],
   ): Promise<TrackResult> {
@@ -119,7 +119,7 @@ export function createTrackHandler(deps: TrackDeps) {
     return { outcome: 'broadcast', sequenceId };
   }
 
-  async function expireOrWait(record: TransferRecord, deadline: number, delayMs: number, log: JobContext['log']): Promise<TrackResult> {
+  async function expireOrWait(record: TrackingView, deadline: number, delayMs: number, log: JobContext['log']): Promise<TrackResult> {
     const sequenceId = record.sequenceId;
     // This process's clock says the deadline passed; the ledger's clock (which stamped submittedAt)
     // must agree, so a worker whose clock runs ahead does not expire a transfer early.
