@@ -9,6 +9,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { samplePayload } from '../tools/sample-payloads.ts';
+import { trackJobId } from '../src/queues/names.ts';
 import { forEachLimited, sleep, SUBMIT_QUEUE, TRACK_QUEUE, waitForStreamLength, type SubmitTarget } from './load.ts';
 
 export interface MemoryPart {
@@ -121,7 +122,8 @@ export async function measureMemory(redis: Redis, target: SubmitTarget, tracked:
 
     const breakdown: MemoryPart[] = [];
     const largestFields: FieldSize[] = [];
-    const own = await keysOf(redis, target.prefix, sample);
+    // The tracking job's key holds a digest of the sequenceId, not the sequenceId (src/queues/names.ts).
+    const own = [...(await keysOf(redis, target.prefix, sample)), `${target.prefix}:${TRACK_QUEUE}:${trackJobId(sample)}`];
     for (const key of own) {
       const bytes = await memoryUsage(redis, key);
       breakdown.push({ part: describeOwnKey(target.prefix, key), key, bytesPerTransfer: bytes, encoding: await encodingOf(redis, key) });
