@@ -17,6 +17,8 @@ export interface TravelRuleCacheOptions {
   /** How long one refresh may take before another process may try (the upstream time-out and a margin). */
   refreshTimeoutMs: number;
   onLookup?: (source: 'cache' | 'upstream') => void;
+  /** A monotonic clock, ms (tests pass their own). */
+  monotonicNow?: () => number;
 }
 
 
@@ -32,6 +34,9 @@ export class TravelRuleCache {
   readonly #lockKey: string;
   readonly #options: TravelRuleCacheOptions;
   #inflight: Promise<GateSetting> | undefined;
+  /** The cached answer as this process last read it, and until when (monotonic ms) Redis keeps it. */
+  #local: { setting: GateSetting; until: number } | undefined;
+  readonly #now: () => number;
 
   constructor(
     redis: Redis | Cluster,
@@ -44,10 +49,21 @@ export class TravelRuleCache {
     this.#key = keys.travelRule;
     this.#lockKey = keys.travelRuleLock;
     this.#options = options;
+    this.#now = options.monotonicNow ?? (() => performance.now());
   }
 
+  /**
+   * The cached answer is kept in the process too, no longer than Redis keeps it (its remaining PTTL,
+   * counted from before the read): a job reads the same setting it would have read from Redis, without
+   * a round trip on its way to the send.
+   */
   async setting(): Promise<GateSetting> {
     if (this.#options.ttlMs === 0) return this.#fetch();
+    const local = this.#local;
+    if (local && this.#now() < local.until) {
+      this.#options.onLookup?.('cache');
+      return local.setting;
+    }
     this.#inflight ??= this.#lookup().finally(() => {
       this.#inflight = undefined;
     });
@@ -57,14 +73,24 @@ export class TravelRuleCache {
   async #lookup(): Promise<GateSetting> {
     const deadline = Date.now() + this.#options.refreshTimeoutMs;
     for (;;) {
-      const cached = await this.#redis.get(this.#key);
+      const asked = this.#now();
+      // One atomic read: the value and how long Redis keeps it.
+      const [[getError, cached], [pttlError, pttl]] = (await this.#redis.multi().get(this.#key).pttl(this.#key).exec()) as [
+        [Error | null, string | null],
+        [Error | null, number],
+      ];
+      if (getError ?? pttlError) throw getError ?? pttlError;
       if (cached) {
         this.#options.onLookup?.('cache');
-        return JSON.parse(cached) as GateSetting;
+        const setting = JSON.parse(cached) as GateSetting;
+        this.#local = pttl > 0 ? { setting, until: asked + pttl } : undefined;
+        return setting;
       }
       const fetched = await withRedisLock(this.#redis, this.#lockKey, this.#options.refreshTimeoutMs, 0, async () => {
         const setting = await this.#fetch();
+        const written = this.#now();
         await this.#redis.set(this.#key, JSON.stringify(setting), 'PX', this.#options.ttlMs);
+        this.#local = { setting, until: written + this.#options.ttlMs };
         return setting;
       });
       if (fetched) return fetched;
