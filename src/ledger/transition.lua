@@ -68,9 +68,11 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- Written as text once: every number handed to Redis is formatted again (printf-style) otherwise.
+local nowText = tostring(now)
 
 local function refuse(reason)
-  return {0, current, reason, before[3] or '0', tostring(now)}
+  return {0, current, reason, before[3] or '0', nowText}
 end
 
 local terminal = { broadcast = true, rejected = true, blocked = true, failed = true, expired = true }
@@ -119,7 +121,7 @@ if mode == 'take' then
   -- The previous holder sent and never said how it went (crashed, or outlived its lease): from now on
   -- that send may have been accepted, whatever happens to later ones.
   if pendingOfOther then
-    redis.call('HSETNX', KEYS[1], 'unknownSince', tostring(now))
+    redis.call('HSETNX', KEYS[1], 'unknownSince', nowText)
     redis.call('HDEL', KEYS[1], 'pending')
   end
   sets[#sets + 1] = 'leaseOwner'
@@ -133,10 +135,10 @@ for i = 22, #ARGV do sets[#sets + 1] = ARGV[i] end
 for field in string.gmatch(ARGV[19], '[^,]+') do
   if string.sub(field, 1, 1) == '?' then
     flush()
-    redis.call('HSETNX', KEYS[1], string.sub(field, 2), tostring(now))
+    redis.call('HSETNX', KEYS[1], string.sub(field, 2), nowText)
   else
     sets[#sets + 1] = field
-    sets[#sets + 1] = tostring(now)
+    sets[#sets + 1] = nowText
   end
 end
 flush()
@@ -171,21 +173,22 @@ local version
 if ARGV[7] ~= '' then
   local after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events')
   version = tonumber(after[1] or '0') + 1
+  local versionText = tostring(version)
   streamId = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[9], '*',
     'event', ARGV[7],
     'sequenceId', ARGV[1],
     'walletId', after[2] or '',
     'coin', after[3] or '',
-    'version', tostring(version),
+    'version', versionText,
     'at', ARGV[6],
     'data', ARGV[8],
     'metadata', after[4] or '')
   local ids = after[5]
   if ids then ids = ids .. ',' .. streamId else ids = streamId end
-  redis.call('HSET', KEYS[1], 'events', ids, 'state', ARGV[3], 'version', version, 'updatedAt', tostring(now))
+  redis.call('HSET', KEYS[1], 'events', ids, 'state', ARGV[3], 'version', versionText, 'updatedAt', nowText)
 else
   version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-  redis.call('HSET', KEYS[1], 'state', ARGV[3], 'version', version, 'updatedAt', tostring(now))
+  redis.call('HSET', KEYS[1], 'state', ARGV[3], 'version', tostring(version), 'updatedAt', nowText)
 end
 
 if ARGV[4] == '1' then
@@ -193,11 +196,11 @@ if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[6], ARGV[10])
   if ARGV[11] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[11])
-    redis.call('ZADD', KEYS[4], now, ARGV[11])
-    if ARGV[3] == 'broadcast' then redis.call('ZADD', KEYS[5], now, ARGV[11]) end
+    redis.call('ZADD', KEYS[4], nowText, ARGV[11])
+    if ARGV[3] == 'broadcast' then redis.call('ZADD', KEYS[5], nowText, ARGV[11]) end
   end
 elseif ARGV[11] ~= '' then
-  redis.call('ZADD', KEYS[3], now, ARGV[11])
+  redis.call('ZADD', KEYS[3], nowText, ARGV[11])
 end
 
 -- Decoding a whole record costs the caller more than the change itself: it names what it reads.
