@@ -1,11 +1,12 @@
 /**
  * The benchmark's picture (`bench/results/latest.svg`, embedded in the README): throughput per round,
- * ours vs bare, for submissions and tracking polls, and the latency distribution at half load. Plain
- * SVG built by hand: three small panels do not need a chart library.
+ * ours vs bare, for submissions and tracking polls, the latency distribution at half load, and p99 latency
+ * against the offered rate (the sweep). Plain SVG built by hand: four small panels do not need a chart
+ * library.
  */
 import type { BenchResult } from './report.ts';
 
-const WIDTH = 1000;
+const WIDTH = 1330;
 const HEIGHT = 330;
 const PANEL = { top: 62, bottom: 270, width: 255, gap: 75, left: 60 };
 const COLOURS = { ours: '#1f6feb', bare: '#8b949e' } as const;
@@ -95,6 +96,34 @@ function latencyPanel(x: number, result: BenchResult): string[] {
   return parts;
 }
 
+/** p99 (solid) and p50 (dashed) against the offered rate, both sides measured at the same rates. */
+function sweepPanel(x: number, result: BenchResult): string[] {
+  const points = result.latencySweep;
+  const maxRate = niceCeiling(Math.max(...points.map((point) => point.offeredPerSecond)));
+  const top = niceCeiling(Math.max(...points.flatMap((point) => [point.ours.p99Ms, point.bare.p99Ms])));
+  const within = points.filter((point) => point.ours.p99Ms <= 1.3 * point.bare.p99Ms).map((point) => point.fraction);
+  const knee = within.length > 0 ? `ours p99 ≤ 1.3 × bare up to ${Math.max(...within)} × ours' max` : 'ours p99 > 1.3 × bare at every rate';
+  const subtitle = `p99 solid, p50 dashed; same rates both sides\n${knee}`;
+  const parts = [...frame(x, 'latency against offered rate', subtitle)];
+  parts.push(...yAxis(x, top, (value) => `${fixed(value)} ms`));
+  const xOf = (rate: number) => x + (PANEL.width * rate) / maxRate;
+  const yOf = (ms: number) => PANEL.bottom - ((PANEL.bottom - PANEL.top) * Math.min(ms, top)) / top;
+  for (let tick = 0; tick <= 4; tick++) {
+    const rate = (maxRate * tick) / 4;
+    parts.push(text(xOf(rate), PANEL.bottom + 14, `${thousands(rate)}/s`, 'font-size="10" text-anchor="middle" fill="#57606a"'));
+  }
+  for (const side of ['bare', 'ours'] as const) {
+    for (const [key, dash] of [['p99Ms', ''], ['p50Ms', ' stroke-dasharray="4 3"']] as const) {
+      const line = points.map((point) => `${fixed(xOf(point.offeredPerSecond))},${fixed(yOf(point[side][key]))}`).join(' ');
+      parts.push(`<polyline data-sweep="${key}" points="${line}" fill="none" stroke="${COLOURS[side]}" stroke-width="2"${dash}><title>${side} ${key.slice(0, 3)}</title></polyline>`);
+    }
+    for (const point of points) {
+      parts.push(`<circle cx="${fixed(xOf(point.offeredPerSecond))}" cy="${fixed(yOf(point[side].p99Ms))}" r="3" fill="${COLOURS[side]}"><title>${side} at ${thousands(point.offeredPerSecond)}/s: p99 ${point[side].p99Ms.toFixed(1)} ms</title></circle>`);
+    }
+  }
+  return parts;
+}
+
 export function chart(result: BenchResult): string {
   const at = (index: number) => PANEL.left + index * (PANEL.width + PANEL.gap);
   const { submissions, tracking } = result;
@@ -118,6 +147,7 @@ export function chart(result: BenchResult): string {
       tracking.ratio,
     ),
     ...latencyPanel(at(2), result),
+    ...sweepPanel(at(3), result),
   ];
   const legendY = HEIGHT - 18;
   (['ours', 'bare'] as const).forEach((side, index) => {

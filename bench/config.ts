@@ -24,6 +24,10 @@ export interface BenchConfig {
   connections: number;
   /** Length of the paced latency run and of each tracking window (each round). */
   seconds: number;
+  /** Fractions of ours' maximum rate at which both sides' latency is measured too (the half-load point is always measured). */
+  sweep: number[];
+  /** Length of each sweep run. */
+  sweepSeconds: number;
   /** Transfers being tracked while polls are counted. */
   trackTransfers: number;
   /** TRACK_CONCURRENCY of ours and the concurrency of the bare tracking worker. */
@@ -51,6 +55,17 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 1): n
   return Number(text);
 }
 
+/** A comma-separated list of fractions, each above 0 and below 1; empty turns the sweep off. */
+function fractions(env: NodeJS.ProcessEnv, name: string, fallback: number[]): number[] {
+  const text = env[name];
+  if (text === undefined) return fallback;
+  const parts = text.split(',').map((part) => part.trim()).filter((part) => part !== '');
+  for (const part of parts) {
+    if (!/^0?\.\d+$/.test(part) || Number(part) <= 0) throw new Error(`${name}: must be a comma-separated list of fractions between 0 and 1, e.g. 0.1,0.3`);
+  }
+  return [...new Set(parts.map(Number))].sort((a, b) => a - b);
+}
+
 function flag(env: NodeJS.ProcessEnv, name: string): boolean {
   return ['1', 'true', 'yes'].includes((env[name] ?? '').trim().toLowerCase());
 }
@@ -71,6 +86,8 @@ export function readBenchConfig(env: NodeJS.ProcessEnv, resultsDir: string): Ben
     submitConcurrency: int(env, 'BENCH_CONCURRENCY', 64),
     connections: int(env, 'BENCH_CONNECTIONS', 64),
     seconds: int(env, 'BENCH_SECONDS', pick(10, 2)),
+    sweep: fractions(env, 'BENCH_SWEEP', quick ? [0.25] : [0.1, 0.2, 0.3, 0.4]),
+    sweepSeconds: int(env, 'BENCH_SWEEP_SECONDS', pick(5, 1)),
     trackTransfers: int(env, 'BENCH_TRACK_TRANSFERS', pick(2_000, 100)),
     trackConcurrency: int(env, 'BENCH_TRACK_CONCURRENCY', 64),
     trackPollMs: int(env, 'BENCH_TRACK_POLL_MS', 10, 10),

@@ -4,7 +4,7 @@ import { cpus, totalmem, release, platform } from 'node:os';
 import type { MemoryResult } from './memory.ts';
 import type { CpuShare } from './cpu.ts';
 import { describeCommands } from './redis-stats.ts';
-import type { LatencyResult, ThroughputRound } from './submissions.ts';
+import type { LatencyResult, SweepPoint, ThroughputRound } from './submissions.ts';
 import type { TrackingRound } from './tracking.ts';
 
 /** Rounds of one side, and their median, which is the figure. */
@@ -43,6 +43,8 @@ export interface BenchResult {
   setup: Record<string, string | number>;
   submissions: { ours: SubmitSide; bare: SubmitSide; ratio: number };
   latency: { ours: LatencyResult; bare: LatencyResult };
+  /** Latency of both sides at several offered rates (fractions of ours' maximum), the half-load point included. */
+  latencySweep: SweepPoint[];
   tracking: { ours: TrackSide; bare: TrackSide; ratio: number };
   memory: MemoryResult;
   targets: Target[];
@@ -202,6 +204,25 @@ export function format(result: BenchResult): string {
       ]),
     ]),
   );
+  if (result.latencySweep.length > 1) {
+    out.push('latency at other offered rates (fractions of ours\' maximum; both sides at the same rate, ours first)');
+    out.push(
+      table([
+        ['offered/s', 'fraction', 'ours p50', 'ours p99', 'bare p50', 'bare p99', 'p99 ours ÷ bare', 'ours CPU', 'other CPU'],
+        ...result.latencySweep.map((point) => [
+          n0(point.offeredPerSecond),
+          n2(point.fraction),
+          ms(point.ours.p50Ms),
+          ms(point.ours.p99Ms),
+          ms(point.bare.p50Ms),
+          ms(point.bare.p99Ms),
+          n2(point.ours.p99Ms / point.bare.p99Ms),
+          point.ours.cpu ? `${(point.ours.cpu.processes.ours ?? 0).toFixed(2)} cores` : 'n/a',
+          otherCpu([point.ours.cpu, point.bare.cpu]),
+        ]),
+      ]),
+    );
+  }
   out.push('');
   out.push('tracking polls: get-transfer requests counted at the simulator (txid never appears); rounds alternate');
   out.push(

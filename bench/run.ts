@@ -19,7 +19,7 @@ import { bareTarget, oursTarget, payloads, type SubmitTarget } from './load.ts';
 import { measureMemory } from './memory.ts';
 import { startBareWorker, startOurWorker, startSimulatorProcess, type NodeChild, type SimulatorChild } from './processes.ts';
 import { format, machine, median, packageVersion, targets, type BenchResult } from './report.ts';
-import { measureLatency, throughputRound, warmUp, type ThroughputRound } from './submissions.ts';
+import { measureLatency, sweepPoint, throughputRound, warmUp, type SweepPoint, type ThroughputRound } from './submissions.ts';
 import { acceptTransfers, prepareBareTracking, prepareOurTracking, trackingRound, trackQueue, type TrackingRound } from './tracking.ts';
 
 const config = readBenchConfig(process.env, fileURLToPath(new URL('./results/', import.meta.url)));
@@ -159,6 +159,18 @@ async function main(): Promise<void> {
     const latencyJobs = Math.max(1, Math.round(halfRate * config.seconds));
     const oursLatency = await measureLatency(redis, ours, halfRate, config.seconds, payloads(latencyJobs));
     const bareLatency = await measureLatency(redis, bare, halfRate, config.seconds, payloads(latencyJobs));
+    // ---- the same at lower rates: where each side's latency starts to climb
+    const latencySweep: SweepPoint[] = [];
+    for (const fraction of config.sweep.filter((value) => value !== 0.5)) {
+      const rate = submissions.ours.perSecond * fraction;
+      log(`latency sweep: ${Math.round(rate)}/s (${fraction} × ours' maximum) for ${config.sweepSeconds} s, ours then bare`);
+      const jobs = Math.max(1, Math.round(rate * config.sweepSeconds));
+      const oursPoint = await measureLatency(redis, ours, rate, config.sweepSeconds, payloads(jobs));
+      const barePoint = await measureLatency(redis, bare, rate, config.sweepSeconds, payloads(jobs));
+      latencySweep.push(sweepPoint(fraction, oursPoint, barePoint));
+    }
+    latencySweep.push(sweepPoint(0.5, oursLatency, bareLatency));
+    latencySweep.sort((a, b) => a.fraction - b.fraction);
     await stop(oursSubmit);
     await stop(bareSubmit);
     // A fresh simulator per phase: it keeps every transfer it accepted, and /_sim/stats lists them all.
@@ -242,6 +254,7 @@ async function main(): Promise<void> {
         'trackers during the submission phase': `delayed ${SUBMIT_PHASE_TRACK_POLL} (not competing)`,
         'warm-up jobs before each backlog': config.warmup,
         'latency run': `${config.seconds} s`,
+        'latency sweep': config.sweep.length > 0 ? `${config.sweep.join(', ')} × ours' maximum, ${config.sweepSeconds} s each` : 'off',
         'rounds per side (median counts)': config.rounds,
         'backlog per submission round': config.submissions,
         'tracking window': `${config.seconds} s after ${config.trackWarmupSeconds} s warm-up, per round`,
@@ -251,6 +264,7 @@ async function main(): Promise<void> {
       },
       submissions,
       latency: { ours: oursLatency, bare: bareLatency },
+      latencySweep,
       tracking: trackingResult,
       memory,
     };
@@ -264,7 +278,7 @@ async function main(): Promise<void> {
       notes.push('get-transfer answered errors during a tracking window: see the errors column.');
     }
     const busiest = Math.max(
-      ...[...oursRounds, ...bareRounds, ...oursTrackRounds, ...bareTrackRounds, oursLatency, bareLatency].map((window) => window.cpu?.otherCores ?? 0),
+      ...[...oursRounds, ...bareRounds, ...oursTrackRounds, ...bareTrackRounds, oursLatency, bareLatency, ...latencySweep.flatMap((point) => [point.ours, point.bare])].map((window) => window.cpu?.otherCores ?? 0),
     );
     if (busiest >= 0.2) {
       notes.push(

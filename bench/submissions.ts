@@ -41,6 +41,22 @@ export interface LatencyResult {
   cpu: CpuShare | undefined;
 }
 
+/** One rate of the latency sweep: both sides' figures at the same offered rate. */
+export interface SweepPoint {
+  /** Offered rate as a fraction of ours' maximum (submissions median). */
+  fraction: number;
+  offeredPerSecond: number;
+  ours: SweepSide;
+  bare: SweepSide;
+}
+
+export type SweepSide = Pick<LatencyResult, 'p50Ms' | 'p90Ms' | 'p99Ms' | 'maxMs' | 'count' | 'cpu'>;
+
+export function sweepPoint(fraction: number, ours: LatencyResult, bare: LatencyResult): SweepPoint {
+  const side = ({ p50Ms, p90Ms, p99Ms, maxMs, count, cpu }: LatencyResult): SweepSide => ({ p50Ms, p90Ms, p99Ms, maxMs, count, cpu });
+  return { fraction, offeredPerSecond: ours.offeredPerSecond, ours: side(ours), bare: side(bare) };
+}
+
 function drainTimeoutMs(jobs: number): number {
   // generous: 50 jobs/s at worst, plus a minute
   return 60_000 + jobs * 20;

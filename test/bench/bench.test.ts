@@ -62,6 +62,18 @@ describe('npm run bench (BENCH_QUICK=1)', () => {
     expect(bars).toHaveLength(rounds('submissions.ours.rounds') + rounds('submissions.bare.rounds') + rounds('tracking.ours.rounds') + rounds('tracking.bare.rounds'));
     const curves = [...svg.matchAll(/<polyline points="([^"]+)"/g)].map((match) => match[1]!.split(' '));
     expect(curves).toHaveLength(2);
+    // The sweep: its points (BENCH_QUICK measures one fraction, plus the half-load point) in the JSON,
+    // the table and the fourth panel (p99 and p50 per side).
+    const sweep = result.latencySweep as Array<{ fraction: number; offeredPerSecond: number; ours: { p99Ms: number }; bare: { p99Ms: number } }>;
+    expect(sweep.map((point) => point.fraction)).toEqual([0.25, 0.5]);
+    for (const point of sweep) {
+      for (const value of [point.offeredPerSecond, point.ours.p99Ms, point.bare.p99Ms]) expect(Number.isFinite(value) && value > 0).toBe(true);
+    }
+    expect(sweep[1]!.ours.p99Ms).toBe(at(result, 'latency.ours.p99Ms'));
+    const sweepLines = [...svg.matchAll(/<polyline data-sweep="(p99Ms|p50Ms)" points="([^"]+)"/g)];
+    expect(sweepLines).toHaveLength(4);
+    for (const line of sweepLines) expect(line[2]!.split(' ')).toHaveLength(sweep.length);
+    expect(outcome.stdout).toContain('latency at other offered rates');
     for (const curve of curves) {
       expect(curve.length).toBe((at(result, 'latency.ours.percentiles') as unknown[]).length);
       for (const point of curve) expect(point).toMatch(/^\d+(\.\d)?,\d+(\.\d)?$/);
