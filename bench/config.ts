@@ -87,7 +87,7 @@ export function readBenchConfig(env: NodeJS.ProcessEnv, resultsDir: string): Ben
     connections: int(env, 'BENCH_CONNECTIONS', 64),
     seconds: int(env, 'BENCH_SECONDS', pick(10, 2)),
     sweep: fractions(env, 'BENCH_SWEEP', quick ? [0.25] : [0.1, 0.2, 0.3, 0.4]),
-    sweepSeconds: int(env, 'BENCH_SWEEP_SECONDS', pick(5, 1)),
+    sweepSeconds: int(env, 'BENCH_SWEEP_SECONDS', pick(10, 1)),
     trackTransfers: int(env, 'BENCH_TRACK_TRANSFERS', pick(2_000, 100)),
     trackConcurrency: int(env, 'BENCH_TRACK_CONCURRENCY', 64),
     trackPollMs: int(env, 'BENCH_TRACK_POLL_MS', 10, 10),
