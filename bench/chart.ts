@@ -21,11 +21,14 @@ function text(x: number, y: number, content: string, attributes = ''): string {
 }
 
 /** A "nice" upper bound for an axis: 1, 2 or 5 times a power of ten, at least `value`. */
-function niceCeiling(value: number): number {
+function niceCeiling(value: number, steps: readonly number[] = [1, 2, 5, 10]): number {
   if (!(value > 0)) return 1;
   const power = 10 ** Math.floor(Math.log10(value));
-  return ([1, 2, 5, 10].map((step) => step * power).find((bound) => bound >= value) ?? 10 * power);
+  return (steps.map((step) => step * power).find((bound) => bound >= value) ?? 10 * power);
 }
+
+/** Finer bounds for an axis whose four ticks should still be round numbers. */
+const FINE_STEPS = [1, 1.2, 1.6, 2, 2.4, 3, 4, 5, 6, 8, 10] as const;
 
 function frame(x: number, title: string, subtitle: string): string[] {
   return [
@@ -99,7 +102,7 @@ function latencyPanel(x: number, result: BenchResult): string[] {
 /** p99 (solid) and p50 (dashed) against the offered rate, both sides measured at the same rates. */
 function sweepPanel(x: number, result: BenchResult): string[] {
   const points = result.latencySweep;
-  const maxRate = niceCeiling(Math.max(...points.map((point) => point.offeredPerSecond)));
+  const maxRate = niceCeiling(Math.max(...points.map((point) => point.offeredPerSecond)), FINE_STEPS);
   const top = niceCeiling(Math.max(...points.flatMap((point) => [point.ours.p99Ms, point.bare.p99Ms])));
   const within = points.filter((point) => point.ours.p99Ms <= 1.3 * point.bare.p99Ms).map((point) => point.fraction);
   const knee = within.length > 0 ? `ours p99 ≤ 1.3 × bare up to ${Math.max(...within)} × ours' max` : 'ours p99 > 1.3 × bare at every rate';
