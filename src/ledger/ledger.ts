@@ -152,6 +152,23 @@ export interface TransitionRequest {
   operator?: boolean;
   /** Checked against its type's schema before the script runs (checkEventData): a wrong shape throws, nothing changes. */
   event?: EventOf;
+  /** A tracking job added in the same atomic step, when the transition happens (see transition.lua). */
+  tracker?: TrackerJob;
+}
+
+/**
+ * A BullMQ delayed job with a custom id, written by the transition script itself (the `submitted`
+ * transition adds the transfer's tracking job this way). The keys are BullMQ's, named by the Queue.
+ */
+export interface TrackerJob {
+  keys: { job: string; delayed: string; marker: string; events: string; meta: string };
+  id: string;
+  name: string;
+  /** JSON text, as BullMQ stores it. */
+  data: string;
+  /** JSON text of the job's options, as BullMQ stores them. */
+  opts: string;
+  delayMs: number;
 }
 
 export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown';
@@ -217,8 +234,12 @@ export type TrackingView = Pick<TransferRecord, 'sequenceId' | 'state' | 'wallet
 /** A whole record, atomically: the hash and the payload kept apart from it (see transition.lua). */
 const RECORD_LUA = `return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2])}`;
 
+type TransitionReply = Array<number | string | Array<string | null> | undefined>;
+
 interface LedgerCommands {
-  transferTransition(...args: Array<string | number>): Promise<Array<number | string | Array<string | null> | undefined>>;
+  transferTransition(...args: Array<string | number>): Promise<TransitionReply>;
+  /** The same script with the five keys of a tracking job after the six of the transfer. */
+  transferTransitionTracked(...args: Array<string | number>): Promise<TransitionReply>;
   transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
 }
 
@@ -253,6 +274,7 @@ export class Ledger {
     this.#options = options;
     if (!('transferTransition' in redis)) {
       redis.defineCommand('transferTransition', { numberOfKeys: 6, lua: TRANSITION_LUA });
+      redis.defineCommand('transferTransitionTracked', { numberOfKeys: 11, lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
     }
   }
@@ -429,13 +451,13 @@ export class Ledger {
       else pairs.push(field, String(value));
     }
     const lease = request.lease;
-    const reply = await (this.#redis as unknown as LedgerCommands).transferTransition(
-      key,
-      this.#keys.events,
-      this.#keys.active,
-      this.#keys.terminal,
-      this.#keys.broadcast,
-      payloadKey,
+    const tracker = request.tracker;
+    const commands = this.#redis as unknown as LedgerCommands;
+    const transferKeys = [key, this.#keys.events, this.#keys.active, this.#keys.terminal, this.#keys.broadcast, payloadKey];
+    const reply = await (tracker ? commands.transferTransitionTracked : commands.transferTransition).call(
+      commands,
+      ...transferKeys,
+      ...(tracker ? [tracker.keys.job, tracker.keys.delayed, tracker.keys.marker, tracker.keys.events, tracker.keys.meta] : []),
       eventSequenceId,
       request.from.join(','),
       request.to,
@@ -457,6 +479,11 @@ export class Ledger {
       [...(request.stamp ?? []), ...(request.stampOnce ?? []).map((field) => `?${field}`)].join(','),
       view ? view.fields.join(',') : '*',
       payload,
+      tracker?.id ?? '',
+      tracker?.name ?? '',
+      tracker?.data ?? '',
+      tracker?.opts ?? '',
+      tracker?.delayMs ?? 0,
       ...pairs,
     );
     if (reply[0] === 1) {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { JobsOptions } from 'bullmq';
+import type { JobsOptions, Queue } from 'bullmq';
+import type { TrackerJob } from '../ledger/ledger.ts';
 
 /** Queue and job names (CONTRACT section 3): each queue's jobs carry the queue's name. */
 export const QueueName = {
@@ -34,4 +35,22 @@ export function legacyTrackJobId(sequenceId: string): string {
  */
 export function trackJobOptions(sequenceId: string, delayMs: number): JobsOptions {
   return { jobId: trackJobId(sequenceId), delay: delayMs, attempts: undefined };
+}
+
+/**
+ * The transfer's tracking job as the `submitted` transition writes it (transition.lua), the same job
+ * `queue.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, delayMs))` would add: the
+ * same id, data and stored options, under the keys the Queue names.
+ */
+export function trackerJob(queue: Pick<Queue, 'toKey'>, sequenceId: string, delayMs: number): TrackerJob {
+  const id = trackJobId(sequenceId);
+  return {
+    keys: { job: queue.toKey(id), delayed: queue.toKey('delayed'), marker: queue.toKey('marker'), events: queue.toKey('events'), meta: queue.toKey('meta') },
+    id,
+    name: QueueName.TRACK,
+    data: JSON.stringify({ sequenceId }),
+    // What BullMQ stores for trackJobOptions: `attempts: undefined` is left out.
+    opts: JSON.stringify({ jobId: id, delay: delayMs }),
+    delayMs,
+  };
 }

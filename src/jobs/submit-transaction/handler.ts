@@ -13,6 +13,7 @@ import {
   type SendView,
   type TransferRecord,
   type TransitionRequest,
+  type TrackerJob,
   type TransitionResult,
 } from '../../ledger/ledger.ts';
 import { RateLimited, RetryLater } from '../../queues/outcomes.ts';
@@ -33,6 +34,12 @@ export interface SubmitDeps {
   custody: Pick<CustodyClient, 'sendTransaction' | 'getTransfersBySequenceId'>;
   /** Idempotent: adds the transfer's one tracking job unless it exists. */
   enqueueTracker(sequenceId: string): Promise<void>;
+  /**
+   * The transfer's tracking job, for the `submitted` transition to add in the same atomic step (no
+   * call of its own, and no moment when a submitted transfer has no tracker). Without it, the handler
+   * calls enqueueTracker after the transition.
+   */
+  trackerJob?: (sequenceId: string) => TrackerJob;
   /** SUBMIT_ATTEMPTS: sendTransaction requests (and failed gate lookups) before `transfer.failed`. */
   attempts: number;
   retry: BackoffProfile;
@@ -67,12 +74,14 @@ const LEASE_FIELDS = ['leaseOwner', 'leaseUntil', 'pending'];
 
 /** A step's result when it moved the transfer to `submitted` (all the next step needs to know). */
 const SUBMITTED = Symbol('submitted');
+/** The same, when that transition added the tracking job too (SubmitDeps.trackerJob). */
+const SUBMITTED_TRACKED = Symbol('submitted, tracker added');
 
 /**
- * What a step leaves: the record as its transition left it, SUBMITTED, or undefined when it did not
- * change the transfer (someone else did) and the ledger must be read again.
+ * What a step leaves: the record as its transition left it, SUBMITTED (or SUBMITTED_TRACKED), or
+ * undefined when it did not change the transfer (someone else did) and the ledger must be read again.
  */
-type Step = TransferRecord | typeof SUBMITTED | undefined;
+type Step = TransferRecord | typeof SUBMITTED | typeof SUBMITTED_TRACKED | undefined;
 
 /**
  * The `submit-transaction` job. The ledger is the source of truth and every step is a guarded state
@@ -220,7 +229,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
    * as its own transition left it (SUBMITTED once submitted), or undefined when it did not change it
    * (someone else did): then the ledger is read again.
    */
-  async function drive(start: TransferRecord | typeof SUBMITTED, sequenceId: string, runner: Runner): Promise<SubmitResult> {
+  async function drive(start: Exclude<Step, undefined>, sequenceId: string, runner: Runner): Promise<SubmitResult> {
+    if (start === SUBMITTED_TRACKED) return { outcome: 'submitted', sequenceId };
     if (start === SUBMITTED) return submitted(sequenceId);
     let record = start;
     for (;;) {
@@ -243,13 +253,15 @@ export function createSubmitHandler(deps: SubmitDeps) {
           }
           throw new Error(`unknown transfer state ${record.state}`);
       }
+      if (next === SUBMITTED_TRACKED) return { outcome: 'submitted', sequenceId };
       if (next === SUBMITTED) return submitted(sequenceId);
       record = next ?? (await mustGet(sequenceId));
     }
   }
 
   async function submitted(sequenceId: string): Promise<SubmitResult> {
-    // Repeats safely: the tracker job id is derived from the sequenceId, so a second add is a no-op.
+    // Found submitted (a re-run, or a transition without trackerJob). Repeats safely: the tracker job
+    // id is derived from the sequenceId, so a second add is a no-op.
     await deps.enqueueTracker(sequenceId);
     return { outcome: 'submitted', sequenceId };
   }
@@ -498,8 +510,10 @@ export function createSubmitHandler(deps: SubmitDeps) {
       unset: ['payload', 'lastError', ...LEASE_FIELDS],
       increment: { sends: extraSends },
       event: { type: 'transfer.submitted', data },
+      tracker: deps.trackerJob?.(record.sequenceId),
     }, NO_VIEW);
-    return marked.ok ? SUBMITTED : undefined;
+    if (!marked.ok) return undefined;
+    return deps.trackerJob ? SUBMITTED_TRACKED : SUBMITTED;
   }
 
   /** `transfer.failed`: only by the lease owner, and the ledger refuses it while a send may have gone out. */
