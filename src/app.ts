@@ -8,7 +8,7 @@ import { createKeys } from './ledger/keys.ts';
 import { Ledger } from './ledger/ledger.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { QueueName, trackerJob, trackJobOptions } from './queues/names.ts';
+import { QueueName, trackerJobs, trackJobOptions } from './queues/names.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
 import { POLL_FAILURES_ALERT, sendDeadlineMs, sendLeaseMs, SKIPPED_RECORD_LOG_INTERVAL_MS, SUBMIT_RETRY, withBase } from './timing.ts';
@@ -160,7 +160,7 @@ export async function createApp(
     enqueueTracker: async (sequenceId) => {
       await queues[QueueName.TRACK].add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, config.track.pollMinMs));
     },
-    trackerJob: (sequenceId) => trackerJob(queues[QueueName.TRACK], sequenceId, config.track.pollMinMs),
+    trackerJob: trackerJobs(queues[QueueName.TRACK], config.track.pollMinMs),
     attempts: config.submit.attempts,
     retry: withBase(SUBMIT_RETRY, config.submit.retryBaseMs, config.submit.retryMaxMs),
     sendDeadlineMs: sendDeadlineMs(config.custody.timeoutMs),

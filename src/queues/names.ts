@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { JobsOptions, Queue } from 'bullmq';
 import type { TrackerJob } from '../ledger/ledger.ts';
 
@@ -19,7 +19,7 @@ export type QueueName = (typeof QueueName)[keyof typeof QueueName];
  * sequenceIds do not collide in practice. The job's data carries the sequenceId itself.
  */
 export function trackJobId(sequenceId: string): string {
-  return `track-${createHash('sha256').update(sequenceId).digest('base64url').slice(0, 22)}`;
+  return `track-${hash('sha256', sequenceId, 'base64url').slice(0, 22)}`;
 }
 
 /** The id a tracking job had before trackJobId was shortened; reconciliation still recognises those. */
@@ -43,14 +43,22 @@ export function trackJobOptions(sequenceId: string, delayMs: number): JobsOption
  * same id, data and stored options, under the keys the Queue names.
  */
 export function trackerJob(queue: Pick<Queue, 'toKey'>, sequenceId: string, delayMs: number): TrackerJob {
-  const id = trackJobId(sequenceId);
-  return {
-    keys: { job: queue.toKey(id), delayed: queue.toKey('delayed'), marker: queue.toKey('marker'), events: queue.toKey('events'), meta: queue.toKey('meta') },
-    id,
-    name: QueueName.TRACK,
-    data: JSON.stringify({ sequenceId }),
-    // What BullMQ stores for trackJobOptions: `attempts: undefined` is left out.
-    opts: JSON.stringify({ jobId: id, delay: delayMs }),
-    delayMs,
+  return trackerJobs(queue, delayMs)(sequenceId);
+}
+
+/** trackerJob for many transfers of one queue: the queue's own keys are named once. */
+export function trackerJobs(queue: Pick<Queue, 'toKey'>, delayMs: number): (sequenceId: string) => TrackerJob {
+  const queueKeys = { delayed: queue.toKey('delayed'), marker: queue.toKey('marker'), events: queue.toKey('events'), meta: queue.toKey('meta') };
+  return (sequenceId) => {
+    const id = trackJobId(sequenceId);
+    return {
+      keys: { job: queue.toKey(id), ...queueKeys },
+      id,
+      name: QueueName.TRACK,
+      data: JSON.stringify({ sequenceId }),
+      // What BullMQ stores for trackJobOptions: `attempts: undefined` is left out.
+      opts: JSON.stringify({ jobId: id, delay: delayMs }),
+      delayMs,
+    };
   };
 }

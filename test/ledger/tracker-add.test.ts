@@ -110,11 +110,11 @@ describe('the tracking job written by the submitted transition', () => {
     expect(await ours.getDelayedCount()).toBe(1);
 
     // Delayed score: the due time × 0x1000 (BullMQ's getDelayedScore), and the marker at the due time.
-    const [member, score] = await redis.zrange(ours.toKey('delayed'), 0, 0, 'WITHSCORES');
+    const [member, score] = await redis.zrange(ours.toKey('delayed'), '0', '0', 'WITHSCORES');
     expect(member).toBe(jobId);
     expect(Math.floor(Number(score) / 0x1000)).toBe(stamp + delayMs);
-    const [markerMember, markerScore] = await redis.zrange(ours.toKey('marker'), 0, 0, 'WITHSCORES');
-    const [theirMarkerMember] = await redis.zrange(theirs.toKey('marker'), 0, 0, 'WITHSCORES');
+    const [markerMember, markerScore] = await redis.zrange(ours.toKey('marker'), '0', '0', 'WITHSCORES');
+    const [theirMarkerMember] = await redis.zrange(theirs.toKey('marker'), '0', '0', 'WITHSCORES');
     expect(markerMember).toBe(theirMarkerMember);
     expect(Math.floor(Number(markerScore))).toBe(stamp + delayMs);
 
