@@ -18,6 +18,7 @@
  * - at most one terminal event, nothing after it, `transfer.submitted` at most once and before
  *   broadcast/expired, versions 1..n without gaps;
  * - never `transfer.failed` when the upstream accepted a send;
+ * - a transfer that ends submitted has exactly its one tracking job, one never submitted none;
  * - no unexpected error in any runner.
  */
 import fc from 'fast-check';
@@ -29,7 +30,7 @@ import { createSubmitHandler } from '../../src/jobs/submit-transaction/handler.t
 import { createKeys } from '../../src/ledger/keys.ts';
 import { Ledger, TransferState } from '../../src/ledger/ledger.ts';
 import { createLogger } from '../../src/logger.ts';
-import { QueueName } from '../../src/queues/names.ts';
+import { QueueName, trackerJobs, trackJobId, trackJobOptions } from '../../src/queues/names.ts';
 import { RateLimited, RetryLater } from '../../src/queues/outcomes.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { SUBMIT_RETRY, withBase } from '../../src/timing.ts';
@@ -94,6 +95,9 @@ interface RunReport {
   violations: string[];
   unexpected: unknown[];
   finalState: string | undefined;
+  /** The track-transfer queue's jobs at the end. */
+  trackers: Array<{ id: string | undefined; data: unknown }>;
+  sequenceId: string;
 }
 
 async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunReport> {
@@ -186,11 +190,16 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   };
 
   // ---- the real handlers -------------------------------------------------------------------------
+  const submitQueue = new Queue(QueueName.SUBMIT, { connection: redis, prefix });
+  const trackQueue = new Queue(QueueName.TRACK, { connection: redis, prefix });
   const handler = createSubmitHandler({
     ledger,
     travelRule: { setting: async () => ({ outgoingTxn: 0, mandatory: false, blockTxn: false, fetchedAt: new Date(clock).toISOString() }) },
     custody,
-    enqueueTracker: async () => undefined,
+    // As the worker wires it (src/app.ts): the submitted transition adds the tracker, a re-run that
+    // finds the transfer submitted adds it again (a no-op under its derived id).
+    enqueueTracker: async (id) => void (await trackQueue.add(QueueName.TRACK, { sequenceId: id }, trackJobOptions(id, 1_000))),
+    trackerJob: trackerJobs(trackQueue, 1_000),
     attempts: scenario.attempts,
     retry: withBase(SUBMIT_RETRY, 1_000, 8_000),
     sendDeadlineMs: 3_600_000, // the scripted upstream has no real-time deadline; slowness is virtual
@@ -199,8 +208,6 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     deadlineMs: DEADLINE_MS,
     now: () => clock,
   });
-  const submitQueue = new Queue(QueueName.SUBMIT, { connection: redis, prefix });
-  const trackQueue = new Queue(QueueName.TRACK, { connection: redis, prefix });
   const reconcile = createReconcileHandler({
     ledger,
     queues: { submit: submitQueue, track: trackQueue },
@@ -272,6 +279,10 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     released++;
   }
   await Promise.all(all);
+  const trackers = (await trackQueue.getJobs(['waiting', 'delayed', 'prioritized', 'active', 'completed', 'failed'])).map((job) => ({
+    id: job.id,
+    data: job.data as unknown,
+  }));
   await submitQueue.close();
   await trackQueue.close();
 
@@ -283,6 +294,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     violations,
     unexpected,
     finalState: (await ledger.get(sequenceId))?.state,
+    trackers,
+    sequenceId,
   };
 }
 
@@ -302,6 +315,13 @@ function invariantProblems(report: RunReport): string[] {
     if (event.version !== index + 1) problems.push(`version ${event.version} at position ${index + 1}`);
   });
   for (const caught of report.unexpected) problems.push(`unexpected error: ${caught instanceof Error ? caught.stack : String(caught)}`);
+  // A submitted transfer has exactly its one tracking job (the submitted transition adds it atomically);
+  // a transfer never submitted has none.
+  const submitted = report.finalState === TransferState.SUBMITTED;
+  const expected = submitted ? [{ id: trackJobId(report.sequenceId), data: { sequenceId: report.sequenceId } }] : [];
+  if (JSON.stringify(report.trackers) !== JSON.stringify(expected)) {
+    problems.push(`tracking jobs ${JSON.stringify(report.trackers)} for a transfer in ${report.finalState}`);
+  }
   return problems;
 }
 
