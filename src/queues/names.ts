@@ -38,26 +38,23 @@ export function trackJobOptions(sequenceId: string, delayMs: number): JobsOption
 }
 
 /**
- * The transfer's tracking job as the `submitted` transition writes it (transition.lua), the same job
- * `queue.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, delayMs))` would add: the
- * same id, data and stored options, under the keys the Queue names.
+ * The transfer's tracking job as the `submitted` transition writes it (transition.lua): the job
+ * `queue.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, delayMs))` would add, with
+ * its id, data and options stored as BullMQ stores them, under the keys the Queue names. The queue's
+ * own keys are named once.
  */
-export function trackerJob(queue: Pick<Queue, 'toKey'>, sequenceId: string, delayMs: number): TrackerJob {
-  return trackerJobs(queue, delayMs)(sequenceId);
-}
-
-/** trackerJob for many transfers of one queue: the queue's own keys are named once. */
 export function trackerJobs(queue: Pick<Queue, 'toKey'>, delayMs: number): (sequenceId: string) => TrackerJob {
   const queueKeys = { delayed: queue.toKey('delayed'), marker: queue.toKey('marker'), events: queue.toKey('events'), meta: queue.toKey('meta') };
   return (sequenceId) => {
-    const id = trackJobId(sequenceId);
+    const opts = trackJobOptions(sequenceId, delayMs);
+    const id = opts.jobId!;
     return {
       keys: { job: queue.toKey(id), ...queueKeys },
       id,
       name: QueueName.TRACK,
       data: JSON.stringify({ sequenceId }),
-      // What BullMQ stores for trackJobOptions: `attempts: undefined` is left out.
-      opts: JSON.stringify({ jobId: id, delay: delayMs }),
+      // As BullMQ stores them: JSON text, `attempts: undefined` left out.
+      opts: JSON.stringify(opts),
       delayMs,
     };
   };

@@ -2,7 +2,7 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
 import { Ledger, NO_RECORD, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
-import { QueueName, trackerJob, trackJobId, trackJobOptions } from '../../src/queues/names.ts';
+import { QueueName, trackerJobs, trackJobId, trackJobOptions } from '../../src/queues/names.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 
@@ -60,7 +60,7 @@ function submittedBy(owner: string, queue: Queue, sequenceId: string, delayMs: n
     stamp: ['submittedAt'],
     unset: ['leaseOwner', 'leaseUntil', 'pending'],
     event: { type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'duplicate' } },
-    tracker: trackerJob(queue, sequenceId, delayMs),
+    tracker: trackerJobs(queue, delayMs)(sequenceId),
   };
 }
 
