@@ -3,6 +3,7 @@ import type { Config } from './config/config.ts';
 import { createReconcileHandler } from './jobs/reconcile/handler.ts';
 import { createSubmitHandler } from './jobs/submit-transaction/handler.ts';
 import { createTrackHandler } from './jobs/track-transfer/handler.ts';
+import { LookupNarrowing } from './jobs/submit-transaction/lookup-narrowing.ts';
 import { TravelRuleCache } from './jobs/submit-transaction/travel-rule.ts';
 import { createKeys } from './ledger/keys.ts';
 import { Ledger } from './ledger/ledger.ts';
@@ -118,6 +119,7 @@ export async function createApp(
   const ledger = new Ledger(redis, keys, {
     eventsMaxLen: config.queue.eventsMaxLen,
     retentionMs: config.retention.transfersMs,
+    tombstoneRetentionMs: config.retention.tombstonesMs,
     onEvent: (event) => metrics.transferEvents.inc({ event }),
   });
 
@@ -157,6 +159,7 @@ export async function createApp(
     ledger,
     travelRule,
     custody,
+    lookupNarrowing: new LookupNarrowing(redis, custody, (wallet) => keys.lookupNarrowing(wallet.walletId, wallet.coin)),
     enqueueTracker: async (sequenceId) => {
       await queues[QueueName.TRACK].add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, config.track.pollMinMs));
     },

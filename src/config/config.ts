@@ -135,6 +135,7 @@ const envSchema = z
     RECONCILE_EVERY: duration('5m', 1_000),
     RECONCILE_GRACE: duration('2m', 0),
     RETENTION: duration('30d', 1_000),
+    TOMBSTONE_RETENTION: duration('3650d', 1_000),
     JOB_RETENTION: duration('1d', 1_000),
     JOB_KEEP_COMPLETED: integer(1_000, 0, 10_000_000),
     SHUTDOWN_TIMEOUT: duration('30s', 1_000),
@@ -230,6 +231,7 @@ function build(env: z.infer<typeof envSchema>) {
     },
     retention: {
       transfersMs: env.RETENTION,
+      tombstonesMs: env.TOMBSTONE_RETENTION,
       jobsMs: env.JOB_RETENTION,
       jobsCount: env.JOB_KEEP_COMPLETED,
     },
@@ -315,7 +317,7 @@ export function loadQueueConfig(env: NodeJS.ProcessEnv = process.env): Readonly<
   });
 }
 
-const ledgerEnvSchema = envSchema.pick({ EVENTS_MAXLEN: true, RETENTION: true });
+const ledgerEnvSchema = envSchema.pick({ EVENTS_MAXLEN: true, RETENTION: true, TOMBSTONE_RETENTION: true });
 
 /**
  * What a tool needs to change the ledger the way the worker does (the CLI's `resolve`): the queue
@@ -324,7 +326,7 @@ const ledgerEnvSchema = envSchema.pick({ EVENTS_MAXLEN: true, RETENTION: true })
  */
 export function loadLedgerConfig(
   env: NodeJS.ProcessEnv = process.env,
-): Readonly<Pick<Config, 'redis' | 'queue'> & { retention: Pick<Config['retention'], 'transfersMs'> }> {
+): Readonly<Pick<Config, 'redis' | 'queue'> & { retention: Pick<Config['retention'], 'transfersMs' | 'tombstonesMs'> }> {
   const problems: string[] = [];
   let queueConfig: ReturnType<typeof loadQueueConfig> | undefined;
   try {
@@ -339,7 +341,7 @@ export function loadLedgerConfig(
   return deepFreeze({
     redis: queueConfig.redis,
     queue: { ...queueConfig.queue, eventsMaxLen: result.data.EVENTS_MAXLEN },
-    retention: { transfersMs: result.data.RETENTION },
+    retention: { transfersMs: result.data.RETENTION, tombstonesMs: result.data.TOMBSTONE_RETENTION },
   });
 }
 

@@ -1,4 +1,4 @@
-import { transferKey } from '../../packages/producer/src/keys.ts';
+import { tombstoneKey, transferKey } from '../../packages/producer/src/keys.ts';
 
 /**
  * Every Redis key the worker owns besides BullMQ's own, all under QUEUE_PREFIX. With a hash-tagged
@@ -11,6 +11,11 @@ export interface Keys {
    * so the hash never holds a value over 64 bytes and stays in Redis's compact listpack encoding.
    */
   transferPayload(sequenceId: string): string;
+  /**
+   * `<terminal state>:<version>` of an ended transfer, kept RETENTION + TOMBSTONE_RETENTION: a job for
+   * that sequenceId, under any job id, is never started again once the record itself is gone.
+   */
+  tombstone(sequenceId: string): string;
   /** A rejected job whose payload had no usable sequenceId: its exactly-once record, by job id. */
   jobRejection(jobId: string): string;
   /** Non-terminal transfers, score = last change (ms). */
@@ -21,6 +26,8 @@ export interface Keys {
   broadcast: string;
   travelRule: string;
   travelRuleLock: string;
+  /** Whether get-transfer by sequenceId narrows its answers for a wallet (LookupNarrowing). */
+  lookupNarrowing(walletId: number | string, coin: string): string;
   rateLimit: string;
   reconcileLock: string;
   events: string;
@@ -30,12 +37,14 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
   return {
     transfer: (sequenceId) => transferKey(prefix, sequenceId),
     transferPayload: (sequenceId) => `${prefix}:transfer-payload:${sequenceId}`,
+    tombstone: (sequenceId) => tombstoneKey(prefix, sequenceId),
     jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,
     active: `${prefix}:transfers:active`,
     terminal: `${prefix}:transfers:terminal`,
     broadcast: `${prefix}:transfers:broadcast`,
     travelRule: `${prefix}:travel-rule`,
     travelRuleLock: `${prefix}:travel-rule:lock`,
+    lookupNarrowing: (walletId, coin) => `${prefix}:lookup-narrowing:${walletId}:${coin}`,
     rateLimit: `${prefix}:custody-rate`,
     reconcileLock: `${prefix}:reconcile:lock`,
     events: eventsStream,

@@ -62,6 +62,11 @@ export interface TransferRecord {
   unknownSince: number | undefined;
   /** When `transfer.unresolved` was published (at most once). */
   unresolvedAt: number | undefined;
+  /**
+   * Sticky: when the first send was answered 409 although no earlier send may have been processed
+   * (SEQUENCE_ID_IN_USE). From then on nothing is sent or looked up; an operator settles it.
+   */
+  inUseSince: number | undefined;
   /** The job payload, kept until the transfer is submitted so a lost job can be recreated. */
   payload: string | undefined;
   /** The travel-rule decision, once made. */
@@ -171,7 +176,7 @@ export interface TrackerJob {
   delayMs: number;
 }
 
-export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown';
+export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended';
 
 /** `record` is the whole record after the change, or the view the caller asked for (transitionReading). */
 export type TransitionResult<R = TransferRecord> =
@@ -183,7 +188,23 @@ export type TransitionResult<R = TransferRecord> =
       /** The lease's end and the ledger's clock at the refusal (both Redis time). */
       leaseUntil: number;
       now: number;
+      /** With reason `ended`: the transfer ended before (its record may be gone), as its tombstone says. */
+      ended?: Tombstone;
     };
+
+/** What outlives a terminal record for TOMBSTONE_RETENTION: how the transfer ended and its last version. */
+export interface Tombstone {
+  state: TransferState;
+  version: number;
+}
+
+function parseTombstone(text: string): Tombstone {
+  const at = text.lastIndexOf(':');
+  return { state: text.slice(0, at) as TransferState, version: Number(text.slice(at + 1)) };
+}
+
+/** TOMBSTONE_RETENTION's default (README): ten years, the horizon of a record-keeping obligation. */
+export const DEFAULT_TOMBSTONE_RETENTION_MS = 3650 * 24 * 3_600_000;
 
 const TRANSITION_LUA = readFileSync(new URL('./transition.lua', import.meta.url), 'utf8');
 
@@ -238,7 +259,7 @@ type TransitionReply = Array<number | string | Array<string | null> | undefined>
 
 interface LedgerCommands {
   transferTransition(...args: Array<string | number>): Promise<TransitionReply>;
-  /** The same script with the five keys of a tracking job after the six of the transfer. */
+  /** The same script with the five keys of a tracking job after the seven of the transfer. */
   transferTransitionTracked(...args: Array<string | number>): Promise<TransitionReply>;
   transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
 }
@@ -248,6 +269,8 @@ export interface LedgerOptions {
   eventsMaxLen: number;
   /** How long a terminal record is kept. */
   retentionMs: number;
+  /** How long the tombstone of an ended transfer outlives its record (TOMBSTONE_RETENTION; default 3650 days). */
+  tombstoneRetentionMs?: number;
   /**
    * The ledger's clock. Unset (production): Redis's TIME, inside the transition script, so leases and
    * time guards never compare the clocks of different machines. Tests that explore schedules pass a
@@ -273,8 +296,8 @@ export class Ledger {
     this.#keys = keys;
     this.#options = options;
     if (!('transferTransition' in redis)) {
-      redis.defineCommand('transferTransition', { numberOfKeys: 6, lua: TRANSITION_LUA });
-      redis.defineCommand('transferTransitionTracked', { numberOfKeys: 11, lua: TRANSITION_LUA });
+      redis.defineCommand('transferTransition', { numberOfKeys: 7, lua: TRANSITION_LUA });
+      redis.defineCommand('transferTransitionTracked', { numberOfKeys: 12, lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
     }
   }
@@ -310,6 +333,12 @@ export class Ledger {
   /** Moves a transfer between states; see transition.lua for the guarantees. */
   async transition(sequenceId: string, request: TransitionRequest): Promise<TransitionResult> {
     return this.#run(this.#keys.transfer(sequenceId), this.#keys.transferPayload(sequenceId), sequenceId, sequenceId, request, undefined);
+  }
+
+  /** How a transfer ended, while its tombstone lives (RETENTION + TOMBSTONE_RETENTION); undefined otherwise. */
+  async ended(sequenceId: string): Promise<Tombstone | undefined> {
+    const text = await this.#redis.get(this.#keys.tombstone(sequenceId));
+    return text === null ? undefined : parseTombstone(text);
   }
 
   /** The same transition, reading back only `view` of the record after the change. */
@@ -453,7 +482,9 @@ export class Ledger {
     const lease = request.lease;
     const tracker = request.tracker;
     const commands = this.#redis as unknown as LedgerCommands;
-    const transferKeys = [key, this.#keys.events, this.#keys.active, this.#keys.terminal, this.#keys.broadcast, payloadKey];
+    // A rejected job without a usable sequenceId (no index member) leaves no tombstone: a key of its own slot, never written.
+    const tombstoneKey = indexMember === '' ? `${key}:ended` : this.#keys.tombstone(indexMember);
+    const transferKeys = [key, this.#keys.events, this.#keys.active, this.#keys.terminal, this.#keys.broadcast, payloadKey, tombstoneKey];
     const reply = await (tracker ? commands.transferTransitionTracked : commands.transferTransition).call(
       commands,
       ...transferKeys,
@@ -484,6 +515,7 @@ export class Ledger {
       tracker?.data ?? '',
       tracker?.opts ?? '',
       tracker?.delayMs ?? 0,
+      this.#options.retentionMs + (this.#options.tombstoneRetentionMs ?? DEFAULT_TOMBSTONE_RETENTION_MS),
       ...pairs,
     );
     if (reply[0] === 1) {
@@ -503,6 +535,7 @@ export class Ledger {
       reason: String(reply[2]) as RefusalReason,
       leaseUntil: Number(reply[3] ?? 0),
       now: Number(reply[4] ?? 0),
+      ...(reply[5] ? { ended: parseTombstone(String(reply[5])) } : {}),
     };
   }
 }
@@ -527,6 +560,7 @@ function toRecord(sequenceId: string, hash: Record<string, string>): TransferRec
     pending: hash.pending === '1',
     unknownSince: opt(hash.unknownSince) === undefined ? undefined : num(hash.unknownSince),
     unresolvedAt: opt(hash.unresolvedAt) === undefined ? undefined : num(hash.unresolvedAt),
+    inUseSince: opt(hash.inUseSince) === undefined ? undefined : num(hash.inUseSince),
     payload: opt(hash.payload),
     gate: hash.gateOutcome
       ? {

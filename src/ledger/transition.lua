@@ -13,6 +13,9 @@
           over 64 bytes and stays in the compact listpack encoding. To the caller it is the record's
           `payload` field: set, deleted (unset) and returned ('*') like one. A record written before
           the payload moved out may still hold it as a hash field: deleting `payload` drops both.
+  KEYS[7] the transfer's tombstone (string '<terminal state>:<version>'): written by the terminal
+          transition with a TTL of RETENTION + TOMBSTONE_RETENTION, so that once the hash is gone a
+          transfer with this sequenceId is never created again (refused: 'ended').
 
   ARGV[1]  sequenceId for the event ('' when the payload had none)
   ARGV[2]  expected states, comma-separated; '-' stands for "no record yet"
@@ -36,12 +39,13 @@
   ARGV[20] what to return of the record after the change: '*' all of it (HGETALL, and the payload),
            '' nothing, else comma-separated hash fields (HMGET, in that order)
   ARGV[21] the payload to keep ('' = leave it as it is)
-  ARGV[22] the tracking job to add with this change ('' = none; then KEYS[7..11] are absent): its id
+  ARGV[22] the tracking job to add with this change ('' = none; then KEYS[8..12] are absent): its id
   ARGV[23] its name, ARGV[24] its data (JSON text), ARGV[25] its BullMQ options (JSON text), ARGV[26]
            its delay, ms
-  ARGV[27..] field, value pairs to set
+  ARGV[27] how long the tombstone of a terminal transition lives, ms (RETENTION + TOMBSTONE_RETENTION)
+  ARGV[28..] field, value pairs to set
 
-  KEYS[7..11], with a tracking job only: the job's hash, then its queue's `delayed` sorted set,
+  KEYS[8..12], with a tracking job only: the job's hash, then its queue's `delayed` sorted set,
   `marker` sorted set, `events` stream and `meta` hash (BullMQ's keys, named by the Queue object).
 
   Rules that hold whatever the caller passes:
@@ -50,7 +54,10 @@
   - 'take' succeeds when nobody holds the lease, the caller holds it, or it has expired; taking over a
     lease whose holder left `pending` = 1 (a send it never reported) records `unknownSince`;
   - `failed` is refused while a send may have been accepted (`unknownSince` set, or another runner's
-    send `pending`), unless ARGV[15] says an operator decided.
+    send `pending`) or the sequenceId was found in use upstream (`inUseSince`), unless ARGV[15] says
+    an operator decided;
+  - a transfer whose tombstone exists is never created again: a transition from "no record" is
+    refused ('ended'), and the refusal carries the tombstone.
 
   Every read of the record before the first write is one HMGET, and consecutive writes of the same
   kind are one command: a call from Lua costs Redis more than the field it touches. The order of the
@@ -59,12 +66,13 @@
 
   Returns {1, version, streamId, fields} on success, fields being what ARGV[20] asked for of the record
   after the change (field, value pairs for '*'; values, false for an absent field, for a list);
-  {0, currentState, reason, leaseUntil, now} when refused, reason one of
-  state | terminal | lease | owner | present | unknown.
+  {0, currentState, reason, leaseUntil, now, tombstone} when refused, reason one of
+  state | terminal | lease | owner | present | unknown | ended (tombstone: '<state>:<version>', only
+  with 'ended').
 ]]
 -- Everything the checks read, in one call and before any write (so every check sees the record as
 -- it was when the script started, as it always did).
-local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince')
+local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince')
 local current = before[1] or '-'
 
 local now
@@ -83,6 +91,10 @@ end
 
 local terminal = { broadcast = true, rejected = true, blocked = true, failed = true, expired = true }
 if terminal[current] then return refuse('terminal') end
+if current == '-' then
+  local tombstone = redis.call('GET', KEYS[7])
+  if tombstone then return {0, current, 'ended', '0', nowText, tombstone} end
+end
 
 local allowed = false
 for state in string.gmatch(ARGV[2], '[^,]+') do
@@ -111,7 +123,7 @@ end
 
 local pendingOfOther = before[4] == '1' and owner ~= ARGV[13]
 if ARGV[3] == 'failed' and ARGV[15] ~= '1' then
-  if before[5] or pendingOfOther then return refuse('unknown') end
+  if before[5] or before[6] or pendingOfOther then return refuse('unknown') end
 end
 
 -- Field, value pairs for the next HSET: consecutive sets go out as one command.
@@ -137,7 +149,7 @@ if mode == 'take' then
 end
 
 if ARGV[21] ~= '' then redis.call('SET', KEYS[6], ARGV[21]) end
-for i = 27, #ARGV do sets[#sets + 1] = ARGV[i] end
+for i = 28, #ARGV do sets[#sets + 1] = ARGV[i] end
 for field in string.gmatch(ARGV[19], '[^,]+') do
   if string.sub(field, 1, 1) == '?' then
     flush()
@@ -201,6 +213,7 @@ if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[10])
   redis.call('PEXPIRE', KEYS[6], ARGV[10])
   if ARGV[11] ~= '' then
+    redis.call('SET', KEYS[7], ARGV[3] .. ':' .. tostring(version), 'PX', ARGV[27])
     redis.call('ZREM', KEYS[3], ARGV[11])
     redis.call('ZADD', KEYS[4], nowText, ARGV[11])
     if ARGV[3] == 'broadcast' then redis.call('ZADD', KEYS[5], nowText, ARGV[11]) end
@@ -216,22 +229,22 @@ end
 -- test/ledger/tracker-add.test.ts compares the two field by field and runs the job with a BullMQ
 -- worker. Idempotent like BullMQ's add: an existing job of that id is left as it is. Its clock is
 -- Redis's TIME even under a test clock, since BullMQ's workers judge delays by real time.
-if ARGV[22] ~= '' and redis.call('EXISTS', KEYS[7]) == 0 then
+if ARGV[22] ~= '' and redis.call('EXISTS', KEYS[8]) == 0 then
   local stamp = now
   if ARGV[5] ~= '' then
     local t = redis.call('TIME')
     stamp = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   local due = stamp + tonumber(ARGV[26])
-  redis.call('HSET', KEYS[7], 'name', ARGV[23], 'data', ARGV[24], 'opts', ARGV[25],
+  redis.call('HSET', KEYS[8], 'name', ARGV[23], 'data', ARGV[24], 'opts', ARGV[25],
     'timestamp', tostring(stamp), 'delay', ARGV[26], 'priority', '0')
-  redis.call('XADD', KEYS[10], '*', 'event', 'added', 'jobId', ARGV[22], 'name', ARGV[23])
-  redis.call('ZADD', KEYS[8], string.format('%.0f', due * 0x1000), ARGV[22])
-  local maxEvents = redis.call('HGET', KEYS[11], 'opts.maxLenEvents') or '10000'
-  redis.call('XADD', KEYS[10], 'MAXLEN', '~', maxEvents, '*', 'event', 'delayed', 'jobId', ARGV[22],
+  redis.call('XADD', KEYS[11], '*', 'event', 'added', 'jobId', ARGV[22], 'name', ARGV[23])
+  redis.call('ZADD', KEYS[9], string.format('%.0f', due * 0x1000), ARGV[22])
+  local maxEvents = redis.call('HGET', KEYS[12], 'opts.maxLenEvents') or '10000'
+  redis.call('XADD', KEYS[11], 'MAXLEN', '~', maxEvents, '*', 'event', 'delayed', 'jobId', ARGV[22],
     'delay', string.format('%.0f', due))
-  local first = redis.call('ZRANGE', KEYS[8], 0, 0, 'WITHSCORES')
-  if first[2] then redis.call('ZADD', KEYS[9], tonumber(first[2]) / 0x1000, '1') end
+  local first = redis.call('ZRANGE', KEYS[9], 0, 0, 'WITHSCORES')
+  if first[2] then redis.call('ZADD', KEYS[10], tonumber(first[2]) / 0x1000, '1') end
 end
 
 -- Decoding a whole record costs the caller more than the change itself: it names what it reads.

@@ -3,7 +3,9 @@
  *
  * 'timeout' and the 'accept-…' kinds let the request be processed, then lose the answer: 'timeout' never
  * sends one, 'accept-reset' drops the connection, 'accept-malformed' answers a truncated 200 body and
- * 'accept-504' a gateway time-out. Every other kind answers (or drops the socket) instead of processing,
+ * 'accept-504' a gateway time-out, and 'accept-500', 'accept-408', 'accept-520', 'accept-522',
+ * 'accept-524' that status (a provider failing after it recorded the send, or a proxy in front of it
+ * such as a CDN: 520 unknown error, 522 connection timed out, 524 a timeout occurred). Every other kind answers (or drops the socket) instead of processing,
  * so e.g. a send hit by '5xx' was not recorded.
  */
 import { SIM_ENDPOINTS } from './settings.ts';
@@ -120,6 +122,13 @@ export function faultAnswer(endpoint: SimEndpoint, kind: FaultKind, retryAfterSe
       return { status: 400, body: JSON.stringify({ success: false, message: 'bad request (simulated)' }) };
     case 'accept-504':
       return { status: 504, body: JSON.stringify({ success: false, message: 'gateway time-out (simulated)' }) };
+    case 'accept-500':
+    case 'accept-408':
+    case 'accept-520':
+    case 'accept-522':
+    case 'accept-524':
+      // A proxy's error page is rarely JSON: the worker must not need a body to read the status.
+      return { status: Number(kind.slice('accept-'.length)), body: '<html><body>origin error (simulated)</body></html>' };
     case '404':
       return { status: 404, body: JSON.stringify({ success: false, message: 'not found (simulated)' }) };
     case 'malformed':

@@ -26,7 +26,12 @@ export type FaultKind =
   | 'success-false'
   | 'accept-reset'
   | 'accept-malformed'
-  | 'accept-504';
+  | 'accept-504'
+  | 'accept-500'
+  | 'accept-408'
+  | 'accept-520'
+  | 'accept-522'
+  | 'accept-524';
 
 export const FAULT_KINDS: readonly FaultKind[] = [
   '5xx',
@@ -42,6 +47,11 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'accept-reset',
   'accept-malformed',
   'accept-504',
+  'accept-500',
+  'accept-408',
+  'accept-520',
+  'accept-522',
+  'accept-524',
 ];
 
 /**

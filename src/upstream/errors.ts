@@ -1,3 +1,5 @@
+import { proofOfAnswer, type SendAnswer, type SendProof } from '../transfers/send-proof.ts';
+
 /**
  * One error class for everything the custody API can do wrong. Callers branch on `code`, never on
  * `message`. `retryable` says whether the same request may succeed later; it says nothing about
@@ -35,11 +37,12 @@ const RETRYABLE: ReadonlySet<CustodyErrorCode> = new Set([
   CustodyErrorCode.BAD_RESPONSE,
 ]);
 
-/**
- * A gateway's "the origin did not answer properly" (502 Bad Gateway, 504 Gateway Timeout): the request
- * may have reached the custody service and been processed behind the gateway.
- */
-const GATEWAY_NO_ANSWER: ReadonlySet<number> = new Set([502, 504]);
+/** Codes that, without an HTTP status, mean the request was written and no complete answer came. */
+const NO_ANSWER: ReadonlySet<CustodyErrorCode> = new Set([
+  CustodyErrorCode.TIMEOUT,
+  CustodyErrorCode.UNAVAILABLE,
+  CustodyErrorCode.BAD_RESPONSE,
+]);
 
 export interface CustodyErrorDetails {
   endpoint: CustodyEndpoint;
@@ -59,12 +62,14 @@ export class CustodyError extends Error {
   readonly httpStatus: number | undefined;
   readonly retryAfterMs: number | undefined;
   readonly upstreamMessage: string | undefined;
+  /** What this answer proves about the request, by the one table (transfers/send-proof.ts). */
+  readonly proof: SendProof;
   /**
-   * Whether upstream may have acted on the request although we saw an error. True for a time-out after
-   * the connection was made, a connection dropped mid-request, an unreadable 2xx, and a gateway's
-   * 502/504. False when upstream answered with another error status (assumption, README: a provider that
-   * answers 4xx/5xx did not accept the transfer), the connection was never made, or the request was
-   * refused before any byte was written. For sendTransaction: "the send may have gone out".
+   * Whether upstream may have acted on the request although we saw an error (`proof` is
+   * `maybe-processed`): a time-out or drop after writing, an unreadable 2xx, 408, any 5xx but 503, a
+   * 1xx/3xx. False for the answers that prove "not taken" (4xx but 408/409/429, `success: false`, 503,
+   * a request never written) and for 409/429, which the caller reads on their own. For
+   * sendTransaction: "the send may have gone out".
    */
   readonly maybeProcessed: boolean;
 
@@ -77,11 +82,8 @@ export class CustodyError extends Error {
     this.httpStatus = details.httpStatus;
     this.retryAfterMs = details.retryAfterMs;
     this.upstreamMessage = details.upstreamMessage;
-    this.maybeProcessed =
-      details.maybeProcessed ??
-      (code === CustodyErrorCode.TIMEOUT ||
-        (code === CustodyErrorCode.UNAVAILABLE && (details.httpStatus === undefined || GATEWAY_NO_ANSWER.has(details.httpStatus))) ||
-        (code === CustodyErrorCode.BAD_RESPONSE && (details.httpStatus ?? 200) < 300));
+    this.proof = proofOfAnswer(answerOf(code, details));
+    this.maybeProcessed = this.proof === 'maybe-processed';
   }
 
   toJSON() {
@@ -95,6 +97,20 @@ export class CustodyError extends Error {
       retryAfterMs: this.retryAfterMs,
     };
   }
+}
+
+/**
+ * The facts of the answer behind an error. `maybeProcessed` in the details is the transport's own
+ * knowledge (false: never written; true: written, no answer) and wins over the code's default.
+ */
+function answerOf(code: CustodyErrorCode, details: CustodyErrorDetails): SendAnswer {
+  if (details.maybeProcessed === false) return { kind: 'never-written' };
+  const status = details.httpStatus;
+  if (status !== undefined) {
+    const body = code === CustodyErrorCode.REJECTED ? 'success-false' : code === CustodyErrorCode.BAD_RESPONSE ? 'unreadable' : undefined;
+    return { kind: 'status', status, ...(body ? { body } : {}) };
+  }
+  return details.maybeProcessed === true || NO_ANSWER.has(code) ? { kind: 'no-answer' } : { kind: 'never-written' };
 }
 
 export function isCustodyError(error: unknown, code?: CustodyErrorCode): error is CustodyError {

@@ -3,7 +3,16 @@
  * handler (stalled copies of its job, or a duplicate job under another id) and a reconciliation pass,
  * on the real ledger in real Redis, against a scripted custody upstream whose every call is a promise
  * that fast-check's scheduler settles in the order it chooses, with outcomes drawn from: accepted,
- * accepted without an answer, refused (400, `success:false`), 5xx, 409, 429, and slower than the lease.
+ * accepted without an answer, accepted then answered 500, 524 or 408 (a gateway or the provider failing
+ * after it recorded the send), refused (400, `success:false`, 503), 409, 429, and slower than the lease;
+ * lookups that find the send, find nothing yet, fail, or cannot identify the record (records without a
+ * sequenceId, several candidates). Some schedules have a foreign holder: another client used the
+ * sequenceId for its own transaction first, so every send of ours is answered 409 and lookups show the
+ * foreign record. (A foreign holder's record seen after a send of ours whose answer was lost, its
+ * runner outlived by its lease, is for any client indistinguishable from our own accepted send: such
+ * schedules are counted, `foreignAfterLostAnswer`, and exempt from the rule below alone; README
+ * "Guarantees" says so.) Once the transfer ended, its record may be removed (RETENTION)
+ * and a new job for the same sequenceId run: it must send nothing and publish nothing.
  *
  * Why this is deterministic although Redis is real I/O: the driver releases one upstream call only when
  * every live runner is blocked on an upstream call (or done), so exactly one runner moves between two
@@ -18,6 +27,8 @@
  * - at most one terminal event, nothing after it, `transfer.submitted` at most once and before
  *   broadcast/expired, versions 1..n without gaps;
  * - never `transfer.failed` when the upstream accepted a send;
+ * - never `transfer.submitted` unless the upstream accepted this transfer's own send (not a foreign
+ *   holder's), and never a second event of version 1 (an ended sequenceId started again);
  * - a transfer that ends submitted has exactly its one tracking job, one never submitted none;
  * - no unexpected error in any runner.
  */
@@ -48,8 +59,21 @@ const DEADLINE_MS = 150_000;
 /** Runs of one job before the driver stops it (as if BullMQ lost it); reconciliation may recreate it. */
 const MAX_RUNS = 8;
 
-const SEND_DRAWS = ['accept', 'accept-no-answer', 'refuse-400', 'success-false', '5xx', '409', '429', 'slow-accept', 'slow-no-answer'] as const;
-const LOOKUP_DRAWS = ['found', 'empty', 'error', 'slow-found'] as const;
+const SEND_DRAWS = [
+  'accept',
+  'accept-no-answer',
+  'accept-then-500',
+  'accept-then-524',
+  'accept-then-408',
+  'refuse-400',
+  'success-false',
+  '5xx',
+  '409',
+  '429',
+  'slow-accept',
+  'slow-no-answer',
+] as const;
+const LOOKUP_DRAWS = ['found', 'empty', 'error', 'slow-found', 'found-without-sequence-id'] as const;
 type SendDraw = (typeof SEND_DRAWS)[number];
 type LookupDraw = (typeof LOOKUP_DRAWS)[number];
 
@@ -63,6 +87,15 @@ interface Scenario {
   /** After this many released upstream calls a reconciliation pass starts (null: none). */
   reconcileAfter: number | null;
   attempts: number;
+  /** Another client's transaction holds the sequenceId upstream from the start. */
+  foreign: boolean;
+  /** Once the transfer ended, its record is removed (RETENTION) and a new job for it runs. */
+  againAfterEnd: boolean;
+  /**
+   * Whether get-transfer by sequenceId answers with that transfer alone; when not, every answer lists
+   * the wallet's other send too (and the worker's probe finds that out).
+   */
+  narrowed: boolean;
 }
 
 /*
@@ -79,6 +112,9 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
   waits: fc.array(fc.constantFrom(50, 1_000, LEASE_MS / 2, LEASE_MS + 1, LEASE_MS + 1, 30_000), { minLength: 1, maxLength: 12 }),
   reconcileAfter: fc.option(fc.nat({ max: 8 }), { nil: null }),
   attempts: fc.integer({ min: 1, max: 5 }),
+  foreign: fc.nat({ max: 5 }).map((n) => n === 0),
+  againAfterEnd: fc.boolean(),
+  narrowed: fc.boolean(),
 });
 
 const redis = newRedis();
@@ -95,6 +131,8 @@ interface RunReport {
   violations: string[];
   unexpected: unknown[];
   finalState: string | undefined;
+  /** A foreign holder, and a send of ours answered only after its lease ran out (see the header). */
+  foreignAfterLostAnswer: boolean;
   /** The track-transfer queue's jobs at the end. */
   trackers: Array<{ id: string | undefined; data: unknown }>;
   sequenceId: string;
@@ -113,6 +151,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   // ---- the scripted upstream -------------------------------------------------------------------
   let accepted = 0;
   let sendCount = 0;
+  let lostAnswers = 0;
   let sendDraw = 0;
   let lookupDraw = 0;
   let waitDraw = 0;
@@ -137,6 +176,13 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     new CustodyError(code, `sendTransaction: ${code}`, { endpoint: 'sendTransaction', httpStatus, maybeProcessed, retryAfterMs: code === CustodyErrorCode.RATE_LIMITED ? 10 : undefined });
   const record = { id: 150001, sequenceId, destinationAddress: '0x00000000000000000000000000000000000000aa', amount: 0.5 } as unknown as SubmittedTransfer;
   const transaction = { id: '70000001', sequenceId, type: 'send', txid: '', outputs: [], inputs: [], coin: 'eth', wallet: 310 } as unknown as Transaction;
+  // Another client's transaction under our sequenceId, and another transfer of the same wallet.
+  const foreignTransaction = { ...transaction, id: '70000666' } as Transaction;
+  const otherOfWallet = { ...transaction, id: '70000002', sequenceId: undefined } as Transaction;
+  const withoutSequenceId = (tx: Transaction) => ({ ...tx, sequenceId: undefined }) as Transaction;
+  /** A foreign holder's provider answers every send with 409, in time (see the header). */
+  const foreignDraw = (draw: SendDraw): SendDraw =>
+    ['refuse-400', 'success-false', '5xx', '429'].includes(draw) ? draw : '409';
 
   const custody = {
     async sendTransaction(_walletId: number | string, _body: unknown, options: { onRequest?: () => void } = {}) {
@@ -151,9 +197,12 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       }
       const flight = { leaseUntil: rec?.leaseUntil ?? 0 };
       inFlightSends.add(flight);
-      const draw = scenario.sends[sendDraw++] ?? 'accept';
+      const drawn = scenario.sends[sendDraw++] ?? 'accept';
+      const draw = scenario.foreign ? foreignDraw(drawn) : drawn;
       return scheduled(`send:${draw}`, draw.startsWith('slow') ? SLOW : 0, () => {
         inFlightSends.delete(flight);
+        // The answer comes after the runner's lease ran out: another runner may have taken over without it.
+        if (flight.leaseUntil <= clock) lostAnswers++;
         sendCount++;
         options.onRequest?.();
         switch (draw) {
@@ -166,6 +215,12 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
           case 'slow-no-answer':
             if (accepted === 0) accepted++;
             throw error(CustodyErrorCode.TIMEOUT);
+          case 'accept-then-500':
+          case 'accept-then-524':
+          case 'accept-then-408':
+            // Recorded upstream (or refused as a duplicate of the recorded one), then a failing status.
+            if (accepted === 0) accepted++;
+            throw error(CustodyErrorCode.UNAVAILABLE, Number(draw.slice(-3)));
           case 'refuse-400':
             throw error(CustodyErrorCode.REJECTED, 400);
           case 'success-false':
@@ -173,8 +228,9 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
           case '5xx':
             throw error(CustodyErrorCode.UNAVAILABLE, 503);
           case '409':
-            // An upstream answers 409 only for a sequenceId it accepted; otherwise this is a refusal.
-            throw accepted > 0 ? error(CustodyErrorCode.DUPLICATE, 409) : error(CustodyErrorCode.REJECTED, 400);
+            // An upstream answers 409 only for a sequenceId it holds (ours, or a foreign holder's);
+            // otherwise this is a refusal.
+            throw accepted > 0 || scenario.foreign ? error(CustodyErrorCode.DUPLICATE, 409) : error(CustodyErrorCode.REJECTED, 400);
           case '429':
             throw error(CustodyErrorCode.RATE_LIMITED, 429);
         }
@@ -184,7 +240,18 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       const draw = scenario.lookups[lookupDraw++] ?? 'found';
       return scheduled(`lookup:${draw}`, draw === 'slow-found' ? SLOW : 0, () => {
         if (draw === 'error') throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'getTransfer', httpStatus: 503 });
-        return draw !== 'empty' && accepted > 0 ? [transaction] : [];
+        const held = [...(accepted > 0 ? [transaction] : []), ...(scenario.foreign ? [foreignTransaction] : [])];
+        // A provider that does not narrow lists the wallet's other send beside whatever the sequenceId holds.
+        const others = scenario.narrowed ? [] : [otherOfWallet];
+        switch (draw) {
+          case 'empty':
+            return others;
+          case 'found':
+          case 'slow-found':
+            return [...held, ...others];
+          case 'found-without-sequence-id':
+            return [...held.map(withoutSequenceId), ...others];
+        }
       });
     },
   };
@@ -196,6 +263,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     ledger,
     travelRule: { setting: async () => ({ outgoingTxn: 0, mandatory: false, blockTxn: false, fetchedAt: new Date(clock).toISOString() }) },
     custody,
+    // What the worker's probe (a lookup of a never-used sequenceId) finds out about this provider.
+    lookupNarrowing: { narrows: async () => scenario.narrowed },
     // As the worker wires it (src/app.ts): the submitted transition adds the tracker, a re-run that
     // finds the transfer submitted adds it again (a no-op under its derived id).
     enqueueTracker: async (id) => void (await trackQueue.add(QueueName.TRACK, { sequenceId: id }, trackJobOptions(id, 1_000))),
@@ -259,6 +328,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   }
   let released = 0;
   let reconciled = scenario.reconcileAfter === null;
+  let again = !scenario.againAfterEnd;
+  let sendsBeforeAgain = 0;
   for (;;) {
     await quiescent();
     if (!reconciled && released >= scenario.reconcileAfter!) {
@@ -273,6 +344,17 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
         if (job.id && !started.has(job.id)) all.push(spawn(job.id, job.data));
       }
       continue;
+    }
+    if (live === 0 && !again) {
+      again = true;
+      const ended = await ledger.get(sequenceId);
+      if (ended && ['broadcast', 'rejected', 'blocked', 'failed', 'expired'].includes(ended.state)) {
+        // RETENTION removed the ended transfer's record; the same sequenceId comes again under a new job id.
+        await redis.del(keys.transfer(sequenceId), keys.transferPayload(sequenceId));
+        sendsBeforeAgain = sendCount;
+        all.push(spawn('again-1', payload));
+        continue;
+      }
     }
     if (live === 0) break;
     await s.waitNext(1);
@@ -291,8 +373,9 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     events: entries.map((entry) => parseStreamEntry(entry as [string, string[]])).filter((event) => event.sequenceId === sequenceId),
     accepted,
     sends: sendCount,
-    violations,
+    violations: sendsBeforeAgain > 0 && sendCount > sendsBeforeAgain ? [...violations, 'a send for an ended sequenceId'] : violations,
     unexpected,
+    foreignAfterLostAnswer: scenario.foreign && lostAnswers > 0,
     finalState: (await ledger.get(sequenceId))?.state,
     trackers,
     sequenceId,
@@ -311,6 +394,8 @@ function invariantProblems(report: RunReport): string[] {
   if (types.filter((type) => type === 'transfer.submitted').length > 1) problems.push('transfer.submitted twice');
   if (types.filter((type) => type === 'transfer.unresolved').length > 1) problems.push('transfer.unresolved twice');
   if (report.accepted > 0 && types.includes('transfer.failed')) problems.push('transfer.failed although upstream accepted a send');
+  if (report.accepted === 0 && !report.foreignAfterLostAnswer && types.includes('transfer.submitted')) problems.push('transfer.submitted although upstream accepted no send of this transfer');
+  if (report.events.filter((event) => event.version === 1).length > 1) problems.push('a second event of version 1 (an ended sequenceId started again)');
   report.events.forEach((event, index) => {
     if (event.version !== index + 1) problems.push(`version ${event.version} at position ${index + 1}`);
   });
@@ -329,15 +414,18 @@ describe('one transfer under explored schedules', () => {
   it(
     `keeps every guarantee over ${RUNS} schedules of 2–3 runners and a reconciliation pass (seed ${SEED})`,
     async () => {
-      const seen = { schedules: 0, submitted: 0, failed: 0, unresolved: 0, expired: 0, open: 0 };
+      const seen = { schedules: 0, submitted: 0, failed: 0, unresolved: 0, inUse: 0, expired: 0, open: 0, foreign: 0, foreignAfterLostAnswer: 0 };
       await fc.assert(
         fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
           const report = await runSchedule(s, scenario);
           seen.schedules++;
+          if (scenario.foreign) seen.foreign++;
+          if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
           const types = report.events.map((event) => event.event);
           if (types.includes('transfer.submitted')) seen.submitted++;
           if (types.includes('transfer.failed')) seen.failed++;
           if (types.includes('transfer.unresolved')) seen.unresolved++;
+          if (report.events.some((event) => event.event === 'transfer.unresolved' && (event.data as { code: string }).code === 'SEQUENCE_ID_IN_USE')) seen.inUse++;
           if (types.includes('transfer.expired')) seen.expired++;
           if (!types.some((type) => TERMINAL_EVENTS.has(type)) && !types.includes('transfer.submitted')) seen.open++;
           const problems = invariantProblems(report);
@@ -353,6 +441,7 @@ describe('one transfer under explored schedules', () => {
       expect(seen.failed).toBeGreaterThan(0);
       if (RUNS >= 1_000) {
         expect(seen.unresolved).toBeGreaterThan(0);
+        expect(seen.inUse).toBeGreaterThan(0);
         expect(seen.expired).toBeGreaterThan(0);
       }
     },

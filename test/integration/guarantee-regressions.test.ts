@@ -13,6 +13,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseStreamEntry, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { createReconcileHandler, type ReconcileResult } from '../../src/jobs/reconcile/handler.ts';
+import { LookupNarrowing } from '../../src/jobs/submit-transaction/lookup-narrowing.ts';
 import { createSubmitHandler, type SubmitDeps } from '../../src/jobs/submit-transaction/handler.ts';
 import { createTrackHandler } from '../../src/jobs/track-transfer/handler.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
@@ -476,6 +477,7 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
         },
       },
       custody,
+      lookupNarrowing: new LookupNarrowing(redis, client, (wallet) => `${uniquePrefix('narrowing')}:${wallet.walletId}:${wallet.coin}`),
       enqueueTracker: async () => {},
       attempts: 3,
       retry: { name: 'test-retry', baseMs: 20, maxMs: 200 },
@@ -795,6 +797,7 @@ describe('chaos finding: an unknown send past TRACK_DEADLINE is looked up once m
         },
         getTransfersBySequenceId: async () => [{ id: '70000001', sequenceId, type: 'send', txid: '', outputs: [] }] as never,
       },
+      lookupNarrowing: { narrows: async () => true },
       enqueueTracker: async () => undefined,
       attempts: 3,
       retry: { name: 'test', baseMs: 10, maxMs: 10 },

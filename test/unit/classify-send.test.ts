@@ -10,7 +10,7 @@ const AFTER_UNKNOWN = { unknownSince: 1_700_000_000_000 };
 
 /** [name, error, kind for a transfer none of whose sends may have gone out, kind once one may have]. */
 const TABLE: Array<[string, unknown, SendFailureKind, SendFailureKind]> = [
-  ['409 duplicate', send(CustodyErrorCode.DUPLICATE, { httpStatus: 409 }), 'accepted-earlier', 'accepted-earlier'],
+  ['409 duplicate', send(CustodyErrorCode.DUPLICATE, { httpStatus: 409 }), 'in-use', 'accepted-earlier'],
   ['429 with Retry-After', send(CustodyErrorCode.RATE_LIMITED, { httpStatus: 429, retryAfterMs: 2_000 }), 'rate-limited', 'rate-limited'],
   ['local CUSTODY_MAX_RPS', send(CustodyErrorCode.RATE_LIMITED, { retryAfterMs: 300 }), 'rate-limited', 'rate-limited'],
   ['400 refusal', send(CustodyErrorCode.REJECTED, { httpStatus: 400 }), 'refused', 'unknown'],
@@ -19,7 +19,13 @@ const TABLE: Array<[string, unknown, SendFailureKind, SendFailureKind]> = [
   ['401 after a renewed token', send(CustodyErrorCode.UNAUTHORIZED, { httpStatus: 401 }), 'retry', 'unknown'],
   ['invalid request, never written (CR/LF header)', send(CustodyErrorCode.INVALID_REQUEST, { maybeProcessed: false }), 'refused', 'unknown'],
   ['503 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 503 }), 'retry', 'unknown'],
-  ['500 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 500 }), 'retry', 'unknown'],
+  ['500 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 500 }), 'unknown', 'unknown'],
+  ['408 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 408 }), 'unknown', 'unknown'],
+  ['524 from a proxy (origin took the request, no answer in time)', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 524 }), 'unknown', 'unknown'],
+  ['520 from a proxy', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 520 }), 'unknown', 'unknown'],
+  ['522 from a proxy', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 522 }), 'unknown', 'unknown'],
+  ['599 from a proxy', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 599 }), 'unknown', 'unknown'],
+  ['302 redirect (not followed)', send(CustodyErrorCode.REJECTED, { httpStatus: 302 }), 'unknown', 'unknown'],
   ['connection refused (never connected)', send(CustodyErrorCode.UNAVAILABLE, { maybeProcessed: false }), 'retry', 'unknown'],
   ['connect time-out', send(CustodyErrorCode.TIMEOUT, { maybeProcessed: false }), 'retry', 'unknown'],
   ['deadline before the request was written', send(CustodyErrorCode.TIMEOUT, { maybeProcessed: false }), 'retry', 'unknown'],

@@ -31,6 +31,11 @@ export const FailureCode = {
   TRACKING_DEADLINE: 'TRACKING_DEADLINE',
   /** A send may have gone out and neither a lookup nor a resend settled it (unresolved, then expired). */
   SEND_OUTCOME_UNKNOWN: 'SEND_OUTCOME_UNKNOWN',
+  /**
+   * The first send was answered 409 although no earlier send of this transfer may have been processed:
+   * the sequenceId is in use upstream by a transaction this worker cannot claim (unresolved).
+   */
+  SEQUENCE_ID_IN_USE: 'SEQUENCE_ID_IN_USE',
   /** An operator resolved a transfer as failed (CLI `resolve --as failed`). */
   OPERATOR_RESOLVED: 'OPERATOR_RESOLVED',
 } as const;
@@ -96,14 +101,14 @@ export const EVENT_DATA_SCHEMAS = {
   'transfer.submitted': transferSubmitted,
   'transfer.unresolved': z
     .looseObject({
-      code: z.literal('SEND_OUTCOME_UNKNOWN'),
+      code: z.enum(['SEND_OUTCOME_UNKNOWN', 'SEQUENCE_ID_IN_USE']),
       attempts: count.meta({ description: 'sendTransaction requests made' }),
       lastError: z.string().min(1).meta({ description: 'The last error code' }),
     })
     .meta({
       title: 'transfer.unresolved',
       description:
-        'Not terminal, at most once per transfer: a send may have gone out and neither a lookup nor a resend settled it within UNRESOLVED_AFTER.',
+        'Not terminal, at most once per transfer. SEND_OUTCOME_UNKNOWN: a send may have gone out and neither a lookup nor a resend settled it within UNRESOLVED_AFTER. SEQUENCE_ID_IN_USE: the first send was answered 409 although no earlier send of this transfer may have been processed; nothing is claimed or tracked, an operator settles it.',
     }),
   'transfer.broadcast': z
     .looseObject({

@@ -7,6 +7,14 @@ export function transferKey(prefix: string, sequenceId: string): string {
   return `${prefix}:transfer:${sequenceId}`;
 }
 
+/**
+ * What outlives an ended transfer's record (RETENTION) for TOMBSTONE_RETENTION: `<terminal state>:<last
+ * version>`. While it exists, the sequenceId is never started again.
+ */
+export function tombstoneKey(prefix: string, sequenceId: string): string {
+  return `${prefix}:ended:${sequenceId}`;
+}
+
 /** EVENTS_STREAM's default for a QUEUE_PREFIX. */
 export function defaultEventsStream(prefix: string): string {
   return `${prefix}:transfer-events`;

@@ -6,12 +6,13 @@ import {
   ProducerClosedError,
   ProducerError,
   ProducerUnavailableError,
+  TransferEndedError,
   WaitTimeoutError,
   type ProducerOperation,
 } from './errors.ts';
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from './events.ts';
 import { jobIdFor } from './job-id.ts';
-import { defaultEventsStream, transferKey } from './keys.ts';
+import { defaultEventsStream, tombstoneKey, transferKey } from './keys.ts';
 import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
 
@@ -24,6 +25,7 @@ export {
   EnqueueError,
   WaitTimeoutError,
   ProducerClosedError,
+  TransferEndedError,
 } from './errors.ts';
 export type { ProducerErrorCode, ProducerOperation } from './errors.ts';
 export { jobIdFor, sequenceIdOfJobId, JOB_ID_PREFIX } from './job-id.ts';
@@ -77,6 +79,7 @@ export class TransferProducer {
   readonly #ownsRedis: boolean;
   readonly #queue: Queue;
   readonly #keys: EventKeys;
+  readonly #prefix: string;
   readonly #timeoutMs: number;
   /** Connections of iterations that follow the stream, disconnected by close(). */
   readonly #readers = new Set<Client>();
@@ -104,6 +107,7 @@ export class TransferProducer {
     // Keeps the last connection error for the messages (and stops ioredis printing unhandled errors).
     this.#redis.on('error', this.#onError);
     const prefix = options.prefix ?? 'bull';
+    this.#prefix = prefix;
     this.#keys = { transfer: (sequenceId) => transferKey(prefix, sequenceId), events: options.eventsStream ?? defaultEventsStream(prefix) };
     this.#queue = new Queue(SUBMIT_TRANSACTION, { connection: this.#redis, prefix });
     // BullMQ re-emits connection errors on the queue; they surface through submit() instead.
@@ -112,7 +116,10 @@ export class TransferProducer {
 
   /**
    * Validates and enqueues; resolves with the job id (`jobIdFor(sequenceId)`). Submitting the same
-   * sequenceId again is harmless: it is one transfer. Rejects with
+   * sequenceId again while its transfer runs is harmless: it is one transfer. Rejects with
+   * - TransferEndedError (`TRANSFER_ENDED`, `.ended.event`, `.ended.version`): that sequenceId's transfer
+   *   ended before, even long ago (its tombstone outlives the record by TOMBSTONE_RETENTION); nothing
+   *   enqueued, since the worker would complete such a job without a send and without an event;
    * - InvalidPayloadError (`INVALID_PAYLOAD`, `.issues`): nothing enqueued, Redis not contacted;
    * - ProducerUnavailableError (`REDIS_UNAVAILABLE`) within `submitTimeoutMs` when Redis is unreachable;
    * - EnqueueError (`ENQUEUE_FAILED`) when BullMQ refuses the job (its error as `cause`);
@@ -126,6 +133,13 @@ export class TransferProducer {
     const deadline = Date.now() + this.#timeoutMs;
     // Nothing is sent before the connection is up, so a submit refused here was certainly not enqueued.
     await this.#whenReady(this.#redis, deadline, 'submit');
+    const ended = await bounded(this.#ended(parsed.payload.halfSigned.sequenceId), deadline, () =>
+      this.#unavailable('submit', `the check did not complete within ${this.#timeoutMs} ms`, false),
+    ).catch((error: unknown) => {
+      if (error instanceof ProducerError) throw error;
+      throw this.#unavailable('submit', (error as Error).message, false, error);
+    });
+    if (ended) throw new TransferEndedError(parsed.payload.halfSigned.sequenceId, ended);
     try {
       await bounded(this.#queue.add(SUBMIT_TRANSACTION, parsed.payload, { ...jobOptions, jobId }), deadline, () =>
         this.#unavailable('submit', `the add did not complete within ${this.#timeoutMs} ms`, true),
@@ -136,6 +150,19 @@ export class TransferProducer {
       throw new EnqueueError(jobId, error);
     }
     return jobId;
+  }
+
+  /** How the sequenceId's transfer ended: its record while kept, else its tombstone; undefined if it did not. */
+  async #ended(sequenceId: string): Promise<{ event: string; version: number } | undefined> {
+    const [record, tombstone] = await Promise.all([
+      this.#redis.hmget(transferKey(this.#prefix, sequenceId), 'state', 'version'),
+      this.#redis.get(tombstoneKey(this.#prefix, sequenceId)),
+    ]);
+    const [state, version] = record;
+    if (state && (TERMINAL_EVENTS as ReadonlySet<string>).has(`transfer.${state}`)) return { event: `transfer.${state}`, version: Number(version) };
+    if (tombstone === null) return undefined;
+    const at = tombstone.lastIndexOf(':');
+    return { event: `transfer.${tombstone.slice(0, at)}`, version: Number(tombstone.slice(at + 1)) };
   }
 
   /**

@@ -83,6 +83,7 @@ Examples:
       const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), {
         eventsMaxLen: config.queue.eventsMaxLen,
         retentionMs: config.retention.transfersMs,
+        tombstoneRetentionMs: config.retention.tombstonesMs,
       });
       const record = await ledger.get(sequenceId);
       if (!record) throw notFound(`no transfer with sequenceId ${sequenceId}`);

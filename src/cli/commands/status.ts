@@ -31,7 +31,7 @@ Examples:
     const config = loadQueueConfig(env);
     const view = await withRedis(config.redis, out, async (redis) => {
       // Read only: transferView never changes state, so the publishing options below are never used.
-      const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), { eventsMaxLen: 0, retentionMs: 0 });
+      const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), { eventsMaxLen: 0, retentionMs: 0, tombstoneRetentionMs: 0 });
       return transferView(ledger, sequenceId);
     });
     if (!view) throw notFound(`no transfer with sequenceId ${sequenceId}`);

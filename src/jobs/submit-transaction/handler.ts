@@ -15,13 +15,14 @@ import {
   type TransitionRequest,
   type TrackerJob,
   type TransitionResult,
+  type Tombstone,
 } from '../../ledger/ledger.ts';
 import { RateLimited, RetryLater } from '../../queues/outcomes.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { backoffDelay, LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../timing.ts';
 import { classifySendFailure, type SendFailure } from '../../transfers/classify-send.ts';
-import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
-import { travelRuleApplies, type CustodyClient } from '../../upstream/client.ts';
+import { findTransfer, type MatchResult, type TransferMatch } from '../../transfers/match.ts';
+import { travelRuleApplies, type CustodyClient, type WalletRef } from '../../upstream/client.ts';
 import { Deadline } from '../../upstream/deadline.ts';
 import { CustodyError } from '../../upstream/errors.ts';
 import { EXACT_AMOUNT, type SubmittedTransfer } from '../../upstream/schemas.ts';
@@ -32,6 +33,11 @@ export interface SubmitDeps {
   ledger: Ledger;
   travelRule: { setting(): Promise<GateSetting> };
   custody: Pick<CustodyClient, 'sendTransaction' | 'getTransfersBySequenceId'>;
+  /**
+   * Whether a lookup by sequenceId answers only with that transfer, for a wallet (LookupNarrowing):
+   * only then does a single `send` record without a sequenceId identify the transfer.
+   */
+  lookupNarrowing: { narrows(wallet: WalletRef, signal?: AbortSignal): Promise<boolean> };
   /** Idempotent: adds the transfer's one tracking job unless it exists. */
   enqueueTracker(sequenceId: string): Promise<void>;
   /**
@@ -61,7 +67,9 @@ export interface SubmitDeps {
 
 export type SubmitResult =
   | { outcome: 'rejected' | 'blocked' | 'failed' | 'submitted' | 'broadcast' | 'expired'; sequenceId: string }
-  | { outcome: 'duplicate'; sequenceId: string; of: string };
+  | { outcome: 'duplicate'; sequenceId: string; of: string }
+  /** The sequenceId's transfer ended before (its tombstone says how): nothing sent, nothing published. */
+  | { outcome: 'ended'; sequenceId: string; ended: Tombstone };
 
 /** One run of the handler: its lease owner token and its log. */
 interface Runner {
@@ -115,6 +123,11 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const started = await startFresh(jobId, payload, runner);
     if (started) return drive(started, sequenceId, runner);
     const record = await claim(jobId, payload);
+    if ('ended' in record) {
+      // Ended before, and its record may be gone (RETENTION): one transfer per sequenceId, ever.
+      log.info({ ended: record.ended.state, version: record.ended.version }, 'sequenceId ended before: nothing sent');
+      return { outcome: 'ended', sequenceId, ended: record.ended };
+    }
     if (record.jobId !== jobId) {
       // Another job owns this sequenceId: one transfer per sequenceId, so this one does nothing.
       log.info({ owner: record.jobId, state: record.state }, 'duplicate submission ignored');
@@ -128,14 +141,16 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const described = describeInvalidPayload(data);
     const event = { type: 'transfer.rejected' as const, data: { code: FailureCode.INVALID_PAYLOAD, issues } };
     if (SEQUENCE_ID.test(described.sequenceId)) {
-      // Keyed by sequenceId: if a transfer with it exists already, this invalid duplicate publishes nothing.
-      await ledger.transition(described.sequenceId, {
+      // Keyed by sequenceId: if a transfer with it exists already, or ended before (its tombstone), this
+      // invalid duplicate publishes nothing.
+      const rejected = await ledger.transition(described.sequenceId, {
         from: [NO_RECORD],
         to: TransferState.REJECTED,
         set: { jobId, walletId: described.walletId, coin: described.coin, metadata: described.metadata },
         stamp: ['createdAt'],
         event,
       });
+      if (!rejected.ok && rejected.ended) return { outcome: 'ended', sequenceId: described.sequenceId, ended: rejected.ended };
     } else {
       // No usable sequenceId: exactly once per job id instead.
       await ledger.rejectJob(jobId, described, event.data);
@@ -184,8 +199,11 @@ export function createSubmitHandler(deps: SubmitDeps) {
     return sendTaken(taken.record, payload, runner);
   }
 
-  /** Creates the ledger record unless one exists; the creating job owns the transfer. */
-  async function claim(jobId: string, payload: SubmitPayload): Promise<TransferRecord> {
+  /**
+   * Creates the ledger record unless one exists; the creating job owns the transfer. A sequenceId whose
+   * transfer ended before (tombstone) gets no record: `{ ended }` instead.
+   */
+  async function claim(jobId: string, payload: SubmitPayload): Promise<TransferRecord | { ended: Tombstone }> {
     const sequenceId = payload.halfSigned.sequenceId;
     // Guarded by "no record yet": of two concurrent jobs exactly one creates it, the other (and any
     // retry of either) finds it there and reads it.
@@ -195,7 +213,9 @@ export function createSubmitHandler(deps: SubmitDeps) {
       set: newRecordFields(jobId, payload),
       stamp: ['createdAt'],
     });
-    return created.ok ? created.record : mustGet(sequenceId);
+    if (created.ok) return created.record;
+    if (created.ended) return { ended: created.ended };
+    return mustGet(sequenceId);
   }
 
   function decide(setting: GateSetting, payload: SubmitPayload): GateDecision {
@@ -369,10 +389,14 @@ export function createSubmitHandler(deps: SubmitDeps) {
   /**
    * Found in `submitting` (a send failed before, or a runner crashed or outlived its lease): take the
    * lease, then
-   * - no send may have gone out (every earlier one was answered "not taken"): send again;
-   * - one may have: look first (get-transfer by sequenceId). Found → submitted. Not found → resend while
-   *   fewer than SUBMIT_ATTEMPTS sends were made (safe: upstream refuses a second accepted sequenceId
-   *   with 409, read as "accepted earlier"), else keep looking at the capped backoff.
+   * - the sequenceId was found in use by another transaction (SEQUENCE_ID_IN_USE): send nothing, look
+   *   nothing up, wait for an operator until TRACK_DEADLINE;
+   * - no send was made yet: send;
+   * - otherwise look before sending again (get-transfer by sequenceId), whatever the earlier answers
+   *   said (a status code is a claim): found → submitted; an answer that cannot tell (several
+   *   candidates) → never resend, never claim: the transfer stays unsettled (sticky), reaching
+   *   `transfer.unresolved` at UNRESOLVED_AFTER; not found → resend while fewer than SUBMIT_ATTEMPTS
+   *   sends were made, else keep looking at the capped backoff.
    */
   async function resolve(record: TransferRecord, runner: Runner): Promise<Step> {
     const sequenceId = record.sequenceId;
@@ -383,30 +407,55 @@ export function createSubmitHandler(deps: SubmitDeps) {
     });
     if (!taken.ok) return refused(taken);
     const held = taken.record;
-    if (held.unknownSince === undefined) return takeAndSend(held, TransferState.SUBMITTING, runner);
-
     // `updatedAt` is the ledger's clock at the take, so the time guards below never use this process's.
     const ledgerNow = held.updatedAt;
-    const pastDeadline = ledgerNow - held.unknownSince >= deps.deadlineMs;
+    if (held.inUseSince !== undefined) return parkInUse(held, ledgerNow, runner);
+    if (held.unknownSince === undefined && held.sends === 0) return takeAndSend(held, TransferState.SUBMITTING, runner);
+
+    const unknown = held.unknownSince !== undefined;
+    const pastDeadline = unknown && ledgerNow - held.unknownSince! >= deps.deadlineMs;
 
     // A lookup comes first even past the deadline: a transfer upstream shows is submitted, not expired.
-    let found;
+    let list;
+    let found: MatchResult | undefined;
     const deadline = new Deadline(deps.sendDeadlineMs);
     try {
       const payload = storedPayload(held);
-      const list = await deps.custody.getTransfersBySequenceId({ walletId: payload.walletId, coin: payload.coin }, sequenceId, {
-        signal: deadline.signal,
-      });
-      found = findTransfer(list, { sequenceId });
-      if (found.kind === 'ambiguous') deps.onAmbiguous?.('resolve');
+      const wallet = { walletId: payload.walletId, coin: payload.coin };
+      list = await deps.custody.getTransfersBySequenceId(wallet, sequenceId, { signal: deadline.signal });
+      if (unknown) {
+        found = findTransfer(list, { sequenceId });
+        // A record without our sequenceId identifies nothing unless this provider narrows its answers.
+        if (found.kind === 'found' && found.transaction.sequenceId !== sequenceId && !(await deps.lookupNarrowing.narrows(wallet, deadline.signal))) {
+          found = { kind: 'ambiguous', candidates: 1 };
+        }
+      }
     } catch (error) {
       const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
+      if (!unknown) {
+        // Every send so far was answered "not taken": no resend without a look, so try again later
+        // (failed once SUBMIT_ATTEMPTS runs could not look).
+        runner.log.warn({ err: error, code }, 'lookup before a resend failed');
+        return lookupFailed(held, code, runner);
+      }
       runner.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
       if (pastDeadline) return expireUnknown(held, runner);
       return stillUnknown(held, code, ledgerNow, 0, runner);
     } finally {
       deadline.clear();
     }
+    if (!unknown) {
+      // Every send so far was proven "not taken", so no record upstream can be this transfer's: one
+      // that carries our sequenceId is another transaction's (SEQUENCE_ID_IN_USE, as a 409 would be).
+      // Records without a sequenceId prove nothing either way (the wallet's other transfers, when the
+      // list is not narrowed): the resend's own answer decides, and a 409 to it means the same.
+      if (list.some((tx) => tx.sequenceId === sequenceId)) {
+        return inUse(held, { kind: 'in-use', code: 'SEQUENCE_ID_IN_USE', httpStatus: null, message: 'lookup shows the sequenceId in use', retryAfterMs: undefined }, 0, runner);
+      }
+      return takeAndSend(held, TransferState.SUBMITTING, runner);
+    }
+    found ??= findTransfer(list, { sequenceId });
+    if (found.kind === 'ambiguous') deps.onAmbiguous?.('resolve');
     if (found.kind === 'found') {
       const submitted = await markSubmitted(
         held,
@@ -419,8 +468,34 @@ export function createSubmitHandler(deps: SubmitDeps) {
       return submitted;
     }
     if (pastDeadline) return expireUnknown(held, runner);
+    if (found.kind === 'ambiguous') {
+      // One of the candidates may be ours: a resend could be a second payment, a claim a wrong one.
+      runner.log.warn({ candidates: found.candidates }, 'lookup cannot tell which record is ours: no resend');
+      return stillUnknown(held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0, runner);
+    }
     if (held.sends < deps.attempts) return takeAndSend(held, TransferState.SUBMITTING, runner);
     return stillUnknown(held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0, runner);
+  }
+
+  /** The lookup before a resend failed, and no send may have gone out: retry later, failed at SUBMIT_ATTEMPTS. */
+  async function lookupFailed(record: TransferRecord, code: string, runner: Runner): Promise<Step> {
+    if (record.failures + 1 >= deps.attempts) {
+      return fail(record, { kind: 'refused', code: record.lastError ?? code, httpStatus: null, message: 'retries exhausted', retryAfterMs: undefined }, 0, runner);
+    }
+    const released = await release(record, runner, {}, 0, 1);
+    if (!released.ok) return refused(released);
+    throw new RetryLater(backoffDelay(deps.retry, released.record.failures), code);
+  }
+
+  /**
+   * SEQUENCE_ID_IN_USE: nothing is sent or looked up again (the other transaction's records would be
+   * read as ours); an operator settles it (README), else it expires at TRACK_DEADLINE.
+   */
+  async function parkInUse(record: TransferRecord, ledgerNow: number, runner: Runner): Promise<Step> {
+    if (ledgerNow - record.inUseSince! >= deps.deadlineMs) return expireUnknown(record, runner, record.inUseSince);
+    const released = await release(record, runner, {}, 0, 1);
+    if (!released.ok) return refused(released);
+    throw new RetryLater(backoffDelay(deps.retry, released.record.failures), 'sequenceId in use upstream');
   }
 
   /** What a failed send means is decided by classifySendFailure; this carries it out. */
@@ -428,6 +503,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const failure = classifySendFailure(error, record);
     const log = runner.log;
     switch (failure.kind) {
+      case 'in-use':
+        return inUse(record, failure, extraSends, runner);
       case 'accepted-earlier': {
         const submitted = await markSubmitted(record, runner, { transfer: null, recoveredBy: 'duplicate' }, { sequenceId: record.sequenceId }, extraSends);
         if (submitted) log.warn('send answered 409: accepted earlier, treated as submitted');
@@ -478,6 +555,30 @@ export function createSubmitHandler(deps: SubmitDeps) {
     if (announce) runner.log.error({ attempts: released.record.sends, lastError: code }, 'send outcome still unknown: transfer.unresolved published, an operator may resolve it');
     const delayMs = backoffDelay(deps.retry, released.record.failures);
     throw new RetryLater(delayMs, 'send outcome unknown');
+  }
+
+  /**
+   * A 409 that nothing we did explains (no earlier send of this transfer may have been processed): the
+   * sequenceId is in use upstream by a transaction we cannot claim. `transfer.unresolved`
+   * SEQUENCE_ID_IN_USE at once; no tracker, no match; the sticky `inUseSince` stops every later send.
+   */
+  async function inUse(record: SendView, failure: SendFailure, extraSends: number, runner: Runner): Promise<never | undefined> {
+    const announce = record.unresolvedAt === undefined;
+    const released = await release(record, runner, { lastError: failure.code }, extraSends, 1, {
+      stampOnce: ['inUseSince'],
+      ...(announce
+        ? {
+            stamp: ['unresolvedAt'],
+            event: {
+              type: 'transfer.unresolved',
+              data: { code: FailureCode.SEQUENCE_ID_IN_USE, attempts: record.sends + extraSends, lastError: failure.code },
+            },
+          }
+        : {}),
+    });
+    if (!released.ok) return refused(released);
+    runner.log.error({ attempts: released.record.sends }, 'sequenceId in use upstream by another transaction: transfer.unresolved published, an operator must resolve it');
+    throw new RetryLater(backoffDelay(deps.retry, released.record.failures), 'sequenceId in use upstream');
   }
 
   /** The lease owner gives the lease up; the transfer stays in `submitting`. */
@@ -534,8 +635,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
   }
 
   /** TRACK_DEADLINE passed since a send may have gone out, and nothing settled it. */
-  async function expireUnknown(record: TransferRecord, runner: Runner): Promise<Step> {
-    const since = record.unknownSince ?? record.updatedAt;
+  async function expireUnknown(record: TransferRecord, runner: Runner, unresolvedSince = record.unknownSince): Promise<Step> {
+    const since = unresolvedSince ?? record.updatedAt;
     const expired = await ledger.transition(record.sequenceId, {
       from: [TransferState.SUBMITTING],
       to: TransferState.EXPIRED,
