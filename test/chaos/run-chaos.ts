@@ -35,13 +35,15 @@ import { buildUser } from '../../src/simulator/records.ts';
 import { basicAuthorization } from '../../src/upstream/auth.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { versionProblems, workerEnv } from '../helpers/harness.ts';
-import { samplePayload, type SamplePayload } from '../../tools/sample-payloads.ts';
+import { samplePayload, sampleSend, type SamplePayload } from '../../tools/sample-payloads.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type ExitInfo, type WorkerProcess } from '../helpers/worker-process.ts';
 import { consumedPerEndpoint, countInjected, randomFaultSequence, type FaultEntry } from './fault-plan.ts';
 import { findNeedles, keyspaceHaystacks, streamHaystacks, type Haystack, type Needle } from './leak-scan.ts';
 import { startTokenRecorder, type TokenRecorder } from './token-recorder.ts';
+import { startGateway, type Gateway } from '../helpers/gateway.ts';
+import { CustodyClient } from '../../src/upstream/client.ts';
 
 /** A fault rate per endpoint and the relative weight of each kind. */
 export interface FaultMix {
@@ -78,6 +80,17 @@ export interface ChaosScenario {
   clockSkew?: { workers: number; skewMs: number };
   /** From the first enqueue until every transfer has its terminal event. */
   settleTimeoutMs: number;
+  /**
+   * A real HTTP gateway between the workers and the simulator (test/helpers/gateway.ts): this share of
+   * the sends the simulator accepted (2xx) reach the worker as one of `statuses` instead, the send
+   * recorded upstream all the same.
+   */
+  gateway?: { probability: number; statuses: readonly number[] };
+  /**
+   * This share of the transfers has its sequenceId used first by another client of the same provider
+   * account, for a transaction of its own: no event of ours may claim it (submitted, broadcast).
+   */
+  foreignShare?: number;
 }
 
 /** Worker settings of every scenario: fast retries and polls, debug logs for the leak scan. */
@@ -170,6 +183,10 @@ export interface ChaosRun {
   unknownSends: { transfers: number; refusedAfterUnknown: string[]; refusedAfterAccepted: string[] };
   /** Transfers accepted upstream that ended `expired` SEND_OUTCOME_UNKNOWN (allowed, but lookups missed them). */
   expiredButAccepted: string[];
+  /** sequenceIds a foreign holder used first (scenario.foreignShare). */
+  foreign: string[];
+  /** Accepted sends the gateway answered with its own status, per status. */
+  gatewayReplaced: Record<string, number>;
   skew: SkewFigures | undefined;
   leak: {
     needles: Needle[];
@@ -213,6 +230,8 @@ interface Resources {
   redis?: Redis;
   recorder?: TokenRecorder;
   sim?: Simulator;
+  gateway?: Gateway;
+  foreignClient?: CustodyClient;
   redisServer?: RedisServerHandle;
 }
 let resources: Resources = { queues: [] };
@@ -226,6 +245,8 @@ export async function cleanupChaos(): Promise<void> {
   await r.producer?.close().catch(() => {});
   r.redis?.disconnect();
   await r.recorder?.close().catch(() => {});
+  await r.foreignClient?.close().catch(() => {});
+  await r.gateway?.close().catch(() => {});
   await r.sim?.close().catch(() => {});
   await r.redisServer?.stop().catch(() => {});
 }
@@ -274,9 +295,40 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
   const recorder = await startTokenRecorder(`${sim.url}/oauth/token`);
   resources.recorder = recorder;
 
+  // The gateway: a 2xx of the simulator to a send, replaced by a status of the gateway's own.
+  const gatewayReplaced: Record<string, number> = {};
+  let gateway: Gateway | undefined;
+  if (scenario.gateway) {
+    const { probability, statuses } = scenario.gateway;
+    gateway = await startGateway(sim.url);
+    resources.gateway = gateway;
+    gateway.setRule((request, originStatus) => {
+      if (request.endpoint !== 'sendTransaction' || originStatus < 200 || originStatus >= 300 || random() >= probability) return undefined;
+      const status = statuses[randomInt(0, statuses.length - 1)]!;
+      gatewayReplaced[status] = (gatewayReplaced[status] ?? 0) + 1;
+      return { replaceStatus: status };
+    });
+  }
+  const foreignClient = scenario.foreignShare
+    ? new CustodyClient({
+        sdkUrl: sim.url,
+        baseUrl: sim.url,
+        clientId: sim.clientId,
+        clientSecret: sim.clientSecret,
+        tokenUrl: `${sim.url}/oauth/token`,
+        timeoutMs: 2_000,
+        connectTimeoutMs: 1_000,
+        connections: 4,
+      })
+    : undefined;
+  resources.foreignClient = foreignClient;
+  /** sequenceIds another client's transaction holds upstream (its send was accepted before ours). */
+  const foreign = new Set<string>();
+
   const prefix = uniquePrefix(`chaos-${scenario.name}`);
   const env = workerEnv(sim, prefix, {
     REDIS_URL: redisServer.url,
+    ...(gateway ? { CUSTODY_SDK_URL: gateway.url, CUSTODY_BASE_URL: gateway.url } : {}),
     CUSTODY_TOKEN_URL: recorder.url,
     ...BASE_WORKER_ENV,
     ...scenario.env,
@@ -359,7 +411,24 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
   const sequenceIds: string[] = [];
   const enqueueStarted = Date.now();
   let enqueued = 0;
+  /** Another client sends its own transaction under the sequenceId first (retried through injected faults). */
+  const sendForeign = async (sequenceId: string) => {
+    for (let attempt = 1; attempt <= 20; attempt++) {
+      try {
+        await foreignClient!.sendTransaction(310, sampleSend(sequenceId));
+        foreign.add(sequenceId);
+        return;
+      } catch {
+        if ((sim.stats().sends[sequenceId]?.accepted ?? 0) > 0) {
+          foreign.add(sequenceId);
+          return;
+        }
+        await sleep(50);
+      }
+    }
+  };
   const submitWithRetry = async (payload: SamplePayload) => {
+    if (foreignClient && random() < scenario.foreignShare!) await sendForeign(payload.halfSigned.sequenceId);
     // A submit cut off by the Redis crash is simply repeated: the job id derived from the sequenceId (and one
     // sequenceId being one transfer) makes it idempotent; submit() rejects within its bound while Redis is down.
     for (let attempt = 1; ; attempt++) {
@@ -510,7 +579,8 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
   }
   const eventTypes: Record<string, number> = {};
   for (const event of events) eventTypes[event.event] = (eventTypes[event.event] ?? 0) + 1;
-  const accepted = (id: string) => stats.sends[id]?.accepted ?? 0;
+  /** Sends of ours the simulator accepted (a foreign holder's own send is not one). */
+  const accepted = (id: string) => (stats.sends[id]?.accepted ?? 0) - (foreign.has(id) ? 1 : 0);
   const codeOf = (event: TransferEvent): string | undefined => {
     switch (event.event) {
       case 'transfer.submitted':
@@ -535,6 +605,8 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     'transfer.failed for a transfer accepted upstream': [],
     'transfer.submitted for a transfer never accepted upstream': [],
     'broadcast txid differs from the simulator': [],
+    "another client's transaction claimed (submitted or broadcast of a foreign holder's sequenceId)": [],
+    'foreign holder not reported as SEQUENCE_ID_IN_USE': [],
     'repeated or missing event versions': versionProblems(events).slice(0, 50),
   };
   const flag = (name: string, id: string) => problems[name]!.push(id);
@@ -554,7 +626,11 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     if (types.includes('transfer.failed') && accepted(id) > 0) flag('transfer.failed for a transfer accepted upstream', id);
     if (types.includes('transfer.submitted') && accepted(id) === 0) flag('transfer.submitted for a transfer never accepted upstream', id);
     const broadcast = list.find((e) => e.event === 'transfer.broadcast');
-    if (broadcast !== undefined && broadcast.data.txid !== sim.transfer(id)?.txid) flag('broadcast txid differs from the simulator', id);
+    if (foreign.has(id)) {
+      if (types.includes('transfer.submitted') || broadcast !== undefined) flag("another client's transaction claimed (submitted or broadcast of a foreign holder's sequenceId)", id);
+      const inUse = list.some((e) => e.event === 'transfer.unresolved' && e.data.code === 'SEQUENCE_ID_IN_USE');
+      if (!inUse && !types.includes('transfer.failed')) flag('foreign holder not reported as SEQUENCE_ID_IN_USE', id);
+    } else if (broadcast !== undefined && broadcast.data.txid !== sim.transfer(id)?.txid) flag('broadcast txid differs from the simulator', id);
 
     if (last !== undefined && TERMINAL_EVENTS.has(last.event)) {
       const outcome = last.event === 'transfer.broadcast' ? last.event : `${last.event} ${codeOf(last) ?? ''}`.trim();
@@ -700,6 +776,10 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     `  transfer.unresolved: ${unresolved.total} (then broadcast ${unresolved.thenBroadcast}, then expired ${unresolved.thenExpired}); expired SEND_OUTCOME_UNKNOWN although accepted upstream: ${expiredButAccepted.length}`,
     `  sends of unknown outcome (worker logs): ${unknownSends.transfers} transfers; a later send refused: ${refusedAfterUnknown.length}, of which accepted upstream: ${unknownSends.refusedAfterAccepted.length} (ended failed: ${unknownSends.refusedAfterAccepted.filter((id) => bySequenceId.get(id)?.some((e) => e.event === 'transfer.failed')).length})`,
     `  transfer.submitted via: ${JSON.stringify(recoveredBy)}`,
+    ...(scenario.gateway ? [`  gateway: accepted sends answered instead with ${JSON.stringify(gatewayReplaced)}`] : []),
+    ...(scenario.foreignShare
+      ? [`  foreign holders: ${foreign.size} sequenceIds used first by another client; reported SEQUENCE_ID_IN_USE: ${[...foreign].filter((id) => bySequenceId.get(id)?.some((e) => e.event === 'transfer.unresolved' && e.data.code === 'SEQUENCE_ID_IN_USE')).length}`]
+      : []),
     `  reconciliation runs: ${eventTypes['reconcile.completed'] ?? 0} completed, ${logs.reduce((n, log) => n + log.text.split('another reconciliation is running, skipped').length - 1, 0)} skipped (lock held)`,
     `  events: ${JSON.stringify(eventTypes)}`,
     ...(skewFigures
@@ -737,6 +817,8 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     recoveredBy,
     unknownSends,
     expiredButAccepted,
+    foreign: [...foreign],
+    gatewayReplaced,
     skew: skewFigures,
     leak: { needles, tokens: tokens.length, logs, streamEntries, stored, hits, firstRecordRaw, user },
     problems,

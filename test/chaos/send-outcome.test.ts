@@ -11,6 +11,13 @@
  *   CUSTODY_TIMEOUT and tokens live 2 s, so sends meet 401s, token renewals and their own time-outs
  *   inside the one deadline of a sendTransaction call.
  *
+ * - a gateway and a foreign client: a real HTTP gateway in front of the simulator answers 500, 502, 408,
+ *   520, 522 or 524 for a share of the sends the simulator accepted (recorded upstream, the worker told
+ *   otherwise), and another client of the same account uses some of our sequenceIds first for its own
+ *   transactions. No worker is killed there: a worker killed between a foreign holder's 409 and its
+ *   record leaves a send of unknown outcome, and a foreign record found after that is, for any client,
+ *   indistinguishable from our own accepted send (README "Guarantees"); the other scenarios kill.
+ *
  * The skewed worker (test/chaos/clock-skew.ts) checks that leases and time guards follow Redis's clock
  * only: were they judged by the process clock, it would take over live send leases (a double send) and
  * expire unknown sends 30 s early.
@@ -162,5 +169,53 @@ describe('chaos: sends of unknown outcome, slow upstream, a worker 30 s ahead', 
     );
     expect(run.sample(acceptedNotBroadcast), 'transfers accepted upstream but not broadcast').toEqual([]);
     expect(run.outcomes['transfer.broadcast'] ?? 0).toBeGreaterThan(run.scenario.transfers / 2);
+  });
+
+  it('a gateway answering 5xx/52x/408 after the provider accepted, and another client using our sequenceIds: never failed, never sent twice, never claimed', async () => {
+    const run = await runChaos({
+      name: 'gateway-and-foreign',
+      title: 'a gateway answers 500/502/408/520/522/524 for 30 % of accepted sends; another client holds 10 % of the sequenceIds',
+      seed: (SEED ^ 0x27d4eb2f) >>> 0,
+      transfers: 500,
+      workers: 3,
+      enqueueBatch: 50,
+      enqueueEveryMs: 1_000,
+      killEveryMs: 0,
+      expireTokensEveryMs: 3_000,
+      redisCrash: undefined,
+      faults: {
+        sendTransaction: { probability: 0.05, weights: { '5xx': 2, '400': 1, 'success-false': 1 } },
+        getTransfer: BACKGROUND,
+        getWalletTransaction: BACKGROUND,
+        isEnabled: BACKGROUND,
+        token: BACKGROUND,
+      },
+      latencyMs: { sendTransaction: [0, 40], getTransfer: [0, 40] },
+      redrawLatencyEveryMs: 500,
+      sim: { visibleAfterMs: 300, visibleJitterMs: 2_000, txidAfterMs: 0, txidJitterMs: 1_500, tokenLifetimeSec: 5 },
+      gateway: { probability: 0.3, statuses: [500, 502, 408, 520, 522, 524] },
+      foreignShare: 0.1,
+      env: {
+        SUBMIT_ATTEMPTS: '4',
+        SUBMIT_RETRY_MAX: '1s',
+        UNRESOLVED_AFTER: '3s',
+        // The sequenceIds in use by a foreign holder wait for an operator; here they expire instead.
+        TRACK_DEADLINE: '20s',
+      },
+      settleTimeoutMs: 180_000,
+    });
+    console.log(run.summary);
+
+    for (const status of ['500', '502', '408', '520', '522', '524']) expect(run.gatewayReplaced[status] ?? 0, `gateway answered ${status} for an accepted send`).toBeGreaterThan(0);
+    expect(run.foreign.length, 'sequenceIds held by another client').toBeGreaterThan(20);
+    expectGuarantees(run);
+    // Every transfer accepted upstream (by our own send) was broadcast: none failed, none lost.
+    const ours = run.sequenceIds.filter((id) => !run.foreign.includes(id));
+    const acceptedNotBroadcast = ours.filter((id) => (run.stats.sends[id]?.accepted ?? 0) > 0 && run.bySequenceId.get(id)?.at(-1)?.event !== 'transfer.broadcast');
+    expect(run.sample(acceptedNotBroadcast), 'transfers accepted upstream but not broadcast').toEqual([]);
+    // Every foreign holder's sequenceId: unresolved SEQUENCE_ID_IN_USE, then expired at TRACK_DEADLINE (or failed, when every send of ours was refused).
+    const foreignOutcomes = new Set(run.foreign.map((id) => (run.bySequenceId.get(id) ?? []).map((e) => e.event).join(' ')));
+    expect([...foreignOutcomes].sort()).toEqual(expect.arrayContaining(['transfer.unresolved transfer.expired']));
+    for (const outcome of foreignOutcomes) expect(['transfer.unresolved transfer.expired', 'transfer.failed']).toContain(outcome);
   });
 });

@@ -23,8 +23,8 @@ export interface GatewayLogEntry extends GatewayRequest {
   status: number;
 }
 
-/** What the gateway does with one request: undefined forwards the answer as is. */
-export type GatewayRule = (request: GatewayRequest) => { replaceStatus: number } | undefined;
+/** What the gateway does with one answer of the origin: undefined forwards it as is. */
+export type GatewayRule = (request: GatewayRequest, originStatus: number) => { replaceStatus: number } | undefined;
 
 export interface Gateway {
   url: string;
@@ -67,12 +67,12 @@ export async function startGateway(origin: string): Promise<Gateway> {
       const body = await readBody(req);
       const path = req.url ?? '/';
       const seen: GatewayRequest = { endpoint: endpointOf(path), sequenceId: sequenceIdOf(body.toString('utf8')) };
-      const replace = rule?.(seen);
       const upstream = httpRequest(
         { host: target.hostname, port: target.port, method: req.method, path, headers: { ...req.headers, host: target.host } },
         (answer) => {
           void readBody(answer).then((text) => {
             const originStatus = answer.statusCode ?? 502;
+            const replace = rule?.(seen, originStatus);
             if (replace) {
               // The origin processed the request; the client gets the gateway's own error page.
               log.push({ ...seen, originStatus, status: replace.replaceStatus });
