@@ -20,6 +20,8 @@ export interface TransferView {
   sendOutcomeUnknownSince: string | null;
   /** When `transfer.unresolved` was published; null when it was not. */
   unresolvedAt: string | null;
+  /** When the sequenceId was found in use by a transaction this worker cannot claim (SEQUENCE_ID_IN_USE); null when never. */
+  sequenceIdInUseSince: string | null;
   /**
    * The end of the send lease as stored (Redis time), null when nobody holds it. A past time means it
    * has run out: a runner died or outlived it, and the next runner (or an operator) may take over.
@@ -49,6 +51,7 @@ export async function transferView(ledger: Ledger, sequenceId: string): Promise<
     submittedAt: iso(record.submittedAt),
     sendOutcomeUnknownSince: iso(record.unknownSince),
     unresolvedAt: iso(record.unresolvedAt),
+    sequenceIdInUseSince: iso(record.inUseSince),
     leaseUntil: record.leaseOwner === undefined ? null : iso(record.leaseUntil),
     version: record.version,
     events: await ledger.events(sequenceId),

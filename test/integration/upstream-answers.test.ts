@@ -14,7 +14,6 @@
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TransferEvent } from '../../packages/producer/src/events.ts';
-import { TransferEndedError } from '../../packages/producer/src/errors.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
 import { CustodyClient } from '../../src/upstream/client.ts';
@@ -213,10 +212,12 @@ describe('3: an ended transfer is never started again (tombstones)', () => {
     expect(events.filter((e) => e.version === 1)).toHaveLength(1);
     expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
 
-    // The producer says so instead of enqueueing into nothing.
-    const refused = await h.producer.submit(payload).catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(TransferEndedError);
-    expect(refused).toMatchObject({ code: 'TRANSFER_ENDED', sequenceId, ended: { event: 'transfer.broadcast', version: 2 } });
+    // The producer's trySubmit says so instead of enqueueing into nothing; submit() stays harmless.
+    expect(await h.producer.trySubmit(payload)).toEqual({ outcome: 'ended', sequenceId, ended: { event: 'transfer.broadcast', version: 2 } });
+    await h.producer.submit(payload);
+    expect((await h.eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
+    const fresh = samplePayload();
+    expect(await h.producer.trySubmit(fresh)).toMatchObject({ outcome: 'enqueued', sequenceId: fresh.halfSigned.sequenceId });
   });
 
   it('the tombstone costs tens of bytes and lives RETENTION + TOMBSTONE_RETENTION', async () => {

@@ -1,7 +1,7 @@
 import type { PayloadIssue } from './payload.ts';
 
 /** Every error the producer throws on purpose carries one of these codes. */
-export type ProducerErrorCode = 'INVALID_PAYLOAD' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED' | 'TRANSFER_ENDED';
+export type ProducerErrorCode = 'INVALID_PAYLOAD' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
 
 /** Base class of the producer's typed errors: `instanceof ProducerError`, then switch on `code`. */
 export abstract class ProducerError extends Error {
@@ -72,19 +72,3 @@ export class ProducerClosedError extends ProducerError {
   }
 }
 
-/**
- * The sequenceId's transfer ended before (`ended.event` is its terminal event, `ended.version` its last
- * version), possibly so long ago that its record is gone: a sequenceId is one transfer, ever, so nothing
- * was enqueued. A new transfer needs a new sequenceId.
- */
-export class TransferEndedError extends ProducerError {
-  readonly code = 'TRANSFER_ENDED';
-  readonly sequenceId: string;
-  readonly ended: { event: string; version: number };
-  constructor(sequenceId: string, ended: { event: string; version: number }) {
-    super(`transfer ${sequenceId} ended before (${ended.event}, version ${ended.version}): nothing enqueued; a new transfer needs a new sequenceId`);
-    this.name = 'TransferEndedError';
-    this.sequenceId = sequenceId;
-    this.ended = ended;
-  }
-}

@@ -6,14 +6,13 @@ import {
   ProducerClosedError,
   ProducerError,
   ProducerUnavailableError,
-  TransferEndedError,
   WaitTimeoutError,
   type ProducerOperation,
 } from './errors.ts';
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from './events.ts';
 import { jobIdFor } from './job-id.ts';
 import { defaultEventsStream, tombstoneKey, transferKey } from './keys.ts';
-import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayloadInput } from './payload.ts';
+import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
 
 export type { SubmitPayloadInput, PayloadIssue } from './payload.ts';
@@ -25,10 +24,14 @@ export {
   EnqueueError,
   WaitTimeoutError,
   ProducerClosedError,
-  TransferEndedError,
 } from './errors.ts';
 export type { ProducerErrorCode, ProducerOperation } from './errors.ts';
 export { jobIdFor, sequenceIdOfJobId, JOB_ID_PREFIX } from './job-id.ts';
+
+/** What `trySubmit()` did: enqueued the transfer, or found that its sequenceId's transfer ended before. */
+export type SubmitReceipt =
+  | { outcome: 'enqueued'; sequenceId: string; jobId: string }
+  | { outcome: 'ended'; sequenceId: string; ended: { event: TransferEvent['event']; version: number } };
 
 /** Default bound on `submit()` (and on every Redis call of `events`, `waitForTerminal`, `close`). */
 export const DEFAULT_SUBMIT_TIMEOUT_MS = 5_000;
@@ -116,10 +119,9 @@ export class TransferProducer {
 
   /**
    * Validates and enqueues; resolves with the job id (`jobIdFor(sequenceId)`). Submitting the same
-   * sequenceId again while its transfer runs is harmless: it is one transfer. Rejects with
-   * - TransferEndedError (`TRANSFER_ENDED`, `.ended.event`, `.ended.version`): that sequenceId's transfer
-   *   ended before, even long ago (its tombstone outlives the record by TOMBSTONE_RETENTION); nothing
-   *   enqueued, since the worker would complete such a job without a send and without an event;
+   * sequenceId again, at any time, is harmless: it is one transfer. Once that transfer ended (even long
+   * ago: its tombstone outlives the record by TOMBSTONE_RETENTION) the job completes without a send and
+   * without an event; `trySubmit()` says so instead of enqueueing. Rejects with
    * - InvalidPayloadError (`INVALID_PAYLOAD`, `.issues`): nothing enqueued, Redis not contacted;
    * - ProducerUnavailableError (`REDIS_UNAVAILABLE`) within `submitTimeoutMs` when Redis is unreachable;
    * - EnqueueError (`ENQUEUE_FAILED`) when BullMQ refuses the job (its error as `cause`);
@@ -133,15 +135,39 @@ export class TransferProducer {
     const deadline = Date.now() + this.#timeoutMs;
     // Nothing is sent before the connection is up, so a submit refused here was certainly not enqueued.
     await this.#whenReady(this.#redis, deadline, 'submit');
-    const ended = await bounded(this.#ended(parsed.payload.halfSigned.sequenceId), deadline, () =>
+    await this.#add(parsed.payload, jobOptions, jobId, deadline);
+    return jobId;
+  }
+
+  /**
+   * `submit()` that first asks whether the sequenceId's transfer ended: resolves with
+   * `{ outcome: 'enqueued', jobId, sequenceId }`, or `{ outcome: 'ended', sequenceId, ended: { event,
+   * version } }` (its terminal event type and last version) without enqueueing anything. Rejects as
+   * submit() does. (A transfer that ends between the check and the add is still one transfer: the job
+   * completes without a send and without an event.)
+   */
+  async trySubmit(input: SubmitPayloadInput | unknown, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<SubmitReceipt> {
+    const parsed = parseSubmitPayload(input);
+    if (!parsed.ok) throw new InvalidPayloadError(parsed.issues);
+    this.#assertOpen();
+    const sequenceId = parsed.payload.halfSigned.sequenceId;
+    const jobId = jobIdFor(sequenceId);
+    const deadline = Date.now() + this.#timeoutMs;
+    await this.#whenReady(this.#redis, deadline, 'submit');
+    const ended = await bounded(this.#ended(sequenceId), deadline, () =>
       this.#unavailable('submit', `the check did not complete within ${this.#timeoutMs} ms`, false),
     ).catch((error: unknown) => {
       if (error instanceof ProducerError) throw error;
       throw this.#unavailable('submit', (error as Error).message, false, error);
     });
-    if (ended) throw new TransferEndedError(parsed.payload.halfSigned.sequenceId, ended);
+    if (ended) return { outcome: 'ended', sequenceId, ended };
+    await this.#add(parsed.payload, jobOptions, jobId, deadline);
+    return { outcome: 'enqueued', sequenceId, jobId };
+  }
+
+  async #add(payload: SubmitPayload, jobOptions: Omit<JobsOptions, 'jobId'>, jobId: string, deadline: number): Promise<void> {
     try {
-      await bounded(this.#queue.add(SUBMIT_TRANSACTION, parsed.payload, { ...jobOptions, jobId }), deadline, () =>
+      await bounded(this.#queue.add(SUBMIT_TRANSACTION, payload, { ...jobOptions, jobId }), deadline, () =>
         this.#unavailable('submit', `the add did not complete within ${this.#timeoutMs} ms`, true),
       );
     } catch (error) {
@@ -149,20 +175,22 @@ export class TransferProducer {
       if (isConnectionError(error)) throw this.#unavailable('submit', (error as Error).message, true, error);
       throw new EnqueueError(jobId, error);
     }
-    return jobId;
   }
 
   /** How the sequenceId's transfer ended: its record while kept, else its tombstone; undefined if it did not. */
-  async #ended(sequenceId: string): Promise<{ event: string; version: number } | undefined> {
+  async #ended(sequenceId: string): Promise<{ event: TransferEvent['event']; version: number } | undefined> {
     const [record, tombstone] = await Promise.all([
       this.#redis.hmget(transferKey(this.#prefix, sequenceId), 'state', 'version'),
       this.#redis.get(tombstoneKey(this.#prefix, sequenceId)),
     ]);
     const [state, version] = record;
-    if (state && (TERMINAL_EVENTS as ReadonlySet<string>).has(`transfer.${state}`)) return { event: `transfer.${state}`, version: Number(version) };
+    const terminal = (text: string) => ((TERMINAL_EVENTS as ReadonlySet<string>).has(text) ? (text as TransferEvent['event']) : undefined);
+    const fromRecord = state ? terminal(`transfer.${state}`) : undefined;
+    if (fromRecord) return { event: fromRecord, version: Number(version) };
     if (tombstone === null) return undefined;
     const at = tombstone.lastIndexOf(':');
-    return { event: `transfer.${tombstone.slice(0, at)}`, version: Number(tombstone.slice(at + 1)) };
+    const fromTombstone = terminal(`transfer.${tombstone.slice(0, at)}`);
+    return fromTombstone ? { event: fromTombstone, version: Number(tombstone.slice(at + 1)) } : undefined;
   }
 
   /**

@@ -42,7 +42,9 @@ export const resolveCommand: Command = {
   synopsis: 'resolve <sequenceId> --as submitted|failed --reason TEXT',
   summary: 'settle a transfer stuck in submitting (transfer.unresolved) after checking the provider',
   help: `An operator's resolution of a transfer whose send may have gone out but whose outcome the worker
-could not settle (transfer.unresolved), or that is stuck in submitting with nobody working on it.
+could not settle (transfer.unresolved SEND_OUTCOME_UNKNOWN), whose sequenceId is in use upstream by a
+transaction the worker cannot claim (transfer.unresolved SEQUENCE_ID_IN_USE: compare the provider's
+record with what the producer signed), or that is stuck in submitting with nobody working on it.
 Check the provider's console or API for the sequenceId FIRST (README: "Unresolved transfers"):
 
   --as submitted   the provider shows it accepted the transfer: publishes transfer.submitted
@@ -61,8 +63,13 @@ time printed). Unknown sequenceId: exit 3. Malformed sequenceId, missing or bad 
 If the tracking job cannot be added after a successful resolution (exit 1, the message says so), the
 next reconciliation run adds it; do not resolve again.
 
-Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX, EVENTS_STREAM, EVENTS_MAXLEN and RETENTION as
-the worker has them.
+--as failed is the operator's risk: a runner whose process froze mid-send can resume after it and
+write its request. Resolve as failed only when the provider shows nothing under the sequenceId and the
+send lease ended at least CUSTODY_TIMEOUT + 10 s ago (status shows it), and look once more a minute
+later (README: "The operator's risk with --as failed").
+
+Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX, EVENTS_STREAM, EVENTS_MAXLEN, RETENTION and
+TOMBSTONE_RETENTION as the worker has them.
 
 Examples:
   custody-worker resolve a88a1846-b23d-f7e8-2344-f2bddb0c16f9 --as submitted --reason "in provider console, ticket OPS-123"

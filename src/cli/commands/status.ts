@@ -54,6 +54,7 @@ function formatView(view: TransferView): string {
     ['submitted', view.submittedAt],
     ['outcome unknown since', view.sendOutcomeUnknownSince === null ? null : `${view.sendOutcomeUnknownSince} (a send may have gone out)`],
     ['unresolved', view.unresolvedAt === null ? null : `${view.unresolvedAt} (transfer.unresolved published; see resolve --help)`],
+    ['sequenceId in use', view.sequenceIdInUseSince === null ? null : `${view.sequenceIdInUseSince} (another transaction holds it upstream: compare it with what the producer signed, then resolve)`],
     ['send lease until', view.leaseUntil],
     ['version', view.version],
   ]);
