@@ -1,5 +1,8 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { createKeys } from '../ledger/keys.ts';
+import { hashTag, keySlot } from '../lib/redis-slot.ts';
+import { QueueName } from '../queues/names.ts';
 import { DURATION_GRAMMAR, parseDuration } from './duration.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
@@ -154,22 +157,51 @@ function crossProblems(env: NodeJS.ProcessEnv): string[] {
   if (!set('CUSTODY_TOKEN_URL') && !set('CUSTODY_ACCESS_TOKEN')) {
     problems.push('CUSTODY_TOKEN_URL: one of CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN is required');
   }
-  if (set('REDIS_CLUSTER_NODES') && !/\{[^{}]+\}/.test(env.QUEUE_PREFIX || 'bull')) {
-    problems.push('QUEUE_PREFIX: must carry a hash tag such as {wtx} when REDIS_CLUSTER_NODES is set');
-  } else if (set('REDIS_CLUSTER_NODES') && set('EVENTS_STREAM')) {
-    // The ledger publishes in the same Lua call that changes state: the stream must share the slot.
-    const tag = /\{[^{}]+\}/.exec(env.QUEUE_PREFIX ?? '')?.[0];
-    if (tag && !String(env.EVENTS_STREAM).includes(tag)) {
-      // The tag is part of a value: never quoted, as a secret pasted into the wrong variable would be.
-      problems.push('EVENTS_STREAM: must carry the hash tag of QUEUE_PREFIX when REDIS_CLUSTER_NODES is set');
-    }
-  }
+  if (set('REDIS_CLUSTER_NODES')) problems.push(...clusterSlotProblems(env.QUEUE_PREFIX || 'bull', env.EVENTS_STREAM || undefined));
   if (!isLoopback(env.HTTP_HOST || '127.0.0.1')) {
     for (const name of ['DASHBOARD_USER', 'DASHBOARD_PASSWORD']) {
       if (!set(name)) problems.push(`${name}: required when HTTP_HOST is not a loopback address`);
     }
   }
   return problems;
+}
+
+/**
+ * On Redis Cluster every key one Lua script or one BullMQ command touches must hash to one slot. The
+ * slots are computed as Redis computes them (lib/redis-slot.ts) for a key of every family the worker and
+ * BullMQ write, not guessed from the text: `{}{wtx}` carries no hash tag at all, `{a}{wtx}:events` the
+ * tag `a`. Values are never quoted in the message, as a secret pasted into the wrong variable would be.
+ */
+export function clusterSlotProblems(prefix: string, eventsStream: string | undefined): string[] {
+  const wanted = 'when REDIS_CLUSTER_NODES is set';
+  if (hashTag(`${prefix}:`) === undefined) {
+    return [`QUEUE_PREFIX: must carry a Redis hash tag such as {wtx} (a non-empty text between its first "{" and the next "}") ${wanted}`];
+  }
+  const keys = createKeys(prefix, eventsStream ?? `${prefix}:transfer-events`);
+  const sample = 'a88a1846-b23d-f7e8-2344-f2bddb0c16f9';
+  const slot = keySlot(keys.transfer(sample));
+  const owned = [
+    keys.transferPayload(sample),
+    keys.tombstone(sample),
+    keys.jobRejection(sample),
+    keys.active,
+    keys.terminal,
+    keys.broadcast,
+    keys.travelRule,
+    keys.travelRuleLock,
+    keys.rateLimit,
+    keys.reconcileLock,
+    keys.lookupNarrowing(310, 'eth'),
+    // BullMQ's keys: <prefix>:<queue>:<suffix or job id>.
+    ...Object.values(QueueName).flatMap((queue) => [`${prefix}:${queue}:wait`, `${prefix}:${queue}:meta`, `${prefix}:${queue}:Qn4xfxmEoGQ6LcqXYkS6oB`]),
+  ];
+  if (owned.some((key) => keySlot(key) !== slot)) {
+    return [`QUEUE_PREFIX: its hash tag must come before anything else in braces, so that every key under it hashes to one slot ${wanted}`];
+  }
+  if (keySlot(keys.events) !== slot) {
+    return [`EVENTS_STREAM: must hash to the same Redis Cluster slot as QUEUE_PREFIX (carry the same hash tag first) ${wanted}`];
+  }
+  return [];
 }
 
 export function isLoopback(host: string): boolean {
@@ -306,9 +338,7 @@ const queueEnvSchema = envSchema.pick({ REDIS_URL: true, REDIS_CLUSTER_NODES: tr
 export function loadQueueConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Pick<Config, 'redis'> & { queue: Omit<Config['queue'], 'eventsMaxLen'> }> {
   const result = queueEnvSchema.safeParse(env);
   const problems = result.success ? [] : issueLines(result.error);
-  if (env.REDIS_CLUSTER_NODES && !/\{[^{}]+\}/.test(env.QUEUE_PREFIX || 'bull')) {
-    problems.push('QUEUE_PREFIX: must carry a hash tag such as {wtx} when REDIS_CLUSTER_NODES is set');
-  }
+  if (env.REDIS_CLUSTER_NODES) problems.push(...clusterSlotProblems(env.QUEUE_PREFIX || 'bull', env.EVENTS_STREAM || undefined));
   if (!result.success || problems.length > 0) throw new ConfigError([...new Set(problems)]);
   const { REDIS_URL, REDIS_CLUSTER_NODES, QUEUE_PREFIX, EVENTS_STREAM } = result.data;
   return deepFreeze({

@@ -30,6 +30,8 @@ export interface Keys {
   lookupNarrowing(walletId: number | string, coin: string): string;
   rateLimit: string;
   reconcileLock: string;
+  /** Marks that one run's system event (`reconcile.completed`) was published, with its stream id. */
+  systemEventRun(runId: string): string;
   events: string;
 }
 
@@ -47,6 +49,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     lookupNarrowing: (walletId, coin) => `${prefix}:lookup-narrowing:${walletId}:${coin}`,
     rateLimit: `${prefix}:custody-rate`,
     reconcileLock: `${prefix}:reconcile:lock`,
+    systemEventRun: (runId) => `${prefix}:system-event:${runId}`,
     events: eventsStream,
   };
 }

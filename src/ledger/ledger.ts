@@ -255,6 +255,20 @@ export type TrackingView = Pick<TransferRecord, 'sequenceId' | 'state' | 'wallet
 /** A whole record, atomically: the hash and the payload kept apart from it (see transition.lua). */
 const RECORD_LUA = `return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2])}`;
 
+/**
+ * KEYS[1] the events stream, KEYS[2] the run's marker; ARGV[1] MAXLEN, ARGV[2] the marker's TTL (ms),
+ * ARGV[3..] the entry's fields. Returns the stream id of the run's one entry.
+ */
+const SYSTEM_EVENT_ONCE_LUA = `
+local seen = redis.call('GET', KEYS[2])
+if seen then return seen end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
+redis.call('SET', KEYS[2], id, 'PX', ARGV[2])
+return id`;
+
+/** How long a system event's run is remembered: far beyond any reconnect's replay. */
+const SYSTEM_EVENT_RUN_TTL_MS = 24 * 3_600_000;
+
 type TransitionReply = Array<number | string | Array<string | null> | undefined>;
 
 interface LedgerCommands {
@@ -262,6 +276,7 @@ interface LedgerCommands {
   /** The same script with the five keys of a tracking job after the seven of the transfer. */
   transferTransitionTracked(...args: Array<string | number>): Promise<TransitionReply>;
   transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
+  systemEventOnce(stream: string, run: string, maxLen: number, ttlMs: number, ...fields: string[]): Promise<string>;
 }
 
 export interface LedgerOptions {
@@ -299,6 +314,7 @@ export class Ledger {
       redis.defineCommand('transferTransition', { numberOfKeys: 7, lua: TRANSITION_LUA });
       redis.defineCommand('transferTransitionTracked', { numberOfKeys: 12, lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
+      redis.defineCommand('systemEventOnce', { numberOfKeys: 2, lua: SYSTEM_EVENT_ONCE_LUA });
     }
   }
 
@@ -366,16 +382,20 @@ export class Ledger {
     }, undefined);
   }
 
-  /** An event that belongs to no transfer (`reconcile.completed`): empty sequenceId, version 0. */
-  async publishSystemEvent<K extends EventType>(type: K, data: EventData[K]): Promise<string> {
+  /**
+   * An event that belongs to no transfer (`reconcile.completed`): empty sequenceId, version 0. Published
+   * once per `runId`, whatever happens to the command: a plain XADD that ioredis replays after a
+   * reconnect would publish it twice, so the script records the run (SET NX, a day) and the stream id
+   * together with the XADD, and a replay returns the first id.
+   */
+  async publishSystemEvent<K extends EventType>(type: K, data: EventData[K], runId: string): Promise<string> {
     checkEventData(type, data);
     const at = new Date(Date.now()).toISOString();
-    const id = await this.#redis.xadd(
+    const id = await (this.#redis as unknown as LedgerCommands).systemEventOnce(
       this.#keys.events,
-      'MAXLEN',
-      '~',
+      this.#keys.systemEventRun(runId),
       this.#options.eventsMaxLen,
-      '*',
+      SYSTEM_EVENT_RUN_TTL_MS,
       ...['event', type, 'sequenceId', '', 'walletId', '', 'coin', '', 'version', '0', 'at', at, 'data', JSON.stringify(data), 'metadata', ''],
     );
     return String(id);

@@ -175,7 +175,7 @@ describe('loadConfig on random environments', () => {
     expect(result.ok).toBe(false);
     const error = (result as { error: ConfigError }).error;
     expect(error).toBeInstanceOf(ConfigError);
-    expect(error.problems.some((problem) => problem.startsWith('EVENTS_STREAM: must carry the hash tag of QUEUE_PREFIX'))).toBe(true);
+    expect(error.problems.some((problem) => problem.startsWith('EVENTS_STREAM: must hash to the same Redis Cluster slot as QUEUE_PREFIX'))).toBe(true);
     expect(error.message).not.toContain(secret);
   });
 });

@@ -39,6 +39,60 @@ async function sending(sequenceId: string, owner: string, ms = 1_000) {
   expect(taken.ok).toBe(true);
 }
 
+const RECONCILED: EventData['reconcile.completed'] = {
+  checked: 0,
+  resubmitted: 0,
+  trackersRestored: 0,
+  unrecoverable: 0,
+  verified: 0,
+  mismatches: 0,
+  verifyErrors: 0,
+  retentionRemoved: 0,
+  staleIndexRemoved: 0,
+  interrupted: false,
+  durationMs: 3,
+};
+
+describe('system events', () => {
+  it('publishes a run\'s reconcile.completed once, even when the command is sent again (an ioredis replay)', async () => {
+    const first = await ledger.publishSystemEvent('reconcile.completed', RECONCILED, 'run-1');
+    const replayed = await ledger.publishSystemEvent('reconcile.completed', RECONCILED, 'run-1');
+    expect(replayed).toBe(first);
+    expect(await redis.xlen(keys.events)).toBe(1);
+    const other = await ledger.publishSystemEvent('reconcile.completed', RECONCILED, 'run-2');
+    expect(other).not.toBe(first);
+    expect(await redis.xlen(keys.events)).toBe(2);
+  });
+});
+
+describe('tombstones and a sequenceId in use', () => {
+  it('a terminal transition leaves a tombstone that outlives the record, and no record is created under it again', async () => {
+    const s = id();
+    const tombstoned = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 60_000, tombstoneRetentionMs: 3_600_000, clock: () => clock });
+    await tombstoned.transition(s, { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: BLOCKED } });
+    const ttl = await redis.pttl(keys.tombstone(s));
+    expect(ttl).toBeGreaterThan(3_600_000);
+    expect(ttl).toBeLessThanOrEqual(3_660_000);
+    expect(await tombstoned.ended(s)).toEqual({ state: 'blocked', version: 1 });
+    // RETENTION removes the record; the tombstone stays.
+    await redis.del(keys.transfer(s));
+    const again = await tombstoned.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED, set: { jobId: 'other' } });
+    expect(again).toMatchObject({ ok: false, reason: 'ended', ended: { state: 'blocked', version: 1 } });
+    expect(await tombstoned.get(s)).toBeUndefined();
+    expect(await redis.xlen(keys.events)).toBe(1);
+  });
+
+  it('refuses failed while the sequenceId is found in use upstream, unless an operator decides', async () => {
+    const s = id();
+    await sending(s, 'a');
+    const marked = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own', owner: 'a' }, stampOnce: ['inUseSince'], unset: ['pending'] });
+    expect(marked.ok && marked.record.inUseSince).toBe(clock);
+    const failed = { code: 'CUSTODY_REJECTED', httpStatus: 400, message: 'x', attempts: 1 } as const;
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'a' }, event: { type: 'transfer.failed', data: failed } })).toMatchObject({ ok: false, reason: 'unknown' });
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'a' }, operator: true, event: { type: 'transfer.failed', data: FAILED } })).toMatchObject({ ok: true });
+  });
+});
+
 describe('the transition script', () => {
   it('never leaves a terminal state, even when the caller lists it as expected', async () => {
     const s = id();
@@ -57,7 +111,7 @@ describe('the transition script', () => {
     const request = { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: wrong } } as unknown as TransitionRequest;
     await expect(ledger.transition(s, request)).rejects.toThrow(new EventShapeError('transfer.blocked', ['setting.outgoingTxn']));
     expect(await ledger.get(s)).toBeUndefined();
-    await expect(ledger.publishSystemEvent('reconcile.completed', { checked: 1 } as unknown as EventData['reconcile.completed'])).rejects.toBeInstanceOf(EventShapeError);
+    await expect(ledger.publishSystemEvent('reconcile.completed', { checked: 1 } as unknown as EventData['reconcile.completed'], 'run-0')).rejects.toBeInstanceOf(EventShapeError);
     expect(await redis.xlen(keys.events)).toBe(0);
   });
 

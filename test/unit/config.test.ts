@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { ConfigError, loadConfig, loadQueueConfig } from '../../src/config/config.ts';
 import { parseDuration } from '../../src/config/duration.ts';
 
 const SECRET = 'sup3r-s3cret-value';
@@ -104,7 +104,19 @@ describe('configuration', () => {
 
   it('refuses Redis Cluster without a hash tag in the prefix', () => {
     const env = { ...valid, REDIS_CLUSTER_NODES: '127.0.0.1:7000,127.0.0.1:7001' };
-    expect(problems(env)).toEqual(['QUEUE_PREFIX: must carry a hash tag such as {wtx} when REDIS_CLUSTER_NODES is set']);
+    const noTag = 'QUEUE_PREFIX: must carry a Redis hash tag such as {wtx} (a non-empty text between its first "{" and the next "}") when REDIS_CLUSTER_NODES is set';
+    expect(problems(env)).toEqual([noTag]);
+    // Redis's rule, not a pattern: the first "{" counts, and "{}" is no tag.
+    expect(problems({ ...env, QUEUE_PREFIX: '{}{wtx}' })).toEqual([noTag]);
+    expect(problems({ ...env, QUEUE_PREFIX: 'wtx}{' })).toEqual([noTag]);
+    const otherSlot = 'EVENTS_STREAM: must hash to the same Redis Cluster slot as QUEUE_PREFIX (carry the same hash tag first) when REDIS_CLUSTER_NODES is set';
+    expect(problems({ ...env, QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: '{a}{wtx}:events' })).toEqual([otherSlot]);
+    expect(problems({ ...env, QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: 'events' })).toEqual([otherSlot]);
+    expect(() => loadConfig({ ...env, QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: 'transfer-events:{wtx}' })).not.toThrow();
+    expect(() => loadConfig({ ...env, QUEUE_PREFIX: 'x{wtx}' })).not.toThrow();
+    expect(() => loadConfig({ ...env, QUEUE_PREFIX: '{wtx}:{other}' })).not.toThrow();
+    expect(() => loadQueueConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:7000', QUEUE_PREFIX: '{}{wtx}' })).toThrow(/hash tag/);
+    expect(() => loadQueueConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:7000', QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: '{a}{wtx}:e' })).toThrow(/EVENTS_STREAM/);
     expect(loadConfig({ ...env, QUEUE_PREFIX: '{wtx}' }).redis.clusterNodes).toEqual([
       { host: '127.0.0.1', port: 7000 },
       { host: '127.0.0.1', port: 7001 },

@@ -55,6 +55,8 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       // Index scores are the ledger's clock (Redis time): so is every cutoff of this run.
       const started = await ledger.now();
       const wallStarted = now(); // the run's duration, on this process's clock
+      // One id per run, made before anything is published: a replayed publish finds it and adds nothing.
+      const runId = randomUUID();
       const counts: ReconcileCounts = {
         checked: 0,
         resubmitted: 0,
@@ -75,7 +77,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       await repairActive(started, counts, log, stop);
       if (!stop()) await verifyBroadcasts(started, counts, log, stop);
       counts.retentionRemoved = await ledger.forgetTerminal(started - deps.retentionMs);
-      await ledger.publishSystemEvent('reconcile.completed', { ...counts, durationMs: now() - wallStarted });
+      await ledger.publishSystemEvent('reconcile.completed', { ...counts, durationMs: now() - wallStarted }, runId);
       log.info(counts, 'reconciliation completed');
       return counts;
     });
