@@ -222,6 +222,7 @@ export async function createApp(
       metrics.pollFailures.inc();
       if (streak === POLL_FAILURES_ALERT) metrics.pollFailureStreaks.inc();
     },
+    onUnmatched: () => metrics.unmatchedTransfers.inc(),
   });
   const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 

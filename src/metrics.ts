@@ -115,6 +115,11 @@ export function createMetrics() {
       help: 'Tracked transfers whose get-transfer polls failed POLL_FAILURES_ALERT (10) times in a row.',
       registers: [registry],
     }),
+    unmatchedTransfers: new Counter({
+      name: 'custody_track_unmatched_total',
+      help: 'Tracked transfers whose get-transfer answers listed sends of their wallet without a match for UNMATCHED_POLLS_ALERT (20) polls in a row (counted once per transfer).',
+      registers: [registry],
+    }),
     travelRuleLookups: new Counter({
       name: 'custody_travel_rule_lookups_total',
       help: 'Travel-rule setting lookups by source: cache (shared Redis cache hit) or upstream.',

@@ -83,6 +83,13 @@ export const LEASE_WAIT_SLACK_MS = 50;
 /** Consecutive failed polls after which each further failure is logged as an error (tracking goes on). */
 export const POLL_FAILURES_ALERT = 10;
 
+/**
+ * Polls in a row whose answer listed a `send` of the transfer's wallet that matched nothing: at this
+ * many the transfer is counted (custody_track_unmatched_total) and logged once. A provider whose lists
+ * are not narrowed shows other sends for a few polls before ours appears; 20 polls is minutes to hours.
+ */
+export const UNMATCHED_POLLS_ALERT = 20;
+
 /** Failed wallet-transaction lookups (spec 4.3) before the broadcast goes out with `walletTransaction: null`. */
 export const ENRICH_ATTEMPTS = 3;
 

@@ -77,6 +77,8 @@ export interface TransferRecord {
   txid: string | undefined;
   /** Consecutive failed polls of get-transfer while tracking. */
   pollFailures: number;
+  /** Polls in a row whose list held a `send` of the wallet that matched nothing (UNMATCHED_POLLS_ALERT). */
+  unmatchedPolls: number;
   /** Failed wallet-transaction lookups once the txid is known. */
   enrichFailures: number;
   broadcastAt: number | undefined;
@@ -246,10 +248,13 @@ export type SendView = Pick<TransferRecord, 'sequenceId' | 'sends' | 'failures' 
 
 /** What one tracking poll needs (see the track handler). */
 export const TRACKING_VIEW = recordView(
-  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'enrichFailures', 'matchTransactionId', 'matchAddress', 'matchAmount'],
-  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'enrichFailures', 'match'],
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'matchTransactionId', 'matchAddress', 'matchAmount'],
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'match'],
 );
-export type TrackingView = Pick<TransferRecord, 'sequenceId' | 'state' | 'walletId' | 'coin' | 'submittedAt' | 'updatedAt' | 'pollFailures' | 'enrichFailures' | 'match'>;
+export type TrackingView = Pick<
+  TransferRecord,
+  'sequenceId' | 'state' | 'walletId' | 'coin' | 'submittedAt' | 'updatedAt' | 'pollFailures' | 'unmatchedPolls' | 'enrichFailures' | 'match'
+>;
 
 
 /** A whole record, atomically: the hash and the payload kept apart from it (see transition.lua). */
@@ -596,6 +601,7 @@ function toRecord(sequenceId: string, hash: Record<string, string>): TransferRec
     submittedAt: opt(hash.submittedAt) === undefined ? undefined : num(hash.submittedAt),
     txid: opt(hash.txid),
     pollFailures: num(hash.pollFailures),
+    unmatchedPolls: num(hash.unmatchedPolls),
     enrichFailures: num(hash.enrichFailures),
     broadcastAt: opt(hash.broadcastAt) === undefined ? undefined : num(hash.broadcastAt),
     lastError: opt(hash.lastError),

@@ -50,3 +50,50 @@ export function decimalFromNumberText(text: string): string | undefined {
   else out = `${digits.slice(0, point)}.${digits.slice(point)}`;
   return normalizeDecimal(`${sign}${out}`);
 }
+
+/**
+ * The precision of amounts in get-transfer's lists (Transaction and Transfer party amounts: "8
+ * fractional digits"). sendTransaction's `amount` is a JSON number, and a provider that serialises a
+ * binary double may write 64.07900000000001 for the 64.07900000 its lists show: amounts are compared
+ * at this precision (the exact text is still what is stored and published).
+ */
+export const LIST_AMOUNT_PLACES = 8;
+
+/**
+ * `text` rounded to `places` fractional digits, half away from zero, by digit arithmetic on the text
+ * (never a float), in canonical form (normalizeDecimal). Half away from zero: the noise of a double's
+ * 17-digit rendering is far from a tie, and a true tie (an exact ...5 in the ninth place) rounds the way
+ * people round money on paper. Undefined when `text` is not a decimal.
+ */
+export function roundDecimal(text: string, places: number): string | undefined {
+  const canonical = normalizeDecimal(text);
+  if (canonical === undefined) return undefined;
+  const negative = canonical.startsWith('-');
+  const [whole = '0', fraction = ''] = (negative ? canonical.slice(1) : canonical).split('.');
+  if (fraction.length <= places) return canonical;
+  const kept = `${whole}${fraction.slice(0, places)}`;
+  const roundUp = fraction.charCodeAt(places) >= 53; // '5'
+  let digits = kept;
+  if (roundUp) {
+    // Add one unit in the last kept place, carrying through nines.
+    const out = digits.split('');
+    let i = out.length - 1;
+    for (; i >= 0; i--) {
+      if (out[i] === '9') out[i] = '0';
+      else {
+        out[i] = String(Number(out[i]) + 1);
+        break;
+      }
+    }
+    digits = (i < 0 ? '1' : '') + out.join('');
+  }
+  const point = digits.length - places;
+  const body = places === 0 ? digits : `${digits.slice(0, point)}.${digits.slice(point)}`;
+  return normalizeDecimal(`${negative ? '-' : ''}${body}`);
+}
+
+/** Whether two decimal texts are the same amount at `places` fractional digits (both rounded, see roundDecimal). */
+export function decimalEqualsAtPlaces(a: string, b: string, places: number): boolean {
+  const ra = roundDecimal(a, places);
+  return ra !== undefined && ra === roundDecimal(b, places);
+}

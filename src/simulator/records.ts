@@ -155,9 +155,11 @@ const rawJson = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
  * The JSON text of a 2.4 record (as built, or as a profile shaped it). An amount set by `fixedAmount`
  * is written as its exact digits: JSON.stringify of a JS number keeps only about 17 of them.
  */
-export function submitRecordJson(record: object, derived: Derived): string {
-  if (!derived.exactAmount) return JSON.stringify(record);
+export function submitRecordJson(record: object, derived: Derived, options: { amountAsDouble?: boolean } = {}): string {
   const digits = formatUnits(derived.amountUnits, derived.scale).replace(/\.?0+$/, '');
+  // A float serialiser's rendering: the double nearest the amount, written with 17 significant digits.
+  if (options.amountAsDouble) return JSON.stringify({ ...record, amount: rawJson(Number(digits).toPrecision(17)) });
+  if (!derived.exactAmount) return JSON.stringify(record);
   return JSON.stringify({ ...record, amount: rawJson(digits) });
 }
 

@@ -355,7 +355,7 @@ class SimulatorServer implements ControlTarget {
     }
     const { transfer } = result;
     const record = this.profile().submitRecord(buildSubmitRecord(transfer, this.clientId), transfer);
-    return { status: 200, body: submitRecordJson(record, transfer.derived) };
+    return { status: 200, body: submitRecordJson(record, transfer.derived, { amountAsDouble: this.current.amountAsDouble }) };
   }
 
   private getWalletTransaction(walletIdText: string, txid: string, now: number): Answer {

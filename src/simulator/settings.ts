@@ -117,6 +117,12 @@ export interface SimulatorSettings {
    * of the one derived from txHex (up to 16 integer and 18 fractional digits); null: derived.
    */
   fixedAmount: string | null;
+  /**
+   * true: sendTransaction writes 2.4 `amount` as a binary double's 17-significant-digit text
+   * (64.079000000000008 for 64.079), as a provider serialising floats does; get-transfer's lists keep
+   * their 8 fractional digits.
+   */
+  amountAsDouble: boolean;
 }
 
 /**
@@ -193,6 +199,7 @@ export function defaultSettings(): SimulatorSettings {
     includeSequenceIdInTransactions: false,
     profile: 'spec',
     fixedAmount: null,
+    amountAsDouble: false,
   };
 }
 
@@ -238,6 +245,7 @@ const SETTINGS_SHAPE: Shape = {
   includeSequenceIdInTransactions: 'bool',
   profile: 'profile',
   fixedAmount: 'amountOrNull',
+  amountAsDouble: 'bool',
 };
 
 export class SettingsError extends Error {

@@ -1,4 +1,4 @@
-import { decimalEquals } from '../lib/decimal.ts';
+import { decimalEqualsAtPlaces, LIST_AMOUNT_PLACES } from '../lib/decimal.ts';
 import { UNREADABLE, type Transaction, type TransactionList } from '../upstream/schemas.ts';
 
 /** What we know to recognise our transfer in a get-transfer answer, best first. */
@@ -23,7 +23,8 @@ export type MatchResult =
  *  1. a record carrying our `sequenceId` (the spec shows none, some providers add it);
  *  2. the record id seen before;
  *  3. a `send` whose outputs hold the destination address (any letter case, spec 2.2) with an equal
- *     decimal amount;
+ *     decimal amount, compared at the lists' precision (LIST_AMOUNT_PLACES: a double's 17-digit
+ *     rendering of the send answer's amount equals the list's 8-digit text);
  *  4. knowing neither (the send was recovered from a 409), only an answer of exactly one record, a `send`
  *     (records the client could not read count: UNREADABLE).
  * A record carrying a different sequenceId is never ours.
@@ -44,7 +45,7 @@ export function findTransfer(list: readonly Transaction[] | TransactionList, mat
     const address = match.destinationAddress.toLowerCase();
     const amount = match.amount;
     return decide(
-      sends.filter((tx) => tx.outputs.some((out) => out.address.toLowerCase() === address && decimalEquals(out.amount, amount))),
+      sends.filter((tx) => tx.outputs.some((out) => out.address.toLowerCase() === address && decimalEqualsAtPlaces(out.amount, amount, LIST_AMOUNT_PLACES))),
     );
   }
   if (match.transactionId !== undefined) return { kind: 'none' };

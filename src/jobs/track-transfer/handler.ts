@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { FailureCode } from '../../../packages/producer/src/events.ts';
 import { matchFields, TRACKING_VIEW, TransferState, type Ledger, type TrackingView } from '../../ledger/ledger.ts';
 import { RetryLater } from '../../queues/outcomes.ts';
-import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, type BackoffProfile } from '../../timing.ts';
+import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, UNMATCHED_POLLS_ALERT, type BackoffProfile } from '../../timing.ts';
+import { LIST_AMOUNT_PLACES } from '../../lib/decimal.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import type { CustodyClient } from '../../upstream/client.ts';
 import { CustodyErrorCode, isCustodyError } from '../../upstream/errors.ts';
@@ -24,6 +25,8 @@ export interface TrackDeps {
   onAmbiguous?: (step: 'track') => void;
   /** A poll failed; `streak` counts this transfer's consecutive failures. */
   onPollFailed?: (streak: number) => void;
+  /** UNMATCHED_POLLS_ALERT polls in a row listed a `send` of the wallet that matched nothing (once per transfer). */
+  onUnmatched?: () => void;
 }
 
 export type TrackResult = { outcome: 'broadcast' | 'expired' | 'not-tracking'; sequenceId: string; state?: string };
@@ -84,6 +87,24 @@ export function createTrackHandler(deps: TrackDeps) {
         to: TransferState.SUBMITTED,
         set: { ...matchFields(match), pollFailures: 0 },
       });
+    } else if (found.kind === 'none' && list.some((tx) => tx.type.toLowerCase() === 'send' && (tx.wallet === undefined || String(tx.wallet) === record.walletId))) {
+      // The wallet's sends are listed but none is ours: not visible yet, or a match that can never
+      // succeed (an amount or address upstream writes differently). Counted and logged once, so the
+      // second kind is seen long before TRACK_DEADLINE.
+      const unmatched = record.unmatchedPolls + 1;
+      await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, unmatchedPolls: unmatched } });
+      if (unmatched === UNMATCHED_POLLS_ALERT) {
+        deps.onUnmatched?.();
+        log.warn(
+          {
+            unmatchedPolls: unmatched,
+            sends: list.filter((tx) => tx.type.toLowerCase() === 'send').length,
+            compared: match.transactionId !== undefined ? ['id'] : ['sequenceId', 'outputs[].address (any letter case)', `outputs[].amount (at ${LIST_AMOUNT_PLACES} fractional digits)`],
+            matchAmount: match.amount,
+          },
+          'transfer not matched in get-transfer answers that list sends of its wallet',
+        );
+      }
     } else if (record.pollFailures > 0) {
       await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0 } });
     }
