@@ -43,7 +43,8 @@ import { consumedPerEndpoint, countInjected, randomFaultSequence, type FaultEntr
 import { findNeedles, keyspaceHaystacks, streamHaystacks, type Haystack, type Needle } from './leak-scan.ts';
 import { startTokenRecorder, type TokenRecorder } from './token-recorder.ts';
 import { startGateway, type Gateway } from '../helpers/gateway.ts';
-import { CustodyClient } from '../../src/upstream/client.ts';
+import type { CustodyClient } from '../../src/upstream/client.ts';
+import { simulatorClient } from '../helpers/sim-client.ts';
 
 /** A fault rate per endpoint and the relative weight of each kind. */
 export interface FaultMix {
@@ -310,16 +311,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     });
   }
   const foreignClient = scenario.foreignShare
-    ? new CustodyClient({
-        sdkUrl: sim.url,
-        baseUrl: sim.url,
-        clientId: sim.clientId,
-        clientSecret: sim.clientSecret,
-        tokenUrl: `${sim.url}/oauth/token`,
-        timeoutMs: 2_000,
-        connectTimeoutMs: 1_000,
-        connections: 4,
-      })
+    ? simulatorClient(sim, { connections: 4 })
     : undefined;
   resources.foreignClient = foreignClient;
   /** sequenceIds another client's transaction holds upstream (its send was accepted before ours). */

@@ -23,8 +23,9 @@ import { RetryLater } from '../../src/queues/outcomes.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
-import { CustodyClient } from '../../src/upstream/client.ts';
+import type { CustodyClient } from '../../src/upstream/client.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
+import { simulatorClient } from '../helpers/sim-client.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
 import { newSequenceId, samplePayload, type SamplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
@@ -453,16 +454,7 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
 
   /** A separate client per runner, as separate processes have. */
   function newClient(): CustodyClient {
-    const client = new CustodyClient({
-      sdkUrl: sim.url,
-      baseUrl: sim.url,
-      clientId: sim.clientId,
-      clientSecret: sim.clientSecret,
-      tokenUrl: `${sim.url}/oauth/token`,
-      timeoutMs: 2_000,
-      connectTimeoutMs: 1_000,
-      connections: 2,
-    });
+    const client = simulatorClient(sim);
     clients.push(client);
     return client;
   }
@@ -726,16 +718,7 @@ describe('5e: the active index is walked by score while the walk itself moves en
     const ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 3_600_000 });
     const submit = new Queue(QueueName.SUBMIT, { connection: redis, prefix });
     const track = new Queue(QueueName.TRACK, { connection: redis, prefix });
-    const client = new CustodyClient({
-      sdkUrl: sim.url,
-      baseUrl: sim.url,
-      clientId: sim.clientId,
-      clientSecret: sim.clientSecret,
-      tokenUrl: `${sim.url}/oauth/token`,
-      timeoutMs: 2_000,
-      connectTimeoutMs: 1_000,
-      connections: 2,
-    });
+    const client = simulatorClient(sim);
     try {
       // Gated transfers whose jobs are gone (no worker runs here, so the recreated jobs just wait).
       const lost: string[] = [];

@@ -16,9 +16,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
-import { CustodyClient } from '../../src/upstream/client.ts';
 import { sampleSend, samplePayload } from '../../tools/sample-payloads.ts';
 import { startGateway, type Gateway } from '../helpers/gateway.ts';
+import { simulatorClient } from '../helpers/sim-client.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -30,16 +30,7 @@ function describeEvents(events: TransferEvent[]): string {
 
 /** Another client of the same provider account, sending its own transaction under `sequenceId`. */
 async function foreignSend(sim: Simulator, sequenceId: string): Promise<void> {
-  const client = new CustodyClient({
-    sdkUrl: sim.url,
-    baseUrl: sim.url,
-    clientId: sim.clientId,
-    clientSecret: sim.clientSecret,
-    tokenUrl: `${sim.url}/oauth/token`,
-    timeoutMs: 2_000,
-    connectTimeoutMs: 1_000,
-    connections: 1,
-  });
+  const client = simulatorClient(sim, { connections: 1 });
   try {
     await client.sendTransaction(310, sampleSend(sequenceId));
   } finally {

@@ -37,6 +37,22 @@ export interface ReconcileCounts {
   interrupted: boolean;
 }
 
+/** A run's counts before it did anything. */
+export function zeroCounts(): ReconcileCounts {
+  return {
+    checked: 0,
+    resubmitted: 0,
+    trackersRestored: 0,
+    unrecoverable: 0,
+    verified: 0,
+    mismatches: 0,
+    verifyErrors: 0,
+    retentionRemoved: 0,
+    staleIndexRemoved: 0,
+    interrupted: false,
+  };
+}
+
 export type ReconcileResult = { skipped: true } | ({ skipped: false } & ReconcileCounts);
 
 /**
@@ -57,18 +73,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       const wallStarted = now(); // the run's duration, on this process's clock
       // One id per run, made before anything is published: a replayed publish finds it and adds nothing.
       const runId = randomUUID();
-      const counts: ReconcileCounts = {
-        checked: 0,
-        resubmitted: 0,
-        trackersRestored: 0,
-        unrecoverable: 0,
-        verified: 0,
-        mismatches: 0,
-        verifyErrors: 0,
-        retentionRemoved: 0,
-        staleIndexRemoved: 0,
-        interrupted: false,
-      };
+      const counts = zeroCounts();
       // Stops between two transfers on shutdown: each repair is a complete step, the next run goes on.
       const stop = () => {
         counts.interrupted ||= deps.shutdown?.aborted === true;
