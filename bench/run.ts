@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (CONTRACT section 7). Wires the phases and prints the result; each phase is in its
+ * `npm run bench` (docs/contract.md section 7). Wires the phases and prints the result; each phase is in its
  * own module. Processes: this one generates the load and watches the streams; the custody simulator
  * (no added latency), our worker (`src/worker.ts`) and the bare BullMQ worker each run as a child
  * process; Redis is a private redis-server (or BENCH_REDIS_URL under fresh prefixes, never flushed).

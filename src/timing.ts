@@ -90,7 +90,7 @@ export const POLL_FAILURES_ALERT = 10;
  */
 export const UNMATCHED_POLLS_ALERT = 20;
 
-/** Failed wallet-transaction lookups (spec 4.3) before the broadcast goes out with `walletTransaction: null`. */
+/** Failed wallet-transaction lookups (upstream API 4.3) before the broadcast goes out with `walletTransaction: null`. */
 export const ENRICH_ATTEMPTS = 3;
 
 /**
@@ -136,7 +136,7 @@ export const RECONCILE_LOCK_RENEW_MS = RECONCILE_LOCK_TTL_MS / 3;
 /** A process waiting for another's travel-rule refresh looks at the cache this often. */
 export const TRAVEL_RULE_WAIT_STEP_MS = 25;
 
-/** When the token endpoint gives no `expires_in`, assume this lifetime (spec 5: lifetime not shown). */
+/** When the token endpoint gives no `expires_in`, assume this lifetime (upstream API section 5: lifetime not shown). */
 export const DEFAULT_TOKEN_LIFETIME_MS = 5 * 60_000;
 
 /** Renew a token this long before expiry: a tenth of its lifetime, at most a minute. */

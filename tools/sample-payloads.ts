@@ -17,7 +17,7 @@ export function sampleSend(sequenceId: string): SendTransactionBody {
   return { txHex: tx.txHex, halfSigned: { ...tx, sequenceId } };
 }
 
-/** A valid `submit-transaction` payload (CONTRACT section 3), with a fresh sequenceId unless given. */
+/** A valid `submit-transaction` payload (docs/contract.md section 3), with a fresh sequenceId unless given. */
 export interface SamplePayload {
   walletId: unknown;
   coin: unknown;

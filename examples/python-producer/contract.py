@@ -1,6 +1,6 @@
 """The custody transfer worker's public contract as a Python service sees it.
 
-CONTRACT sections 3 (the ``submit-transaction`` job), 4 (the events stream) and 8 (the JSON Schemas
+docs/contract.md sections 3 (the ``submit-transaction`` job), 4 (the events stream) and 8 (the JSON Schemas
 shipped in the producer package under ``schemas/``). The schemas are the single source of truth:
 this module loads them, it never restates the rules.
 """
@@ -15,11 +15,11 @@ from typing import Any, Iterable
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
-#: Queue and job name of a transfer (CONTRACT 3).
+#: Queue and job name of a transfer (docs/contract.md section 3).
 QUEUE_NAME = "submit-transaction"
 JOB_NAME = "submit-transaction"
 
-#: Every event type of the stream (CONTRACT 4), and the ones that end a transfer.
+#: Every event type of the stream (docs/contract.md section 4), and the ones that end a transfer.
 EVENT_TYPES = (
     "transfer.submitted",
     "transfer.unresolved",

@@ -1,7 +1,7 @@
 /**
- * Drops what describes a person before anything is printed: the `user` inside any `raw` (spec 2.4; the
+ * Drops what describes a person before anything is printed: the `user` inside any `raw` (upstream API 2.4; the
  * client removes it from submitted records, but 2.3 and 2.5 declare `raw` as "null or any value", so a
- * provider could put one there too) and the travel-rule originator data `dataJson` (spec 2.6). A
+ * provider could put one there too) and the travel-rule originator data `dataJson` (upstream API 2.6). A
  * `raw` given as JSON text is parsed, cleaned and written back as text. Returns a copy.
  */
 export function withoutPersonalData(value: unknown): unknown {

@@ -92,7 +92,7 @@ const queuePrefix = z.preprocess(
   z.string().regex(/^[A-Za-z0-9_{}.:-]{1,64}$/, 'must be 1-64 of letters, digits and _{}.:-'),
 );
 
-/** The environment as the contract names it (CONTRACT section 2), one key per variable. */
+/** The environment as the contract names it (docs/contract.md section 2), one key per variable. */
 const envSchema = z
   .object({
     REDIS_URL: redisUrl,

@@ -3,7 +3,7 @@ const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as c
 const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$/;
 
 /**
- * The one duration grammar of the worker's and the simulator's environment (CONTRACT section 2):
+ * The one duration grammar of the worker's and the simulator's environment (docs/contract.md section 2):
  * whole milliseconds, or a decimal number with a lower-case unit; surrounding spaces are ignored,
  * a space may separate number and unit, the result is rounded to whole milliseconds. No sign, no
  * exponent, no upper-case unit. Each variable then applies its own range.

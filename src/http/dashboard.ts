@@ -11,7 +11,7 @@ export const DASHBOARD_PATH = '/dashboard';
 const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
 
 /**
- * Bull Board over every queue of the worker. Read-only (CONTRACT section 5) unless
+ * Bull Board over every queue of the worker. Read-only (docs/contract.md section 5) unless
  * DASHBOARD_READ_ONLY=false, enforced twice: each queue's adapter is read-only (Bull Board hides the
  * buttons and refuses its per-queue actions), and this scope answers 403 to any request that is not a
  * read before Bull Board sees it, so the global routes (`PUT /api/queues/pause` pauses every queue)

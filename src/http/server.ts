@@ -22,7 +22,7 @@ export interface HttpDeps {
 }
 
 /**
- * The operator surface (CONTRACT section 5): health, readiness, Prometheus metrics, transfer lookup
+ * The operator surface (docs/contract.md section 5): health, readiness, Prometheus metrics, transfer lookup
  * and Bull Board. Built here, listened on by the caller.
  */
 export async function createHttpServer({ app, config, logger, metrics }: HttpDeps): Promise<FastifyInstance> {

@@ -24,7 +24,7 @@ export function decimalEquals(a: string, b: string): boolean {
 }
 
 /**
- * Decimal text of a JSON number as upstream wrote it (spec 2.4 sends `amount` as a number).
+ * Decimal text of a JSON number as upstream wrote it (upstream API 2.4 sends `amount` as a number).
  * JavaScript prints the shortest text that reads back as the same double, which for amounts of up to
  * 15 significant digits is the text upstream sent; exponent forms (1e-7, 1e21) are expanded by hand.
  */

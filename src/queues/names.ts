@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import type { JobsOptions, Queue } from 'bullmq';
 import type { TrackerJob } from '../ledger/ledger.ts';
 
-/** Queue and job names (CONTRACT section 3): each queue's jobs carry the queue's name. */
+/** Queue and job names (docs/contract.md section 3): each queue's jobs carry the queue's name. */
 export const QueueName = {
   SUBMIT: 'submit-transaction',
   TRACK: 'track-transfer',

@@ -15,7 +15,7 @@ export type Handler<R> = (context: JobContext) => Promise<R>;
 
 export interface ProcessorOptions {
   queue: string;
-  /** The one job name this queue processes (CONTRACT section 3): any other fails for good, untouched. */
+  /** The one job name this queue processes (docs/contract.md section 3): any other fails for good, untouched. */
   jobName: string;
   logger: Logger;
   /** Pauses the queue for every worker (BullMQ's queue-wide rate limit). */

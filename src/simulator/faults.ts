@@ -62,7 +62,7 @@ export interface FaultAnswer {
   body: string;
 }
 
-/** 200 bodies that parse as JSON but break spec section 2: wrong types, missing fields. */
+/** 200 bodies that parse as JSON but break docs/upstream-api.md section 2: wrong types, missing fields. */
 const SCHEMA_BREAKING: Record<SimEndpoint, unknown> = {
   token: { access_token: 1234567890, expires_in: '3600' },
   getTransfer: [

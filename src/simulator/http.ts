@@ -1,7 +1,7 @@
 /** HTTP plumbing of the simulator's server: reading a bounded body, writing JSON answers. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-/** txHex may be 1 MiB and txBase64 1.4 MiB (CONTRACT section 3), both in one body. */
+/** txHex may be 1 MiB and txBase64 1.4 MiB (docs/contract.md section 3), both in one body. */
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
 export interface Answer {

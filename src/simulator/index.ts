@@ -1,4 +1,4 @@
-/** The custody simulator: a real HTTP server faithful to spec/upstream-api.md (CONTRACT section 6). */
+/** The custody simulator: a real HTTP server faithful to docs/upstream-api.md (docs/contract.md section 6). */
 export { startSimulator } from './server.ts';
 export type { Simulator } from './server.ts';
 export { workerCustodyEnv, type SimulatorAddress } from './worker-env.ts';

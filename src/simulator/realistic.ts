@@ -5,7 +5,7 @@
  * - nulls and absent keys in optional or unused fields, `txid` null or absent (never "") before it is set;
  * - undocumented keys everywhere, nested objects included (`createdBy`, `meta`, `_links`, …);
  * - numbers as numeric text, and `bearer` in lower case, where the client decides nothing;
- * - addresses in another letter case from record to record (spec 2.2);
+ * - addresses in another letter case from record to record (upstream API 2.2);
  * - get-transfer not finding a transfer: 404 `{ success: false, message: "no transfer found" }`;
  * - an answer that is not narrowed (narrowResults off) also lists `receive` records and older-format
  *   records of the wallet.
@@ -190,7 +190,7 @@ interface OtherRecord {
 }
 
 /**
- * Slot `slot` of the wallet's history before the simulator: a `receive` (spec 2.1 form, shaped like any
+ * Slot `slot` of the wallet's history before the simulator: a `receive` (upstream API 2.1 form, shaped like any
  * record) or an older-format send (no inputs, no fee or usd fields, `value` a JSON number). Addresses
  * and amounts come from their own hash domain, never from a transfer's txHex.
  */
@@ -321,7 +321,7 @@ export class RealisticProfile implements AnswerProfile {
     if (oneIn(draw, 'running-absent', 2)) delete out.runningbalance;
     if (oneIn(draw, 'explorer-null', 3)) out.explorerLink = null;
     if (oneIn(draw, 'walletid-text', 3)) out.walletid = String(record.walletid);
-    // spec 2.5: "or a literal marker word when external"
+    // upstream API 2.5: "or a literal marker word when external"
     out.externaladdress = oneIn(draw, 'external-word', 4)
       ? 'external'
       : respell(record.externaladdress, draw, 'external:case');

@@ -196,7 +196,7 @@ export function deriveFromTxHex(txHex: string, fixedAmount: string | null = null
   };
 }
 
-/** Toggles the case of every other hex letter: same address, different spelling (spec 2.2). */
+/** Toggles the case of every other hex letter: same address, different spelling (upstream API 2.2). */
 export function mixCase(address: string): string {
   let letter = 0;
   let out = '0x';
@@ -265,7 +265,7 @@ export function buildWallet(walletId: number, coin: string): WalletRecord {
   };
 }
 
-/** The person fields of spec 2.4's raw.user, as fake but realistic PII. */
+/** The person fields of upstream API 2.4's raw.user, as fake but realistic PII. */
 export function buildUser(clientId: string): Record<string, unknown> {
   return {
     id: USER_ID,

@@ -56,7 +56,7 @@ export interface Simulator {
   close(): Promise<void>;
 }
 
-/** Other transfers returned with narrowResults off: spec 4.1 shows no pagination, so keep it bounded. */
+/** Other transfers returned with narrowResults off: upstream API 4.1 shows no pagination, so keep it bounded. */
 const MAX_OTHER_TRANSFERS = 25;
 const DIGITS = /^\d+$/;
 

@@ -100,15 +100,15 @@ export interface SimulatorSettings {
   txidJitterMs: number;
   /** `expires_in` of issued tokens; a token past its life gets 401. */
   tokenLifetimeSec: number;
-  /** false: get-transfer also returns the wallet's other transfers, newest first (spec 4.1 leaves it open). */
+  /** false: get-transfer also returns the wallet's other transfers, newest first (upstream API 4.1 leaves it open). */
   narrowResults: boolean;
-  /** true: address letter case in get-transfer differs from the send record (spec 2.2). */
+  /** true: address letter case in get-transfer differs from the send record (upstream API 2.2). */
   mixedCaseAddresses: boolean;
   /** true: a second send of an accepted sequenceId gets 409; false: accepted and counted again. */
   rejectDuplicates: boolean;
   /** Retry-After of injected 429s. */
   retryAfterSec: number;
-  /** Adds `sequenceId` to get-transfer Transactions (spec 2.1 has no such field). */
+  /** Adds `sequenceId` to get-transfer Transactions (upstream API 2.1 has no such field). */
   includeSequenceIdInTransactions: boolean;
   /** How answers are shaped: as documented, or with a real provider's variation. */
   profile: SimProfile;
@@ -126,7 +126,7 @@ export interface SimulatorSettings {
 }
 
 /**
- * `spec`: answers exactly as spec/upstream-api.md documents them. `realistic`: as a real provider
+ * `spec`: answers exactly as docs/upstream-api.md documents them. `realistic`: as a real provider
  * sends them, varying what the spec leaves open (see realistic.ts).
  */
 export type SimProfile = 'spec' | 'realistic';

@@ -6,7 +6,7 @@ export interface SimulatorAddress {
 }
 
 /**
- * The worker's custody settings for a simulator (CONTRACT section 6): both base URLs and the token
+ * The worker's custody settings for a simulator (docs/contract.md section 6): both base URLs and the token
  * endpoint on its one origin, with the credentials it accepts. Nothing else is needed.
  */
 export function workerCustodyEnv(sim: SimulatorAddress): Record<string, string> {

@@ -6,7 +6,7 @@ export interface TransferMatch {
   sequenceId: string;
   /** The upstream transaction record id, once seen. */
   transactionId?: string;
-  /** From the submitted record (spec 2.4). */
+  /** From the submitted record (upstream API 2.4). */
   destinationAddress?: string;
   /** Decimal text. */
   amount?: string;
@@ -18,11 +18,11 @@ export type MatchResult =
   | { kind: 'ambiguous'; candidates: number };
 
 /**
- * Picks the transaction that is this transfer from a get-transfer answer, which spec 4.1 does not
+ * Picks the transaction that is this transfer from a get-transfer answer, which upstream API 4.1 does not
  * promise to narrow to it. Never guesses: two candidates are "ambiguous", and the caller waits.
  *  1. a record carrying our `sequenceId` (the spec shows none, some providers add it);
  *  2. the record id seen before;
- *  3. a `send` whose outputs hold the destination address (any letter case, spec 2.2) with an equal
+ *  3. a `send` whose outputs hold the destination address (any letter case, upstream API 2.2) with an equal
  *     decimal amount, compared at the lists' precision (LIST_AMOUNT_PLACES: a double's 17-digit
  *     rendering of the send answer's amount equals the list's 8-digit text);
  *  4. knowing neither (the send was recovered from a 409), only an answer of exactly one record, a `send`

@@ -4,7 +4,7 @@ import { tokenResponseSchema } from './schemas.ts';
 import type { Transport } from './transport.ts';
 import { DEFAULT_TOKEN_LIFETIME_MS, MAX_TOKEN_RENEW_MARGIN_MS } from '../timing.ts';
 
-/** `Authorization` value for the `{sdk_url}` endpoints (spec 5): Basic over `<id>:<secret>`. */
+/** `Authorization` value for the `{sdk_url}` endpoints (upstream API section 5): Basic over `<id>:<secret>`. */
 export function basicAuthorization(clientId: string, clientSecret: string): string {
   return `Basic ${Buffer.from(`${clientId}:${clientSecret}`, 'utf8').toString('base64')}`;
 }
@@ -40,7 +40,7 @@ export interface OAuthTokenOptions {
 }
 
 /**
- * OAuth2 client credentials (CONTRACT section 2). One token cached per process, renewed ahead of
+ * OAuth2 client credentials (docs/contract.md section 2). One token cached per process, renewed ahead of
  * `expires_in`, and at most one token request in flight at a time (concurrent callers share it).
  */
 export class OAuthTokenProvider implements TokenProvider {

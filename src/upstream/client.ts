@@ -69,7 +69,7 @@ const NOT_FOUND_MESSAGE = /not\s*found|no\s+(transfers?|transactions?|records?|r
 const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
 
 /**
- * The custody API (spec section 4). Each method validates its inputs before any request is made,
+ * The custody API (docs/upstream-api.md section 4). Each method validates its inputs before any request is made,
  * validates the answer with zod, and throws CustodyError with a fixed code for everything else.
  */
 export class CustodyClient {
@@ -100,7 +100,7 @@ export class CustodyClient {
     }
   }
 
-  /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (spec 4.1 leaves it open). */
+  /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (upstream API 4.1 leaves it open). */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<Transaction[]> {
     return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options.signal, sequenceId);
   }
@@ -170,7 +170,7 @@ export class CustodyClient {
 
   /**
    * 4.1. "Nothing found" may come as `[]`, as a 404, or as `success: false` with a not-found message
-   * (spec 7 shows no errors; README assumption): all three are an empty list. The list is parsed record
+   * (upstream API section 7 shows no errors; README assumption): all three are an empty list. The list is parsed record
    * by record: an odd record is skipped and reported, never fails the rest.
    */
   async #getTransfer(body: object, signal?: AbortSignal, sequenceId?: string): Promise<Transaction[]> {

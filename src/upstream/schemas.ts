@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { decimalFromNumber, decimalFromNumberText, normalizeDecimal } from '../lib/decimal.ts';
 
 /*
- * Schemas of the upstream resources (spec section 2). A real provider differs from its documentation
+ * Schemas of the upstream resources (docs/upstream-api.md section 2). A real provider differs from its documentation
  * somewhere, so the rule is: strict only where money or tracking is decided, tolerant everywhere else.
  *
  * Strict (a wrong type or shape is a typed error, or for a list element: that record is skipped):
@@ -36,7 +36,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Removes a `user` object (a person, spec 2.4) from any object, whatever the endpoint. */
+/** Removes a `user` object (a person, upstream API 2.4) from any object, whatever the endpoint. */
 function withoutUser(value: unknown): unknown {
   if (!isPlainObject(value) || !Object.hasOwn(value, 'user')) return value;
   const { user: _user, ...rest } = value;
@@ -108,7 +108,7 @@ export const transactionSchema = z.object({
 });
 
 /**
- * get-transfer answers a list (spec 4.1), also accepted inside a `{ data }` or `{ result }` envelope.
+ * get-transfer answers a list (upstream API 4.1), also accepted inside a `{ data }` or `{ result }` envelope.
  * Only the list itself is checked here: its records are parsed one by one (parseTransactionList), so
  * one odd record never hides the rest.
  */
@@ -232,7 +232,7 @@ export const submittedTransferSchema = submittedTransferObject.transform(withExa
 
 /**
  * The same record without `raw`, for a caller that does not use it (the submit handler: raw never
- * reaches an event, CONTRACT 4 v1.1): raw is then neither parsed nor written again, and dropped like
+ * reaches an event, docs/contract.md section 4 v1.1): raw is then neither parsed nor written again, and dropped like
  * any undocumented key. Everything that decides money is checked as in submittedTransferSchema.
  */
 export const submittedTransferWithoutRawSchema = submittedTransferObject.omit({ raw: true }).transform(withExactAmount);
@@ -284,7 +284,7 @@ export const travelRuleSettingSchema = z.object({
 
 export const isEnabledResponseSchema = z.object({ success: z.literal(true), data: travelRuleSettingSchema });
 
-/** `{ "success": false, "message" }`: an error whatever the HTTP status (spec 7 shows no error bodies). */
+/** `{ "success": false, "message" }`: an error whatever the HTTP status (upstream API section 7 shows no error bodies). */
 export const failureEnvelopeSchema = z.object({ success: z.literal(false), message: z.string().optional() });
 
 /** OAuth2 token answer: `expires_in` as a number or numeric text; `token_type`, when given, must say bearer. */

@@ -12,7 +12,7 @@ function runBench(env: Record<string, string>, timeoutMs: number): Promise<Child
   return spawnNodeScript(RUN, { name: 'bench', env, maxOutputChars: 1 << 20 }).exit(timeoutMs);
 }
 
-/** Every figure the benchmark must produce (CONTRACT section 7), by its path in the JSON result. */
+/** Every figure the benchmark must produce (docs/contract.md section 7), by its path in the JSON result. */
 const FIGURES = [
   'submissions.ours.perSecond',
   'submissions.bare.perSecond',

@@ -3,7 +3,7 @@
  * day. Three real worker processes share one AOF Redis and one faulty custody simulator; every few
  * seconds one worker is SIGKILLed and replaced, Redis itself is killed and restarted once, tokens are
  * expired under the workers' feet, and every endpoint answers 5xx, 429, garbage or nothing at random.
- * 2,000 valid transfers go through all of it. What must come out is exactly what CONTRACT section 4
+ * 2,000 valid transfers go through all of it. What must come out is exactly what docs/contract.md section 4
  * promises: each sequenceId accepted upstream once, one `transfer.submitted` then one
  * `transfer.broadcast`, versions 1 and 2, and, from the same run, no secret and no person's data in any
  * log line, event or Redis value. The machinery is run-chaos.ts, shared with the scenarios aimed at sends
@@ -73,7 +73,7 @@ describe('chaos: 3 workers, SIGKILLs, a Redis crash, expired tokens and upstream
     const unauthorized = (stats.requests.sendTransaction['401'] ?? 0) + (stats.requests.getWalletTransaction['401'] ?? 0);
     expect(unauthorized, 'expired tokens were met with 401').toBeGreaterThan(0);
 
-    // ---- CONTRACT section 4 guarantees, and what this scenario adds: no refusal is injected, so every
+    // ---- docs/contract.md section 4 guarantees, and what this scenario adds: no refusal is injected, so every
     // transfer is accepted once, then submitted, then broadcast
     expectGuarantees(run);
     const transferEvents = run.events.filter((e) => e.event !== 'reconcile.completed');

@@ -3,7 +3,7 @@
  * one faulty custody simulator, SIGKILLed and replaced every few seconds, Redis crashed and restarted,
  * tokens expired, latencies redrawn, valid transfers enqueued in batches throughout. A scenario says how
  * much of each (ChaosScenario); the run returns everything that came out (ChaosRun), already checked
- * against the guarantees of CONTRACT section 4 that hold whatever the faults (`problems`), so that each
+ * against the guarantees of docs/contract.md section 4 that hold whatever the faults (`problems`), so that each
  * test adds only what its scenario promises on top (e.g. "every transfer is broadcast").
  *
  * The random draws of the plan (fault sequences, latencies, which worker dies) come from the scenario's
@@ -286,7 +286,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     // Long and random, so a hit in the leak scan cannot be a coincidence.
     clientSecret: `chaos-secret-${randomBytes(24).toString('hex')}`,
     settings: {
-      // The travel rule applies (spec 4.4), so the references on every payload are what lets them through.
+      // The travel rule applies (upstream API 4.4), so the references on every payload are what lets them through.
       travelRule: { outgoingTxn: 1, mandatory: true },
       retryAfterSec: 1,
       ...scenario.sim,
@@ -820,7 +820,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
   };
 }
 
-/** CONTRACT section 4, whatever the scenario: every list of `run.problems` empty, clean exits, no leak. */
+/** docs/contract.md section 4, whatever the scenario: every list of `run.problems` empty, clean exits, no leak. */
 export function expectGuarantees(run: ChaosRun): void {
   expect(run.unexpectedExits, 'workers that died without being killed').toEqual([]);
   for (const [name, ids] of Object.entries(run.problems)) {

@@ -1,5 +1,5 @@
 /**
- * Chaos runs aimed at the send whose outcome is unknown (CONTRACT section 4: "never `transfer.failed` for
+ * Chaos runs aimed at the send whose outcome is unknown (docs/contract.md section 4: "never `transfer.failed` for
  * a transfer any of whose sends may have been accepted upstream"), with the kills and the Redis crash of
  * the classic run still going on, and one worker in three whose process clock runs 30 s ahead:
  *

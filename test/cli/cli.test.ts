@@ -120,7 +120,7 @@ describe('usage', () => {
     });
     expect(results[0]!.stderr).toContain('missing <sequenceId>');
     expect(results[9]!.stderr).toContain('exactly one of --sequence-id and --txid');
-    expect(results[12]!.stderr).toContain('spec 4.4');
+    expect(results[12]!.stderr).toContain('upstream API 4.4');
   });
 });
 
@@ -240,7 +240,7 @@ describe('status', () => {
       ['transfer.submitted', 1],
       ['transfer.broadcast', 2],
     ]);
-    // The submitted record travels without raw (CONTRACT v1.1: raw echoes our request and carries a person).
+    // The submitted record travels without raw (contract v1.1: raw echoes our request and carries a person).
     const record = dataOf(view.events[0], 'transfer.submitted').transfer;
     expect(record?.sequenceId).toBe(done.sequenceId);
     expect(record).not.toHaveProperty('raw');

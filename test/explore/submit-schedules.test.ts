@@ -21,7 +21,7 @@
  * (fast-check prints it, with the shrunk schedule). EXPLORE_RUNS sets how many schedules (default 2000);
  * a deep run: `EXPLORE_RUNS=100000 npx vitest run test/explore`.
  *
- * Checked after every schedule (CONTRACT section 4):
+ * Checked after every schedule (docs/contract.md section 4):
  * - at most one accepted send at the upstream, and never a send while another send's lease is live;
  * - never a send once the ledger left `submitting`;
  * - at most one terminal event, nothing after it, `transfer.submitted` at most once and before

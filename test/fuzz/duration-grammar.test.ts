@@ -1,5 +1,5 @@
 /**
- * One duration grammar for the worker and the simulator (CONTRACT section 2): random texts, near
+ * One duration grammar for the worker and the simulator (docs/contract.md section 2): random texts, near
  * misses included, read through the worker's config (RECONCILE_GRACE, whose range starts at 0) and
  * through the simulator's environment (SIM_TXID_JITTER, a timer delay): both accept exactly the same
  * texts and read the same milliseconds, except that the simulator also refuses what a timer cannot

@@ -1,5 +1,5 @@
 /**
- * An independent reading of CONTRACT section 3 (the `submit-transaction` job data), written with plain
+ * An independent reading of docs/contract.md section 3 (the `submit-transaction` job data), written with plain
  * loops instead of the worker's zod schema, and fast-check arbitraries of valid and broken payloads.
  *
  * Readings where the contract leaves a choice (kept in line with the README):

@@ -1,6 +1,6 @@
 /**
  * Property-based tests of the `submit-transaction` payload edge: parseSubmitPayload against an
- * independent oracle of CONTRACT section 3 (payload-oracle.ts), then a few hundred invalid payloads
+ * independent oracle of docs/contract.md section 3 (payload-oracle.ts), then a few hundred invalid payloads
  * through the real in-process worker.
  */
 import { randomBytes } from 'node:crypto';
@@ -101,7 +101,7 @@ function checkAgainstOracle(payload: unknown): void {
   prototypeUntouched();
 }
 
-describe('parseSubmitPayload against an independent reading of CONTRACT section 3', () => {
+describe('parseSubmitPayload against an independent reading of docs/contract.md section 3', () => {
   it(`accepts every valid payload (${RUNS.valid} runs)`, () => {
     fc.assert(
       fc.property(validPayloadArb, (payload) => {

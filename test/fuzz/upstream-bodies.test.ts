@@ -2,7 +2,7 @@
  * The custody client against every answer a broken or hostile upstream could give: random JSON, real
  * answers (captured from the simulator) with fields removed, retyped or replaced, truncated JSON, huge
  * numbers, the wrong content type, `success: false` on HTTP 200, empty bodies, odd statuses, dropped
- * connections and no answer at all. Every call must resolve with a value that meets spec section 2
+ * connections and no answer at all. Every call must resolve with a value that meets docs/upstream-api.md section 2
  * (checked here without the client's schemas: amounts still decimal text) or reject with a CustodyError
  * of one of the fixed codes, within its time-out.
  */

@@ -1,6 +1,6 @@
 /**
  * Runs a suite once per simulator profile (src/simulator/realistic.ts): `spec` answers exactly as
- * spec/upstream-api.md documents, `realistic` varies everything the spec leaves open (nulls, absent and
+ * docs/upstream-api.md documents, `realistic` varies everything the spec leaves open (nulls, absent and
  * extra keys, numbers as text, address case, 404 for "not found", unrelated records in a list). A file's
  * body is written once and proves its behaviour against both; the two suites run side by side in the
  * same file process, each with its own harness.
@@ -34,7 +34,7 @@ export function simFor(profile: SimProfile, settings: SimulatorOptions['settings
 
 /**
  * An address the worker passed on, against the simulator's own (spec) view of it. Its letter case is
- * the provider's (spec 2.2: it may differ between records) and the realistic profile respells addresses
+ * the provider's (upstream API 2.2: it may differ between records) and the realistic profile respells addresses
  * per record, so the comparison is exact under `spec` and without regard to case under `realistic`.
  * Matching itself compares addresses without regard to case under either profile.
  */

@@ -36,7 +36,7 @@ const TERMINAL = new Set(['transfer.broadcast', 'transfer.rejected', 'transfer.b
 const SETTLED = new Set([...TERMINAL, 'transfer.submitted']);
 const log = createLogger({ level: 'silent' });
 
-/** CONTRACT 4 on one transfer's events: versions 1..n, at most one terminal event and nothing after it, submitted at most once. */
+/** docs/contract.md section 4 on one transfer's events: versions 1..n, at most one terminal event and nothing after it, submitted at most once. */
 function expectContractHolds(events: TransferEvent[]): void {
   expect(versionProblems(events)).toEqual([]);
   const terminal = events.filter((event) => TERMINAL.has(event.event));

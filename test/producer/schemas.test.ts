@@ -1,5 +1,5 @@
 /**
- * The JSON Schemas the producer package ships (packages/producer/schemas, CONTRACT section 8): committed
+ * The JSON Schemas the producer package ships (packages/producer/schemas, docs/contract.md section 8): committed
  * files that must be exactly what the zod schemas generate now, and that must decide like them, so a
  * producer in another language that validates with them enqueues what the worker accepts.
  */

@@ -1,5 +1,5 @@
 /**
- * CONTRACT 8: `submit()` fails fast with a clear error when Redis is unreachable instead of hanging; so
+ * docs/contract.md section 8: `submit()` fails fast with a clear error when Redis is unreachable instead of hanging; so
  * do waitForTerminal, events and close. Each case runs against a private redis-server this file starts,
  * stops, kills and restarts (never the shared test Redis).
  */

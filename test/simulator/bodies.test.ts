@@ -1,5 +1,5 @@
 /**
- * Every body the simulator answers, checked field for field against spec section 2 by hand (not
+ * Every body the simulator answers, checked field for field against docs/upstream-api.md section 2 by hand (not
  * against the project's own schemas, so a drift on either side shows up).
  */
 import { createHash } from 'node:crypto';
@@ -57,7 +57,7 @@ function expectParty22(party: Json): void {
 
 const ctx = useSimulator();
 
-describe('sendTransaction answers a spec 2.4 record', () => {
+describe('sendTransaction answers a upstream API 2.4 record', () => {
   it('with every field typed as the spec says and raw holding the submission', async () => {
     const sequenceId = newSequenceId();
     const txHex = '02f8b1018203e8843b9aca00850df8475800825208944b5a';
@@ -152,7 +152,7 @@ describe('sendTransaction answers a spec 2.4 record', () => {
   });
 });
 
-describe('get-transfer answers a list of spec 2.1 Transactions', () => {
+describe('get-transfer answers a list of upstream API 2.1 Transactions', () => {
   it('with a send transaction: inputs from the wallet, outputs to the destination', async () => {
     const sequenceId = newSequenceId();
     const record = (await (await send(ctx.sim, ctx.bearer, sequenceId, 310)).json()) as Json;
@@ -237,7 +237,7 @@ describe('get-transfer answers a list of spec 2.1 Transactions', () => {
   });
 });
 
-describe('get wallet transaction answers {result: spec 2.5}', () => {
+describe('get wallet transaction answers {result: upstream API 2.5}', () => {
   it('for a known txid, and 404 for an unknown one', async () => {
     const sequenceId = newSequenceId();
     const record = (await (await send(ctx.sim, ctx.bearer, sequenceId, 312)).json()) as Json;
@@ -292,7 +292,7 @@ describe('get wallet transaction answers {result: spec 2.5}', () => {
   });
 });
 
-describe('is-enabled answers {success, data: spec 2.6}', () => {
+describe('is-enabled answers {success, data: upstream API 2.6}', () => {
   it('with the configured travel-rule setting', async () => {
     const res = await postJson(`${ctx.sim.url}/api/travel-rule/is-enabled`, '', { authorization: basicOf(ctx.sim) });
     expect(res.status).toBe(200);

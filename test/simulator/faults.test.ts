@@ -67,7 +67,7 @@ describe('fault kinds', () => {
     expect(() => JSON.parse(text)).toThrow();
   });
 
-  it('schema answers 200 JSON that breaks spec section 2', async () => {
+  it('schema answers 200 JSON that breaks docs/upstream-api.md section 2', async () => {
     ctx.sim.setFault('getTransfer', { sequence: ['schema'] });
     const res = await getTransfer(ctx.sim, { sequenceId: 'x' });
     expect(res.status).toBe(200);

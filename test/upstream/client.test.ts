@@ -108,7 +108,7 @@ describe('custody client against the simulator', () => {
     expect(missing.httpStatus).toBe(404);
   });
 
-  it('reads the travel-rule setting and applies the spec 4.4 rule', async () => {
+  it('reads the travel-rule setting and applies the upstream API 4.4 rule', async () => {
     sim.updateSettings({ travelRule: { outgoingTxn: 1, mandatory: true } });
     const setting = await client().getTravelRuleSetting();
     expect(setting.outgoingTxn).toBe(1);

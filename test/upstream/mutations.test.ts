@@ -29,7 +29,7 @@ import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 
 const RUNS = 300;
 const WALLET = { walletId: 310, coin: 'eth' };
-/** 20 significant digits: a 2.4 amount a double cannot hold (spec 2.4 types it as a JSON number). */
+/** 20 significant digits: a 2.4 amount a double cannot hold (upstream API 2.4 types it as a JSON number). */
 const FIXED_AMOUNT = '12345678901234.567891';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

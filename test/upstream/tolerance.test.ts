@@ -47,7 +47,7 @@ const json = (body: unknown, status = 200): Reply => ({ status, headers: { 'cont
 const WALLET = { walletId: 310, coin: 'eth' };
 const SEQ = 'a88a1846-b23d-f7e8-2344-f2bddb0c16f9';
 
-/** A spec-shaped 2.1 record (spec 2.1/2.2/2.3). */
+/** A spec-shaped 2.1 record (upstream API 2.1/2.2/2.3). */
 function transaction(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     coin: 'eth',

@@ -1,4 +1,4 @@
-// `npm run demo`: the whole flow on this machine (CONTRACT section 1). Wires options → output → stack →
+// `npm run demo`: the whole flow on this machine (docs/contract.md section 1). Wires options → output → stack →
 // run → summary → stop, handles Ctrl-C, and sets the exit code. Usage and exit codes: tools/demo/options.ts.
 import { EX_CONFIG } from '../../src/config/config.ts';
 import { readDemoOptions, USAGE } from './options.ts';

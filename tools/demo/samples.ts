@@ -36,7 +36,7 @@ export const SAMPLE_LABELS: Record<SampleKind, string> = {
 
 const COINS = ['eth', 'btc', 'sol', 'usdc', 'trx'] as const;
 
-/** A random half-signed transaction: hex and the same bytes in base64, as CONTRACT section 3 wants. */
+/** A random half-signed transaction: hex and the same bytes in base64, as docs/contract.md section 3 wants. */
 function halfSignedTx(): { txHex: string; txBase64: string } {
   const bytes = Buffer.concat([Buffer.from([2, 0xf8]), randomBytes(94)]);
   return { txHex: bytes.toString('hex'), txBase64: bytes.toString('base64') };
@@ -75,7 +75,7 @@ export function buildSamples(runId: string, normal: number): Sample[] {
   const duplicatePayload = validPayload(duplicate, 0, `tr-${runId}-dup`);
   add('duplicate', duplicate, 'transfer.broadcast', 1, [
     { jobId: jobIdFor(duplicate), data: duplicatePayload, via: 'producer' },
-    // Same transfer, another job id: the worker must treat it as the same transfer (CONTRACT section 3).
+    // Same transfer, another job id: the worker must treat it as the same transfer (docs/contract.md section 3).
     { jobId: `${duplicate}-again`, data: duplicatePayload, via: 'queue' },
   ]);
 

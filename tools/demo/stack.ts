@@ -222,7 +222,7 @@ function portIsFree(host: string, port: number): Promise<boolean> {
   });
 }
 
-/** UNLINKs every key under `<prefix>:` (the worker owns no other, CONTRACT section 2). */
+/** UNLINKs every key under `<prefix>:` (the worker owns no other, docs/contract.md section 2). */
 async function deleteKeys(client: Redis, prefix: string): Promise<number> {
   let cursor = '0';
   let deleted = 0;

@@ -1,5 +1,5 @@
 /**
- * Checks a finished demo run against what each sample must end in (CONTRACT section 4 guarantees):
+ * Checks a finished demo run against what each sample must end in (docs/contract.md section 4 guarantees):
  * exactly one terminal event of the expected type, `transfer.submitted` exactly once for the ones sent
  * (before the broadcast), versions 1..n without gaps, and the simulator's accepted sends matching.
  */

@@ -1,5 +1,5 @@
 /**
- * Writes the package's JSON Schemas from its zod schemas (CONTRACT section 8), for producers and
+ * Writes the package's JSON Schemas from its zod schemas (docs/contract.md section 8), for producers and
  * consumers in other languages:
  *   schemas/submit-payload.schema.json          the submit-transaction job data (input side)
  *   schemas/events/<event type>.schema.json     the `data` of each event type
@@ -17,7 +17,7 @@ import { submitPayloadSchema } from '../src/payload.ts';
 export const SCHEMAS_DIR = new URL('../schemas/', import.meta.url);
 
 const ID_BASE = 'urn:custody-transfer-producer:schemas/';
-const CONTRACT = 'CONTRACT v1.1';
+const CONTRACT = 'docs/contract.md';
 
 type JsonSchema = Record<string, unknown>;
 

@@ -8,7 +8,7 @@ export abstract class ProducerError extends Error {
   abstract readonly code: ProducerErrorCode;
 }
 
-/** The payload broke CONTRACT section 3; nothing was enqueued. `issues` names every problem. */
+/** The payload broke docs/contract.md section 3; nothing was enqueued. `issues` names every problem. */
 export class InvalidPayloadError extends ProducerError {
   readonly code = 'INVALID_PAYLOAD';
   readonly issues: PayloadIssue[];

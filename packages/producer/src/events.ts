@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * The events stream (CONTRACT section 4), v1.1. Every entry has the same string fields; `data` is JSON
+ * The events stream (docs/contract.md section 4), v1.1. Every entry has the same string fields; `data` is JSON
  * whose shape depends on `event`. Changing a shape here is a breaking change for consumers.
  */
 export const EVENT_TYPES = [
@@ -125,7 +125,7 @@ export const EVENT_DATA_SCHEMAS = {
       code: z.literal('INVALID_PAYLOAD'),
       issues: z.array(z.looseObject({ path: z.string(), message: z.string() })).min(1),
     })
-    .meta({ title: 'transfer.rejected', description: 'The job payload broke CONTRACT section 3; nothing was sent upstream. Terminal.' }),
+    .meta({ title: 'transfer.rejected', description: 'The job payload broke docs/contract.md section 3; nothing was sent upstream. Terminal.' }),
   'transfer.blocked': z
     .looseObject({
       code: z.literal('TRAVEL_RULE_REQUIRED'),

@@ -2,7 +2,7 @@ import { InvalidPayloadError } from './errors.ts';
 import { SEQUENCE_ID } from './sequence-id.ts';
 
 /**
- * The job id rule (CONTRACT section 3 leaves the job id to the producer):
+ * The job id rule (docs/contract.md section 3 leaves the job id to the producer):
  *
  *     jobId = "transfer-" + sequenceId
  *

@@ -46,7 +46,7 @@ function positiveIntegerText(max: number): string {
 }
 
 /**
- * The `submit-transaction` job (CONTRACT section 3), parsed at the edge. Unknown fields are dropped.
+ * The `submit-transaction` job (docs/contract.md section 3), parsed at the edge. Unknown fields are dropped.
  * The schema only ever grows by optional fields, so jobs enqueued before a deploy still validate.
  */
 export const submitPayloadSchema = z.object({
@@ -54,7 +54,7 @@ export const submitPayloadSchema = z.object({
     z.number().int('must be a whole number').positive('must be positive').max(Number.MAX_SAFE_INTEGER),
     z
       .string()
-      // Leading zeros are still a string of digits (CONTRACT 3); past them, 16 digits hold every safe integer.
+      // Leading zeros are still a string of digits (docs/contract.md section 3); past them, 16 digits hold every safe integer.
       .regex(/^0*\d{1,16}$/, 'must be a positive integer')
       .transform(Number)
       .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer')
@@ -103,7 +103,7 @@ export const submitPayloadSchema = z.object({
 }).meta({
   title: 'submit-transaction job data',
   description:
-    'The data of a job named submit-transaction in the queue submit-transaction (CONTRACT section 3). Unknown fields are ignored. Not checkable here: metadata at most 4 KiB as JSON.',
+    'The data of a job named submit-transaction in the queue submit-transaction (docs/contract.md section 3). Unknown fields are ignored. Not checkable here: metadata at most 4 KiB as JSON.',
 });
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -142,7 +142,7 @@ export function parseSubmitPayload(data: unknown): ParsedPayload {
 
 /**
  * What a rejected event can still say about a payload that failed: the fields as given when they are
- * plain values, else empty (CONTRACT section 4).
+ * plain values, else empty (docs/contract.md section 4).
  */
 export function describeInvalidPayload(data: unknown): { sequenceId: string; walletId: string; coin: string; metadata: string } {
   const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
@@ -151,7 +151,7 @@ export function describeInvalidPayload(data: unknown): { sequenceId: string; wal
   const root = obj(data);
   const metadata = isPlainObject(root.metadata) ? (jsonText(root.metadata) ?? '') : '';
   return {
-    // Text only: a number is not a sequenceId (CONTRACT 3), and keying its rejection under its text would
+    // Text only: a number is not a sequenceId (docs/contract.md section 3), and keying its rejection under its text would
     // make a later, valid transfer with that text a "duplicate" of the rejected job.
     sequenceId: typeof obj(root.halfSigned).sequenceId === 'string' ? plain(obj(root.halfSigned).sequenceId, 256) : '',
     walletId: plain(root.walletId, 64),

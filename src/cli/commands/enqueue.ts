@@ -16,7 +16,7 @@ export const enqueueCommand: Command = {
   synopsis: 'enqueue [file|-]',
   summary: 'validate a submit-transaction job (JSON) and enqueue it; prints its job id',
   help: `Reads one job as JSON from <file>, or from stdin when no file or "-" is given, validates it with the
-producer's schema (CONTRACT section 3) and adds it to the submit-transaction queue with the
+producer's schema (docs/contract.md section 3) and adds it to the submit-transaction queue with the
 producer's job id rule, jobId = "transfer-" + halfSigned.sequenceId (BullMQ refuses integer-like ids,
 so the sequenceId alone cannot be the id). Prints the job id. Enqueuing the same sequenceId again is
 harmless: it is one transfer.

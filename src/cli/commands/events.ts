@@ -20,7 +20,7 @@ export const eventsCommand: Command = {
   synopsis: 'events [--follow] [--from ID] [--count N]',
   summary: 'the events stream; --follow waits for new events until stopped',
   help: `Reads the events stream (EVENTS_STREAM), oldest first, one line per event (--json: one JSON object
-per line, the fields of CONTRACT section 4 with data and metadata parsed, plus the stream id).
+per line, the fields of docs/contract.md section 4 with data and metadata parsed, plus the stream id).
 
 Options:
   --follow      keep waiting for new events (XREAD BLOCK) until SIGINT/SIGTERM, then exit 0

@@ -7,8 +7,8 @@ import { show, table } from '../format.ts';
 export const getTransferCommand: Command = {
   name: 'get-transfer',
   synopsis: 'get-transfer --wallet ID --coin COIN (--sequence-id ID | --txid TXID)',
-  summary: "spec 4.1: a wallet's transactions by sequenceId or by txid",
-  help: `Calls get-transfer (spec 4.1, Basic auth) and prints the transactions upstream returns, newest first.
+  summary: "upstream API 4.1: a wallet's transactions by sequenceId or by txid",
+  help: `Calls get-transfer (upstream API 4.1, Basic auth) and prints the transactions upstream returns, newest first.
 The list may hold other transactions of the wallet too (the spec does not say it is narrowed); an
 empty list is an answer, not an error (exit 0).
 

@@ -11,8 +11,8 @@ type PrintedSetting = Omit<TravelRuleSetting, 'dataJson'>;
 export const travelRuleCommand: Command = {
   name: 'travel-rule',
   synopsis: 'travel-rule',
-  summary: 'spec 4.4: the travel-rule setting and whether the rule applies',
-  help: `Calls is-enabled (spec 4.4, Basic auth) and prints the travel-rule setting and the decision the
+  summary: 'upstream API 4.4: the travel-rule setting and whether the rule applies',
+  help: `Calls is-enabled (upstream API 4.4, Basic auth) and prints the travel-rule setting and the decision the
 worker's gate takes from it: the rule applies when outgoingTxn = 1 and mandatory = true. The setting
 belongs to the calling application (the client credentials), not to a wallet, so there is no --wallet.
 The originator data (dataJson) is never printed.
@@ -26,7 +26,7 @@ Example:
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, out, env }) {
     if (values.wallet !== undefined) {
-      throw usageError('travel-rule takes no --wallet: the setting belongs to the calling application (spec 4.4), not to a wallet');
+      throw usageError('travel-rule takes no --wallet: the setting belongs to the calling application (upstream API 4.4), not to a wallet');
     }
     const setting = await withCustody(env, out, (client) => client.getTravelRuleSetting());
     const { dataJson: _originator, ...printed } = setting;

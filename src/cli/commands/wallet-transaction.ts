@@ -6,8 +6,8 @@ import { show, table } from '../format.ts';
 export const walletTransactionCommand: Command = {
   name: 'wallet-transaction',
   synopsis: 'wallet-transaction --wallet ID --txid TXID',
-  summary: 'spec 4.3: one wallet transaction',
-  help: `Calls get single wallet transaction (spec 4.3, Bearer auth) and prints the record. Upstream's 404
+  summary: 'upstream API 4.3: one wallet transaction',
+  help: `Calls get single wallet transaction (upstream API 4.3, Bearer auth) and prints the record. Upstream's 404
 exits 3.
 
 Options:

@@ -374,7 +374,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     }
     // A crash between the answer and this line leaves `pending`: the next runner finds the transfer by
     // lookup or gets 409 on its resend, both of which lead here without a second accepted send.
-    // `raw` echoes our own request (and a person): it stays here (CONTRACT 4, v1.1). Asked for without
+    // `raw` echoes our own request (and a person): it stays here (docs/contract.md section 4, v1.1). Asked for without
     // it (keepRaw: false); dropped here too, whatever a custody client returns.
     const { raw: _raw, ...transfer } = accepted;
     const submitted = await markSubmitted(record, runner, { transfer }, {

@@ -7,7 +7,7 @@ export const NARROWING_PROBE_TTL_MS = 24 * 3_600_000;
 
 /**
  * Whether get-transfer by sequenceId answers only with the transfer that holds that sequenceId, for a
- * wallet (spec 4.1 leaves it open). Only then does an answer of exactly one `send` record, carrying no
+ * wallet (upstream API 4.1 leaves it open). Only then does an answer of exactly one `send` record, carrying no
  * sequenceId, identify the transfer; otherwise it may be any other transfer of the wallet, and taking
  * it for ours would be a guess.
  *

@@ -4,7 +4,7 @@ import { TRAVEL_RULE_WAIT_STEP_MS } from '../../timing.ts';
 import type { CustodyClient } from '../../upstream/client.ts';
 import type { TravelRuleSetting } from '../../upstream/schemas.ts';
 
-/** The part of the setting (spec 2.6) a decision needs. The originator data (`dataJson`) is never kept. */
+/** The part of the setting (upstream API 2.6) a decision needs. The originator data (`dataJson`) is never kept. */
 export interface GateSetting {
   outgoingTxn: number;
   mandatory: boolean;

@@ -1,0 +1,51 @@
+/**
+ * The repository documents itself (docs/contract.md section 9): no document, help text, error message
+ * or comment points outside it (a clone has nothing beside it), and every relative link in a Markdown
+ * file resolves to a file of the repository.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../tools/child-process.ts';
+
+const tracked = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: PROJECT_ROOT, encoding: 'utf8' })
+  .split('\n')
+  .filter((file) => /\.(ts|md|py|lua|json|ya?ml|sh)$|Dockerfile$|^\.ci\//.test(file) && !file.endsWith('package-lock.json'))
+  .filter((file) => existsSync(join(PROJECT_ROOT, file)));
+
+/** References to documents that live only beside the repository, never in it. */
+const OUTSIDE = [/\.\.\/shared\b/, /\bshared\/(CONTRACT|STYLE|spec)\b/, /\bCONTRACT\.md\b/, /\bCONTRACT (section|v?\d)/, /\bspec\/upstream-api\.md\b/];
+
+describe('the documentation stays inside the repository', () => {
+  it('no file names a document outside the repository', () => {
+    const self = 'test/infra/docs.test.ts';
+    const hits: string[] = [];
+    for (const file of tracked.filter((f) => f !== self)) {
+      const lines = readFileSync(join(PROJECT_ROOT, file), 'utf8').split('\n');
+      lines.forEach((line, index) => {
+        if (OUTSIDE.some((pattern) => pattern.test(line))) hits.push(`${file}:${index + 1}: ${line.trim().slice(0, 120)}`);
+      });
+    }
+    expect(hits).toEqual([]);
+  });
+
+  it('every relative link of a Markdown file resolves to a file of the repository', () => {
+    const broken: string[] = [];
+    for (const file of tracked.filter((f) => f.endsWith('.md'))) {
+      const text = readFileSync(join(PROJECT_ROOT, file), 'utf8');
+      for (const match of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = match[1]!.split('#')[0]!;
+        if (target === '' || /^[a-z]+:/i.test(target)) continue;
+        const resolved = normalize(join(dirname(file), target));
+        if (resolved.startsWith('..') || !existsSync(join(PROJECT_ROOT, resolved))) broken.push(`${file}: ${match[1]}`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
+  it('the README links the contract, the upstream API and the architecture under docs/', () => {
+    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
+    for (const doc of ['docs/contract.md', 'docs/upstream-api.md', 'docs/architecture.md']) expect(readme).toContain(`](${doc})`);
+  });
+});
