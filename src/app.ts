@@ -9,7 +9,8 @@ import { createKeys } from './ledger/keys.ts';
 import { Ledger } from './ledger/ledger.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { QueueName, trackerJobs, trackJobOptions } from './queues/names.ts';
+import { QueueName } from './queues/names.ts';
+import { Trackers } from './queues/trackers.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
 import { POLL_FAILURES_ALERT, sendDeadlineMs, sendLeaseMs, SKIPPED_RECORD_LOG_INTERVAL_MS, SUBMIT_RETRY, withBase } from './timing.ts';
@@ -155,15 +156,13 @@ export async function createApp(
     onLookup: (source) => metrics.travelRuleLookups.inc({ source }),
   });
 
+  const trackers = new Trackers(queues[QueueName.TRACK], ledger, config.track.pollMinMs);
   const submitHandler = createSubmitHandler({
     ledger,
     travelRule,
     custody,
     lookupNarrowing: new LookupNarrowing(redis, custody, (wallet) => keys.lookupNarrowing(wallet.walletId, wallet.coin)),
-    enqueueTracker: async (sequenceId) => {
-      await queues[QueueName.TRACK].add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, config.track.pollMinMs));
-    },
-    trackerJob: trackerJobs(queues[QueueName.TRACK], config.track.pollMinMs),
+    trackers,
     attempts: config.submit.attempts,
     retry: withBase(SUBMIT_RETRY, config.submit.retryBaseMs, config.submit.retryMaxMs),
     sendDeadlineMs: sendDeadlineMs(config.custody.timeoutMs),
@@ -230,11 +229,11 @@ export async function createApp(
   const shutdown = new AbortController();
   const reconcileHandler = createReconcileHandler({
     ledger,
-    queues: { submit: queues[QueueName.SUBMIT], track: queues[QueueName.TRACK] },
+    submitQueue: queues[QueueName.SUBMIT],
+    trackers,
     custody,
     graceMs: config.reconcile.graceMs,
     retentionMs: config.retention.transfersMs,
-    trackFirstPollMs: config.track.pollMinMs,
     shutdown: shutdown.signal,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
   });

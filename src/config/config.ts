@@ -187,6 +187,7 @@ export function clusterSlotProblems(prefix: string, eventsStream: string | undef
     keys.active,
     keys.terminal,
     keys.broadcast,
+    keys.trackerOutbox,
     keys.travelRule,
     keys.travelRuleLock,
     keys.rateLimit,

@@ -24,6 +24,8 @@ export interface Keys {
   terminal: string;
   /** Broadcast transfers, score = broadcast time (ms); reconciliation re-verifies recent ones. */
   broadcast: string;
+  /** Submitted transfers whose tracking job is not confirmed added yet (the tracker outbox), score = ms. */
+  trackerOutbox: string;
   travelRule: string;
   travelRuleLock: string;
   /** Whether get-transfer by sequenceId narrows its answers for a wallet (LookupNarrowing). */
@@ -44,6 +46,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     active: `${prefix}:transfers:active`,
     terminal: `${prefix}:transfers:terminal`,
     broadcast: `${prefix}:transfers:broadcast`,
+    trackerOutbox: `${prefix}:trackers:pending`,
     travelRule: `${prefix}:travel-rule`,
     travelRuleLock: `${prefix}:travel-rule:lock`,
     lookupNarrowing: (walletId, coin) => `${prefix}:lookup-narrowing:${walletId}:${coin}`,

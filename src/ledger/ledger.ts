@@ -159,23 +159,11 @@ export interface TransitionRequest {
   operator?: boolean;
   /** Checked against its type's schema before the script runs (checkEventData): a wrong shape throws, nothing changes. */
   event?: EventOf;
-  /** A tracking job added in the same atomic step, when the transition happens (see transition.lua). */
-  tracker?: TrackerJob;
-}
-
-/**
- * A BullMQ delayed job with a custom id, written by the transition script itself (the `submitted`
- * transition adds the transfer's tracking job this way). The keys are BullMQ's, named by the Queue.
- */
-export interface TrackerJob {
-  keys: { job: string; delayed: string; marker: string; events: string; meta: string };
-  id: string;
-  name: string;
-  /** JSON text, as BullMQ stores it. */
-  data: string;
-  /** JSON text of the job's options, as BullMQ stores them. */
-  opts: string;
-  delayMs: number;
+  /**
+   * Records, in the same atomic step, that the transfer needs its tracking job (the tracker outbox):
+   * the caller then adds it with Queue.add and calls trackerAdded; a sweep adds what a crash left.
+   */
+  trackerPending?: boolean;
 }
 
 export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended';
@@ -278,8 +266,6 @@ type TransitionReply = Array<number | string | Array<string | null> | undefined>
 
 interface LedgerCommands {
   transferTransition(...args: Array<string | number>): Promise<TransitionReply>;
-  /** The same script with the five keys of a tracking job after the seven of the transfer. */
-  transferTransitionTracked(...args: Array<string | number>): Promise<TransitionReply>;
   transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
   systemEventOnce(stream: string, run: string, maxLen: number, ttlMs: number, ...fields: string[]): Promise<string>;
 }
@@ -316,8 +302,7 @@ export class Ledger {
     this.#keys = keys;
     this.#options = options;
     if (!('transferTransition' in redis)) {
-      redis.defineCommand('transferTransition', { numberOfKeys: 7, lua: TRANSITION_LUA });
-      redis.defineCommand('transferTransitionTracked', { numberOfKeys: 12, lua: TRANSITION_LUA });
+      redis.defineCommand('transferTransition', { numberOfKeys: 8, lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
       redis.defineCommand('systemEventOnce', { numberOfKeys: 2, lua: SYSTEM_EVENT_ONCE_LUA });
     }
@@ -455,6 +440,16 @@ export class Ledger {
     return { count, oldestChangeAt: oldest[1] === undefined ? undefined : Number(oldest[1]) };
   }
 
+  /** The transfer's tracking job was added (Queue.add): its tracker outbox entry goes. */
+  async trackerAdded(sequenceId: string): Promise<void> {
+    await this.#redis.zrem(this.#keys.trackerOutbox, sequenceId);
+  }
+
+  /** Transfers whose tracker outbox entry was recorded at or before `cutoff` (ledger clock), oldest first. */
+  async pendingTrackers(cutoff: number, limit: number): Promise<string[]> {
+    return this.#redis.zrangebyscore(this.#keys.trackerOutbox, '-inf', cutoff, 'LIMIT', 0, limit);
+  }
+
   /** Drops an active-index entry whose record expired or ended without the index following. */
   async dropActive(sequenceId: string): Promise<void> {
     await this.#redis.zrem(this.#keys.active, sequenceId);
@@ -505,15 +500,18 @@ export class Ledger {
       else pairs.push(field, String(value));
     }
     const lease = request.lease;
-    const tracker = request.tracker;
     const commands = this.#redis as unknown as LedgerCommands;
     // A rejected job without a usable sequenceId (no index member) leaves no tombstone: a key of its own slot, never written.
     const tombstoneKey = indexMember === '' ? `${key}:ended` : this.#keys.tombstone(indexMember);
-    const transferKeys = [key, this.#keys.events, this.#keys.active, this.#keys.terminal, this.#keys.broadcast, payloadKey, tombstoneKey];
-    const reply = await (tracker ? commands.transferTransitionTracked : commands.transferTransition).call(
-      commands,
-      ...transferKeys,
-      ...(tracker ? [tracker.keys.job, tracker.keys.delayed, tracker.keys.marker, tracker.keys.events, tracker.keys.meta] : []),
+    const reply = await commands.transferTransition(
+      key,
+      this.#keys.events,
+      this.#keys.active,
+      this.#keys.terminal,
+      this.#keys.broadcast,
+      payloadKey,
+      tombstoneKey,
+      this.#keys.trackerOutbox,
       eventSequenceId,
       request.from.join(','),
       request.to,
@@ -535,11 +533,7 @@ export class Ledger {
       [...(request.stamp ?? []), ...(request.stampOnce ?? []).map((field) => `?${field}`)].join(','),
       view ? view.fields.join(',') : '*',
       payload,
-      tracker?.id ?? '',
-      tracker?.name ?? '',
-      tracker?.data ?? '',
-      tracker?.opts ?? '',
-      tracker?.delayMs ?? 0,
+      request.trackerPending ? '1' : '',
       this.#options.retentionMs + (this.#options.tombstoneRetentionMs ?? DEFAULT_TOMBSTONE_RETENTION_MS),
       ...pairs,
     );

@@ -39,14 +39,15 @@
   ARGV[20] what to return of the record after the change: '*' all of it (HGETALL, and the payload),
            '' nothing, else comma-separated hash fields (HMGET, in that order)
   ARGV[21] the payload to keep ('' = leave it as it is)
-  ARGV[22] the tracking job to add with this change ('' = none; then KEYS[8..12] are absent): its id
-  ARGV[23] its name, ARGV[24] its data (JSON text), ARGV[25] its BullMQ options (JSON text), ARGV[26]
-           its delay, ms
-  ARGV[27] how long the tombstone of a terminal transition lives, ms (RETENTION + TOMBSTONE_RETENTION)
-  ARGV[28..] field, value pairs to set
+  ARGV[22] '1' to record the transfer in the tracker outbox (KEYS[8]) with this change: the `submitted`
+           transition does, so a submitted transfer is never without either its tracking job or the
+           record that it still needs one (the caller adds the job with BullMQ's own Queue.add and
+           removes the entry; a sweep adds what a crash left)
+  ARGV[23] how long the tombstone of a terminal transition lives, ms (RETENTION + TOMBSTONE_RETENTION)
+  ARGV[24..] field, value pairs to set
 
-  KEYS[8..12], with a tracking job only: the job's hash, then its queue's `delayed` sorted set,
-  `marker` sorted set, `events` stream and `meta` hash (BullMQ's keys, named by the Queue object).
+  KEYS[8] the tracker outbox (sorted set, score = when its entry was recorded, ms): the ledger's own
+          key; this script writes no key of BullMQ's.
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -149,7 +150,7 @@ if mode == 'take' then
 end
 
 if ARGV[21] ~= '' then redis.call('SET', KEYS[6], ARGV[21]) end
-for i = 28, #ARGV do sets[#sets + 1] = ARGV[i] end
+for i = 24, #ARGV do sets[#sets + 1] = ARGV[i] end
 for field in string.gmatch(ARGV[19], '[^,]+') do
   if string.sub(field, 1, 1) == '?' then
     flush()
@@ -213,8 +214,9 @@ if ARGV[4] == '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[10])
   redis.call('PEXPIRE', KEYS[6], ARGV[10])
   if ARGV[11] ~= '' then
-    redis.call('SET', KEYS[7], ARGV[3] .. ':' .. tostring(version), 'PX', ARGV[27])
+    redis.call('SET', KEYS[7], ARGV[3] .. ':' .. tostring(version), 'PX', ARGV[23])
     redis.call('ZREM', KEYS[3], ARGV[11])
+    redis.call('ZREM', KEYS[8], ARGV[11])
     redis.call('ZADD', KEYS[4], nowText, ARGV[11])
     if ARGV[3] == 'broadcast' then redis.call('ZADD', KEYS[5], nowText, ARGV[11]) end
   end
@@ -222,30 +224,7 @@ elseif ARGV[11] ~= '' then
   redis.call('ZADD', KEYS[3], nowText, ARGV[11])
 end
 
--- The transfer's tracking job, in the same atomic step as the change (the `submitted` transition): a
--- submitted transfer is never without its tracker, and adding it costs no script call of its own.
--- Written as BullMQ 6's addDelayedJob writes a delayed job with a custom id (job hash, `added` and
--- `delayed` events, `delayed` score, the marker that wakes a blocked worker at the next due time);
--- test/ledger/tracker-add.test.ts compares the two field by field and runs the job with a BullMQ
--- worker. Idempotent like BullMQ's add: an existing job of that id is left as it is. Its clock is
--- Redis's TIME even under a test clock, since BullMQ's workers judge delays by real time.
-if ARGV[22] ~= '' and redis.call('EXISTS', KEYS[8]) == 0 then
-  local stamp = now
-  if ARGV[5] ~= '' then
-    local t = redis.call('TIME')
-    stamp = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  local due = stamp + tonumber(ARGV[26])
-  redis.call('HSET', KEYS[8], 'name', ARGV[23], 'data', ARGV[24], 'opts', ARGV[25],
-    'timestamp', tostring(stamp), 'delay', ARGV[26], 'priority', '0')
-  redis.call('XADD', KEYS[11], '*', 'event', 'added', 'jobId', ARGV[22], 'name', ARGV[23])
-  redis.call('ZADD', KEYS[9], string.format('%.0f', due * 0x1000), ARGV[22])
-  local maxEvents = redis.call('HGET', KEYS[12], 'opts.maxLenEvents') or '10000'
-  redis.call('XADD', KEYS[11], 'MAXLEN', '~', maxEvents, '*', 'event', 'delayed', 'jobId', ARGV[22],
-    'delay', string.format('%.0f', due))
-  local first = redis.call('ZRANGE', KEYS[9], 0, 0, 'WITHSCORES')
-  if first[2] then redis.call('ZADD', KEYS[10], tonumber(first[2]) / 0x1000, '1') end
-end
+if ARGV[22] == '1' and ARGV[11] ~= '' then redis.call('ZADD', KEYS[8], nowText, ARGV[11]) end
 
 -- Decoding a whole record costs the caller more than the change itself: it names what it reads.
 local reply = {}

@@ -1,6 +1,5 @@
 import { hash } from 'node:crypto';
-import type { JobsOptions, Queue } from 'bullmq';
-import type { TrackerJob } from '../ledger/ledger.ts';
+import type { JobsOptions } from 'bullmq';
 
 /** Queue and job names (docs/contract.md section 3): each queue's jobs carry the queue's name. */
 export const QueueName = {
@@ -37,25 +36,3 @@ export function trackJobOptions(sequenceId: string, delayMs: number): JobsOption
   return { jobId: trackJobId(sequenceId), delay: delayMs, attempts: undefined };
 }
 
-/**
- * The transfer's tracking job as the `submitted` transition writes it (transition.lua): the job
- * `queue.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, delayMs))` would add, with
- * its id, data and options stored as BullMQ stores them, under the keys the Queue names. The queue's
- * own keys are named once.
- */
-export function trackerJobs(queue: Pick<Queue, 'toKey'>, delayMs: number): (sequenceId: string) => TrackerJob {
-  const queueKeys = { delayed: queue.toKey('delayed'), marker: queue.toKey('marker'), events: queue.toKey('events'), meta: queue.toKey('meta') };
-  return (sequenceId) => {
-    const opts = trackJobOptions(sequenceId, delayMs);
-    const id = opts.jobId!;
-    return {
-      keys: { job: queue.toKey(id), ...queueKeys },
-      id,
-      name: QueueName.TRACK,
-      data: JSON.stringify({ sequenceId }),
-      // As BullMQ stores them: JSON text, `attempts: undefined` left out.
-      opts: JSON.stringify(opts),
-      delayMs,
-    };
-  };
-}

@@ -303,8 +303,11 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     const { probability, statuses } = scenario.gateway;
     gateway = await startGateway(sim.url);
     resources.gateway = gateway;
-    gateway.setRule((request, originStatus) => {
-      if (request.endpoint !== 'sendTransaction' || originStatus < 200 || originStatus >= 300 || random() >= probability) return undefined;
+    gateway.setRule((request, originStatus, body) => {
+      // Only acceptances: a 2xx `{ success: false }` (an injected refusal) hidden behind a gateway
+      // error, for a sequenceId a foreign holder has, is the one case no client can tell apart.
+      const accepted = originStatus >= 200 && originStatus < 300 && !/"success"\s*:\s*false/.test(body);
+      if (request.endpoint !== 'sendTransaction' || !accepted || random() >= probability) return undefined;
       const status = statuses[randomInt(0, statuses.length - 1)]!;
       gatewayReplaced[status] = (gatewayReplaced[status] ?? 0) + 1;
       return { replaceStatus: status };

@@ -29,7 +29,8 @@
  * - never `transfer.failed` when the upstream accepted a send;
  * - never `transfer.submitted` unless the upstream accepted this transfer's own send (not a foreign
  *   holder's), and never a second event of version 1 (an ended sequenceId started again);
- * - a transfer that ends submitted has exactly its one tracking job, one never submitted none;
+ * - a transfer that ends submitted has exactly its one tracking job and no tracker outbox entry left,
+ *   one never submitted has neither;
  * - no unexpected error in any runner.
  */
 import fc from 'fast-check';
@@ -41,7 +42,8 @@ import { createSubmitHandler } from '../../src/jobs/submit-transaction/handler.t
 import { createKeys } from '../../src/ledger/keys.ts';
 import { Ledger, TransferState } from '../../src/ledger/ledger.ts';
 import { createLogger } from '../../src/logger.ts';
-import { QueueName, trackerJobs, trackJobId, trackJobOptions } from '../../src/queues/names.ts';
+import { QueueName, trackJobId } from '../../src/queues/names.ts';
+import { Trackers } from '../../src/queues/trackers.ts';
 import { RateLimited, RetryLater } from '../../src/queues/outcomes.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { SUBMIT_RETRY, withBase } from '../../src/timing.ts';
@@ -133,6 +135,8 @@ interface RunReport {
   finalState: string | undefined;
   /** A foreign holder, and a send of ours answered only after its lease ran out (see the header). */
   foreignAfterLostAnswer: boolean;
+  /** The tracker outbox's entries at the end (none: every added job clears its entry). */
+  outbox: string[];
   /** The track-transfer queue's jobs at the end. */
   trackers: Array<{ id: string | undefined; data: unknown }>;
   sequenceId: string;
@@ -259,16 +263,16 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   // ---- the real handlers -------------------------------------------------------------------------
   const submitQueue = new Queue(QueueName.SUBMIT, { connection: redis, prefix });
   const trackQueue = new Queue(QueueName.TRACK, { connection: redis, prefix });
+  const trackers = new Trackers(trackQueue, ledger, 1_000);
   const handler = createSubmitHandler({
     ledger,
     travelRule: { setting: async () => ({ outgoingTxn: 0, mandatory: false, blockTxn: false, fetchedAt: new Date(clock).toISOString() }) },
     custody,
     // What the worker's probe (a lookup of a never-used sequenceId) finds out about this provider.
     lookupNarrowing: { narrows: async () => scenario.narrowed },
-    // As the worker wires it (src/app.ts): the submitted transition adds the tracker, a re-run that
-    // finds the transfer submitted adds it again (a no-op under its derived id).
-    enqueueTracker: async (id) => void (await trackQueue.add(QueueName.TRACK, { sequenceId: id }, trackJobOptions(id, 1_000))),
-    trackerJob: trackerJobs(trackQueue, 1_000),
+    // As the worker wires it (src/app.ts): the submitted transition records the tracker in the outbox,
+    // then Queue.add adds it; a re-run that finds the transfer submitted adds it again (a no-op).
+    trackers,
     attempts: scenario.attempts,
     retry: withBase(SUBMIT_RETRY, 1_000, 8_000),
     sendDeadlineMs: 3_600_000, // the scripted upstream has no real-time deadline; slowness is virtual
@@ -279,11 +283,11 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   });
   const reconcile = createReconcileHandler({
     ledger,
-    queues: { submit: submitQueue, track: trackQueue },
+    submitQueue,
+    trackers,
     custody: { getTransfersByTxId: async () => [], getWalletTransaction: async () => { throw new Error('not used'); } },
     graceMs: 0,
     retentionMs: 3_600_000,
-    trackFirstPollMs: 1_000,
     now: () => clock,
   });
 
@@ -361,10 +365,11 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     released++;
   }
   await Promise.all(all);
-  const trackers = (await trackQueue.getJobs(['waiting', 'delayed', 'prioritized', 'active', 'completed', 'failed'])).map((job) => ({
+  const trackerJobs = (await trackQueue.getJobs(['waiting', 'delayed', 'prioritized', 'active', 'completed', 'failed'])).map((job) => ({
     id: job.id,
     data: job.data as unknown,
   }));
+  const outbox = await redis.zrange(keys.trackerOutbox, '0', '-1');
   await submitQueue.close();
   await trackQueue.close();
 
@@ -377,7 +382,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     unexpected,
     foreignAfterLostAnswer: scenario.foreign && lostAnswers > 0,
     finalState: (await ledger.get(sequenceId))?.state,
-    trackers,
+    trackers: trackerJobs,
+    outbox,
     sequenceId,
   };
 }
@@ -400,8 +406,9 @@ function invariantProblems(report: RunReport): string[] {
     if (event.version !== index + 1) problems.push(`version ${event.version} at position ${index + 1}`);
   });
   for (const caught of report.unexpected) problems.push(`unexpected error: ${caught instanceof Error ? caught.stack : String(caught)}`);
-  // A submitted transfer has exactly its one tracking job (the submitted transition adds it atomically);
-  // a transfer never submitted has none.
+  // A submitted transfer has exactly its one tracking job (recorded in the outbox by the submitted
+  // transition, added by Queue.add, the entry then removed); a transfer never submitted has neither.
+  if (report.outbox.length > 0) problems.push(`tracker outbox entries left: ${JSON.stringify(report.outbox)}`);
   const submitted = report.finalState === TransferState.SUBMITTED;
   const expected = submitted ? [{ id: trackJobId(report.sequenceId), data: { sequenceId: report.sequenceId } }] : [];
   if (JSON.stringify(report.trackers) !== JSON.stringify(expected)) {

@@ -23,8 +23,8 @@ export interface GatewayLogEntry extends GatewayRequest {
   status: number;
 }
 
-/** What the gateway does with one answer of the origin: undefined forwards it as is. */
-export type GatewayRule = (request: GatewayRequest, originStatus: number) => { replaceStatus: number } | undefined;
+/** What the gateway does with one answer of the origin (its status and body): undefined forwards it as is. */
+export type GatewayRule = (request: GatewayRequest, originStatus: number, originBody: string) => { replaceStatus: number } | undefined;
 
 export interface Gateway {
   url: string;
@@ -72,7 +72,7 @@ export async function startGateway(origin: string): Promise<Gateway> {
         (answer) => {
           void readBody(answer).then((text) => {
             const originStatus = answer.statusCode ?? 502;
-            const replace = rule?.(seen, originStatus);
+            const replace = rule?.(seen, originStatus, text.toString('utf8'));
             if (replace) {
               // The origin processed the request; the client gets the gateway's own error page.
               log.push({ ...seen, originStatus, status: replace.replaceStatus });

@@ -21,6 +21,7 @@ import { Ledger, TERMINAL_STATES, TransferState } from '../../src/ledger/ledger.
 import { createLogger } from '../../src/logger.ts';
 import { RetryLater } from '../../src/queues/outcomes.ts';
 import { QueueName } from '../../src/queues/names.ts';
+import { Trackers } from '../../src/queues/trackers.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
 import type { CustodyClient } from '../../src/upstream/client.ts';
@@ -470,7 +471,7 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
       },
       custody,
       lookupNarrowing: new LookupNarrowing(redis, client, (wallet) => `${uniquePrefix('narrowing')}:${wallet.walletId}:${wallet.coin}`),
-      enqueueTracker: async () => {},
+      trackers: { ensure: async () => 'added' as const },
       attempts: 3,
       retry: { name: 'test-retry', baseMs: 20, maxMs: 200 },
       sendDeadlineMs: 5_000,
@@ -740,11 +741,11 @@ describe('5e: the active index is walked by score while the walk itself moves en
 
       const reconcile = createReconcileHandler({
         ledger,
-        queues: { submit, track },
+        submitQueue: submit,
+        trackers: new Trackers(track, ledger, 50),
         custody: client,
         graceMs: 0,
         retentionMs: 3_600_000,
-        trackFirstPollMs: 50,
       });
       const result = (await reconcile({ job: { id: 'manual', data: {} }, token: undefined, log } as unknown as JobContext)) as ReconcileResult;
       expect(result).toMatchObject({ skipped: false, checked: 600, resubmitted: 600 });
@@ -781,7 +782,7 @@ describe('chaos finding: an unknown send past TRACK_DEADLINE is looked up once m
         getTransfersBySequenceId: async () => [{ id: '70000001', sequenceId, type: 'send', txid: '', outputs: [] }] as never,
       },
       lookupNarrowing: { narrows: async () => true },
-      enqueueTracker: async () => undefined,
+      trackers: { ensure: async () => 'added' as const },
       attempts: 3,
       retry: { name: 'test', baseMs: 10, maxMs: 10 },
       sendDeadlineMs: 5_000,

@@ -4,6 +4,7 @@ import { createLogger } from '../../src/logger.ts';
 import { createReconcileHandler, type ReconcileResult } from '../../src/jobs/reconcile/handler.ts';
 import { TransferState } from '../../src/ledger/ledger.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
+import { Trackers } from '../../src/queues/trackers.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { CustodyClient } from '../../src/upstream/client.ts';
@@ -162,11 +163,11 @@ describeProfiles('reconcile', (profile) => {
       await strandTransfer('gated', false);
       const handler = createReconcileHandler({
         ledger: h.app!.ledger,
-        queues: { submit: h.app!.queues[QueueName.SUBMIT], track: h.app!.queues[QueueName.TRACK] },
+        submitQueue: h.app!.queues[QueueName.SUBMIT],
+        trackers: new Trackers(h.app!.queues[QueueName.TRACK], h.app!.ledger, 50),
         custody: h.app!.custody,
         graceMs: 0,
         retentionMs: h.config.retention.transfersMs,
-        trackFirstPollMs: 50,
       });
       const log = createLogger({ level: 'silent' });
       const context = { job: { id: 'manual', data: {} }, token: undefined, log } as unknown as JobContext;

@@ -6,6 +6,7 @@ import { Ledger, NO_RECORD, TransferState } from '../../src/ledger/ledger.ts';
 import { createLogger } from '../../src/logger.ts';
 import { legacyTrackJobId, QueueName, trackJobId, trackJobOptions } from '../../src/queues/names.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
+import { Trackers } from '../../src/queues/trackers.ts';
 import { newSequenceId } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
@@ -47,11 +48,11 @@ describe('the tracking job', () => {
     queues.push(track, submit);
     const reconcile = createReconcileHandler({
       ledger,
-      queues: { submit, track },
+      submitQueue: submit,
+      trackers: new Trackers(track, ledger, 3_600_000),
       custody: { getTransfersByTxId: async () => [], getWalletTransaction: async () => { throw new Error('not used'); } },
       graceMs: 0,
       retentionMs: 3_600_000,
-      trackFirstPollMs: 3_600_000,
     });
     const run = () => reconcile({ job: { id: 'reconcile', name: QueueName.RECONCILE, data: {} }, token: undefined, log: createLogger({ level: 'silent' }) } as unknown as JobContext);
 

@@ -5,6 +5,7 @@ import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
 import { createKeys } from '../../ledger/keys.ts';
 import { Ledger, TransferState, type TransferRecord, type TransitionRequest, type TransitionResult } from '../../ledger/ledger.ts';
 import { QueueName, trackJobId } from '../../queues/names.ts';
+import { Trackers } from '../../queues/trackers.ts';
 import type { RedisClient } from '../../redis.ts';
 import { stringOption, type Command } from '../command.ts';
 import { CliError, notFound, refused, usageError } from '../errors.ts';
@@ -101,7 +102,7 @@ Examples:
       if (!resolved.ok) throw refusal(sequenceId, resolved);
       const base: ResolveResult = { sequenceId, resolvedAs: outcome, version: resolved.version, event: eventOf(outcome), streamId: resolved.streamId };
       if (outcome === 'failed') return base;
-      await addTracker(redis, config.queue.prefix, sequenceId, resolved.version);
+      await addTracker(redis, ledger, config.queue.prefix, sequenceId, resolved.version);
       return { ...base, trackJobId: trackJobId(sequenceId) };
     });
     out.result(result, formatResult);
@@ -143,6 +144,8 @@ function resolution(record: TransferRecord, outcome: Outcome, reason: string): T
       stamp: ['submittedAt'],
       unset: ['payload', 'lastError', ...LEASE_FIELDS],
       event: { type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'operator', reason } },
+      // Recorded with the resolution: if adding the tracking job below fails, reconciliation adds it.
+      trackerPending: true,
     };
   }
   return {
@@ -178,21 +181,16 @@ function refusal(sequenceId: string, result: Extract<TransitionResult, { ok: fal
 }
 
 /**
- * The transfer's one tracking job, as the submit handler adds it (same queue, name and job id, so this
- * is idempotent). A tracker left completed or failed from before is replaced, as reconciliation does.
- * Should this fail after the resolution was recorded, reconciliation adds it on its next run: the
- * operator is told so, and must not resolve again (a second resolve is refused anyway).
+ * The transfer's one tracking job, added as the submit handler and reconciliation add it
+ * (Trackers.ensure: same queue, name, job id and options, so this is idempotent; a tracker left
+ * completed or failed from before is replaced), polling at once. Should this fail after the resolution
+ * was recorded (with its tracker outbox entry), reconciliation adds it on its next run: the operator
+ * is told so, and must not resolve again (a second resolve is refused anyway).
  */
-async function addTracker(redis: RedisClient, prefix: string, sequenceId: string, version: number): Promise<void> {
+async function addTracker(redis: RedisClient, ledger: Ledger, prefix: string, sequenceId: string, version: number): Promise<void> {
   const queue = new Queue(QueueName.TRACK, { connection: redis, prefix });
   try {
-    const jobId = trackJobId(sequenceId);
-    const existing = await queue.getJob(jobId);
-    const state = existing ? await existing.getState() : 'missing';
-    if (state === 'missing' || state === 'completed' || state === 'failed' || state === 'unknown') {
-      if (existing) await existing.remove();
-      await queue.add(QueueName.TRACK, { sequenceId }, { jobId });
-    }
+    await new Trackers(queue, ledger, 0).ensure(sequenceId, { replaceEnded: true });
   } catch (error) {
     throw new CliError(
       'TRACKER_NOT_ADDED',

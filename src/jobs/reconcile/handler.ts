@@ -2,20 +2,21 @@ import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { TERMINAL_STATES, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
 import type { JobContext } from '../../queues/processor.ts';
-import { legacyTrackJobId, QueueName, trackJobId, trackJobOptions } from '../../queues/names.ts';
+import { QueueName } from '../../queues/names.ts';
+import type { Trackers } from '../../queues/trackers.ts';
 import type { CustodyClient } from '../../upstream/client.ts';
 import { INDEX_PAGE, RECONCILE_LOCK_RENEW_MS, RECONCILE_LOCK_TTL_MS, VERIFY_BUDGET_MS, VERIFY_WINDOW_MS } from '../../timing.ts';
 import { findTransfer, txidEquals } from '../../transfers/match.ts';
 
 export interface ReconcileDeps {
   ledger: Ledger;
-  queues: { submit: Queue; track: Queue };
+  submitQueue: Queue;
+  /** Adds tracking jobs (Trackers.ensure), and those a crash left in the tracker outbox (Trackers.sweep). */
+  trackers: Pick<Trackers, 'ensure' | 'sweep'>;
   custody: Pick<CustodyClient, 'getTransfersByTxId' | 'getWalletTransaction'>;
   /** A transfer untouched this long in a non-terminal state is checked. */
   graceMs: number;
   retentionMs: number;
-  /** Delay of a restored tracker's first poll. */
-  trackFirstPollMs: number;
   now?: () => number;
   /** Aborted when the worker shuts down: a run then stops between two transfers. */
   shutdown?: AbortSignal;
@@ -79,6 +80,11 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         counts.interrupted ||= deps.shutdown?.aborted === true;
         return counts.interrupted;
       };
+      // Trackers a crash left in the outbox between the `submitted` transition and their Queue.add.
+      for (const sequenceId of await deps.trackers.sweep(started, deps.graceMs, INDEX_PAGE)) {
+        counts.trackersRestored++;
+        log.warn({ sequenceId }, 'tracking job added from the tracker outbox');
+      }
       await repairActive(started, counts, log, stop);
       if (!stop()) await verifyBroadcasts(started, counts, log, stop);
       counts.retentionRemoved = await ledger.forgetTerminal(started - deps.retentionMs);
@@ -110,19 +116,11 @@ export function createReconcileHandler(deps: ReconcileDeps) {
     }
   }
 
+  /** A submitted transfer idle past the grace period must have a live tracker (a lost one is replaced). */
   async function ensureTracker(record: TransferRecord, counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
-    const sequenceId = record.sequenceId;
-    const ended = (state: string) => state === 'missing' || state === 'completed' || state === 'failed' || state === 'unknown';
-    const job = await deps.queues.track.getJob(trackJobId(sequenceId));
-    const state = job ? await job.getState() : 'missing';
-    if (!ended(state)) return;
-    // A tracker added before trackJobId was shortened still tracks its transfer: it is not doubled.
-    const legacy = await deps.queues.track.getJob(legacyTrackJobId(sequenceId));
-    if (legacy && !ended(await legacy.getState())) return;
-    if (job) await job.remove();
-    await deps.queues.track.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, deps.trackFirstPollMs));
+    if ((await deps.trackers.ensure(record.sequenceId, { replaceEnded: true })) !== 'added') return;
     counts.trackersRestored++;
-    log.warn({ sequenceId: record.sequenceId, previous: state }, 'tracking job restored');
+    log.warn({ sequenceId: record.sequenceId }, 'tracking job restored');
   }
 
   /**
@@ -131,7 +129,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
    * ownership first, so the handler accepts it; if it finds `submitting` it looks before sending.
    */
   async function ensureSubmitJob(record: TransferRecord, counts: ReconcileCounts, log: JobContext['log']): Promise<void> {
-    const job = record.jobId ? await deps.queues.submit.getJob(record.jobId) : undefined;
+    const job = record.jobId ? await deps.submitQueue.getJob(record.jobId) : undefined;
     const state = job ? await job.getState() : 'missing';
     if (state === 'failed' && job) {
       await job.retry('failed');
@@ -148,7 +146,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
     const jobId = `resume-${record.sequenceId}-${randomUUID().slice(0, 8)}`;
     const taken = await ledger.transition(record.sequenceId, { from: [record.state], to: record.state, set: { jobId } });
     if (!taken.ok) return; // it moved meanwhile: something is driving it
-    await deps.queues.submit.add(QueueName.SUBMIT, JSON.parse(record.payload), { jobId });
+    await deps.submitQueue.add(QueueName.SUBMIT, JSON.parse(record.payload), { jobId });
     counts.resubmitted++;
     log.warn({ sequenceId: record.sequenceId, previousJob: record.jobId, jobId, state: record.state }, 'lost submission recreated');
   }

@@ -13,11 +13,11 @@ import {
   type SendView,
   type TransferRecord,
   type TransitionRequest,
-  type TrackerJob,
   type TransitionResult,
   type Tombstone,
 } from '../../ledger/ledger.ts';
 import { RateLimited, RetryLater } from '../../queues/outcomes.ts';
+import type { Trackers } from '../../queues/trackers.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { backoffDelay, LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../timing.ts';
 import { classifySendFailure, type SendFailure } from '../../transfers/classify-send.ts';
@@ -38,14 +38,12 @@ export interface SubmitDeps {
    * only then does a single `send` record without a sequenceId identify the transfer.
    */
   lookupNarrowing: { narrows(wallet: WalletRef, signal?: AbortSignal): Promise<boolean> };
-  /** Idempotent: adds the transfer's one tracking job unless it exists. */
-  enqueueTracker(sequenceId: string): Promise<void>;
   /**
-   * The transfer's tracking job, for the `submitted` transition to add in the same atomic step (no
-   * call of its own, and no moment when a submitted transfer has no tracker). Without it, the handler
-   * calls enqueueTracker after the transition.
+   * Adds the transfer's one tracking job unless it exists and clears its tracker outbox entry
+   * (Trackers.ensure); the `submitted` transition records the entry, so a crash in between leaves it
+   * for reconciliation's sweep.
    */
-  trackerJob?: (sequenceId: string) => TrackerJob;
+  trackers: Pick<Trackers, 'ensure'>;
   /** SUBMIT_ATTEMPTS: sendTransaction requests (and failed gate lookups) before `transfer.failed`. */
   attempts: number;
   retry: BackoffProfile;
@@ -82,14 +80,12 @@ const LEASE_FIELDS = ['leaseOwner', 'leaseUntil', 'pending'];
 
 /** A step's result when it moved the transfer to `submitted` (all the next step needs to know). */
 const SUBMITTED = Symbol('submitted');
-/** The same, when that transition added the tracking job too (SubmitDeps.trackerJob). */
-const SUBMITTED_TRACKED = Symbol('submitted, tracker added');
 
 /**
- * What a step leaves: the record as its transition left it, SUBMITTED (or SUBMITTED_TRACKED), or
+ * What a step leaves: the record as its transition left it, SUBMITTED, or
  * undefined when it did not change the transfer (someone else did) and the ledger must be read again.
  */
-type Step = TransferRecord | typeof SUBMITTED | typeof SUBMITTED_TRACKED | undefined;
+type Step = TransferRecord | typeof SUBMITTED | undefined;
 
 /**
  * The `submit-transaction` job. The ledger is the source of truth and every step is a guarded state
@@ -250,7 +246,6 @@ export function createSubmitHandler(deps: SubmitDeps) {
    * (someone else did): then the ledger is read again.
    */
   async function drive(start: Exclude<Step, undefined>, sequenceId: string, runner: Runner): Promise<SubmitResult> {
-    if (start === SUBMITTED_TRACKED) return { outcome: 'submitted', sequenceId };
     if (start === SUBMITTED) return submitted(sequenceId);
     let record = start;
     for (;;) {
@@ -273,16 +268,15 @@ export function createSubmitHandler(deps: SubmitDeps) {
           }
           throw new Error(`unknown transfer state ${record.state}`);
       }
-      if (next === SUBMITTED_TRACKED) return { outcome: 'submitted', sequenceId };
       if (next === SUBMITTED) return submitted(sequenceId);
       record = next ?? (await mustGet(sequenceId));
     }
   }
 
   async function submitted(sequenceId: string): Promise<SubmitResult> {
-    // Found submitted (a re-run, or a transition without trackerJob). Repeats safely: the tracker job
+    // Just submitted, or found submitted by a re-run. Repeats safely: the tracker job
     // id is derived from the sequenceId, so a second add is a no-op.
-    await deps.enqueueTracker(sequenceId);
+    await deps.trackers.ensure(sequenceId);
     return { outcome: 'submitted', sequenceId };
   }
 
@@ -611,10 +605,10 @@ export function createSubmitHandler(deps: SubmitDeps) {
       unset: ['payload', 'lastError', ...LEASE_FIELDS],
       increment: { sends: extraSends },
       event: { type: 'transfer.submitted', data },
-      tracker: deps.trackerJob?.(record.sequenceId),
+      trackerPending: true,
     }, NO_VIEW);
     if (!marked.ok) return undefined;
-    return deps.trackerJob ? SUBMITTED_TRACKED : SUBMITTED;
+    return SUBMITTED;
   }
 
   /** `transfer.failed`: only by the lease owner, and the ledger refuses it while a send may have gone out. */

@@ -1,0 +1,69 @@
+import type { Queue } from 'bullmq';
+import { TransferState, type Ledger } from '../ledger/ledger.ts';
+import { legacyTrackJobId, QueueName, trackJobId, trackJobOptions } from './names.ts';
+
+/** Job states in which a tracking job no longer tracks anything. */
+const ENDED = new Set(['missing', 'completed', 'failed', 'unknown']);
+
+export type TrackerOutcome = 'added' | 'live';
+
+/**
+ * The one way a transfer's tracking job is added, by the submit handler, reconciliation and the CLI's
+ * `resolve`: BullMQ's public `Queue.add` under the id derived from the sequenceId (trackJobOptions), so
+ * adding it again is a no-op. No script of ours writes a key of BullMQ's.
+ *
+ * A submitted transfer is never without either its tracking job or the ledger's record that it still
+ * needs one: the `submitted` transition records the transfer in the tracker outbox atomically
+ * (`trackerPending`), `ensure` removes the entry once the job is added, and `sweep` (run by
+ * reconciliation) adds the job for entries a crash left between the two.
+ */
+export class Trackers {
+  readonly #queue: Queue;
+  readonly #ledger: Ledger;
+  readonly #firstPollMs: number;
+
+  constructor(queue: Queue, ledger: Ledger, firstPollMs: number) {
+    this.#queue = queue;
+    this.#ledger = ledger;
+    this.#firstPollMs = firstPollMs;
+  }
+
+  /**
+   * Adds the transfer's tracking job unless it exists, then clears its outbox entry. With
+   * `replaceEnded`, a job of that id that ended (completed or failed: a tracker that gave up, or was
+   * removed by hand) is replaced, and a live one under the former id counts as present: what
+   * reconciliation and an operator's resolution need.
+   */
+  async ensure(sequenceId: string, options: { replaceEnded?: boolean } = {}): Promise<TrackerOutcome> {
+    if (options.replaceEnded) {
+      const job = await this.#queue.getJob(trackJobId(sequenceId));
+      const state = job ? await job.getState() : 'missing';
+      const legacy = ENDED.has(state) ? await this.#queue.getJob(legacyTrackJobId(sequenceId)) : undefined;
+      if (!ENDED.has(state) || (legacy && !ENDED.has(await legacy.getState()))) {
+        await this.#ledger.trackerAdded(sequenceId);
+        return 'live';
+      }
+      if (job) await job.remove();
+    }
+    await this.#queue.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, this.#firstPollMs));
+    await this.#ledger.trackerAdded(sequenceId);
+    return 'added';
+  }
+
+  /**
+   * Adds the tracking job of every transfer whose outbox entry is older than `graceMs` (a crash between
+   * the `submitted` transition and `ensure`), at most `limit`; an entry of a transfer no longer
+   * submitted just goes. Returns the transfers whose job was added.
+   */
+  async sweep(now: number, graceMs: number, limit: number): Promise<string[]> {
+    const added: string[] = [];
+    for (const sequenceId of await this.#ledger.pendingTrackers(now - graceMs, limit)) {
+      if ((await this.#ledger.get(sequenceId))?.state !== TransferState.SUBMITTED) {
+        await this.#ledger.trackerAdded(sequenceId);
+        continue;
+      }
+      if ((await this.ensure(sequenceId, { replaceEnded: true })) === 'added') added.push(sequenceId);
+    }
+    return added;
+  }
+}
