@@ -19,26 +19,26 @@ from jsonschema.exceptions import SchemaError
 QUEUE_NAME = "submit-transaction"
 JOB_NAME = "submit-transaction"
 
-#: Every event type of the stream (docs/contract.md section 4), and the ones that end a transfer.
-EVENT_TYPES = (
-    "transfer.submitted",
-    "transfer.unresolved",
-    "transfer.broadcast",
-    "transfer.rejected",
-    "transfer.blocked",
-    "transfer.failed",
-    "transfer.expired",
-    "reconcile.completed",
-)
-TERMINAL_EVENTS = frozenset(
-    {"transfer.broadcast", "transfer.rejected", "transfer.blocked", "transfer.failed", "transfer.expired"}
-)
-
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 DEFAULT_PREFIX = "bull"
 
 #: The producer package's schemas when this example sits in the worker's repository.
 REPO_SCHEMAS_DIR = Path(__file__).resolve().parent.parent.parent / "packages" / "producer" / "schemas"
+
+
+def _catalog() -> dict[str, Any]:
+    """The contract's catalog (event types, terminal ones, failure codes) shipped beside the schemas."""
+    directory = Path(os.environ.get("SCHEMAS_DIR") or REPO_SCHEMAS_DIR)
+    with open(directory / "catalog.json", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+_CATALOG = _catalog()
+
+#: Every event type of the stream (docs/contract.md section 4), and the ones that end a transfer:
+#: read from the package's ``schemas/catalog.json``, never restated here.
+EVENT_TYPES: tuple[str, ...] = tuple(_CATALOG["eventTypes"])
+TERMINAL_EVENTS: frozenset[str] = frozenset(_CATALOG["terminalEventTypes"])
 
 
 def job_id(sequence_id: str) -> str:

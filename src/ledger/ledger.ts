@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { checkEventData, type EventData, type EventOf, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
+import { TERMINAL_STATES as CATALOG_TERMINAL_STATES, type TransferStateName } from '../../packages/producer/src/catalog.ts';
 import { readTransferEvents } from '../../packages/producer/src/read.ts';
 import { withRedisLock } from '../lib/redis-lock.ts';
 import type { RedisClient } from '../redis.ts';
@@ -21,14 +22,12 @@ export const TransferState = {
   EXPIRED: 'expired',
 } as const;
 export type TransferState = (typeof TransferState)[keyof typeof TransferState];
+// The names above are the catalog's, each once (a state added there and not here fails to compile).
+const _sameStates: [TransferState, TransferStateName] extends [TransferStateName, TransferState] ? true : never = true;
+void _sameStates;
 
-export const TERMINAL_STATES: ReadonlySet<TransferState> = new Set([
-  TransferState.BROADCAST,
-  TransferState.REJECTED,
-  TransferState.BLOCKED,
-  TransferState.FAILED,
-  TransferState.EXPIRED,
-]);
+/** From the contract's catalog (packages/producer/src/catalog.ts), as transition.lua gets it too. */
+export const TERMINAL_STATES: ReadonlySet<TransferState> = new Set(CATALOG_TERMINAL_STATES);
 
 export const NON_TERMINAL_STATES: readonly TransferState[] = Object.values(TransferState).filter((state) => !TERMINAL_STATES.has(state));
 
@@ -196,7 +195,17 @@ function parseTombstone(text: string): Tombstone {
 /** TOMBSTONE_RETENTION's default (README): ten years, the horizon of a record-keeping obligation. */
 export const DEFAULT_TOMBSTONE_RETENTION_MS = 3650 * 24 * 3_600_000;
 
-const TRANSITION_LUA = readFileSync(new URL('./transition.lua', import.meta.url), 'utf8');
+/**
+ * The transition script, with the contract's terminal states put in where it says
+ * `{--[[catalog: terminal states]]}` (one fact, one place: the catalog).
+ */
+const TRANSITION_LUA = withCatalog(readFileSync(new URL('./transition.lua', import.meta.url), 'utf8'));
+
+function withCatalog(lua: string): string {
+  const marker = '{--[[catalog: terminal states]]}';
+  if (!lua.includes(marker)) throw new Error(`transition.lua lacks ${marker}`);
+  return lua.replace(marker, `{ ${CATALOG_TERMINAL_STATES.map((state) => `['${state}'] = true`).join(', ')} }`);
+}
 
 /**
  * A named part of the record, read instead of the whole record: decoding all of a record's fields was

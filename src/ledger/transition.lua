@@ -90,7 +90,8 @@ local function refuse(reason)
   return {0, current, reason, before[3] or '0', nowText}
 end
 
-local terminal = { broadcast = true, rejected = true, blocked = true, failed = true, expired = true }
+-- The contract's terminal states, put in by the ledger when it loads this script (catalog.ts).
+local terminal = {--[[catalog: terminal states]]}
 if terminal[current] then return refuse('terminal') end
 if current == '-' then
   local tombstone = redis.call('GET', KEYS[7])

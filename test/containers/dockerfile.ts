@@ -71,7 +71,7 @@ export function contextSources(instruction: Instruction): string[] | undefined {
 /** A .dockerignore pattern (`*`, `?`, `**`) against a context path or any of its parents. */
 export function dockerIgnored(patterns: string[], path: string): boolean {
   const toRegex = (pattern: string) =>
-    new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*\*/g, '\u0000').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]').replace(/\u0000/g, '.*')}$`);
+    new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*\*/g, '\u0000').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]').replace(/\u0000/g, '.*') /* eslint-disable-line no-control-regex -- a NUL stands for ** while the glob is rewritten */}$`);
   const segments = path.split('/');
   const prefixes = segments.map((_, i) => segments.slice(0, i + 1).join('/'));
   let ignored = false;

@@ -4,7 +4,7 @@
  * full-page screenshot in test-artifacts/dashboard.png. Also: the real worker process refuses to
  * listen beyond loopback without dashboard credentials.
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';

@@ -83,7 +83,6 @@ async function runKillScenario(scenario: Scenario): Promise<ScenarioResult> {
   const queue = new Queue(QueueName.SUBMIT, { connection: h.redis, prefix: h.prefix });
   cleanups.push(() => queue.close());
 
-  const submittedCount = async () => (await h.events()).filter((e) => e.event === 'transfer.submitted').length;
   /** Events first, then the simulator: a send accepted in between counts as unrecorded, as it is. */
   const snapshot = async () => {
     const published = new Set((await h.events()).filter((e) => e.event === 'transfer.submitted').map((e) => e.sequenceId));
@@ -142,7 +141,7 @@ async function runKillScenario(scenario: Scenario): Promise<ScenarioResult> {
     }, 50);
   } catch (error) {
     const byType = [...new Set(lastSeen.map((e) => e.event))].map((type) => `${type}: ${countBy(lastSeen, type).size}`);
-    throw new Error(`${(error as Error).message}; transfers with events: ${byType.join(', ') || 'none'}; sendTransaction answers: ${JSON.stringify(h.sim.stats().requests.sendTransaction)}`);
+    throw new Error(`${(error as Error).message}; transfers with events: ${byType.join(', ') || 'none'}; sendTransaction answers: ${JSON.stringify(h.sim.stats().requests.sendTransaction)}`, { cause: error });
   }
   const settleMs = Date.now() - started;
   // Submitted is not the end: a recovered copy of a job may still run (and must send nothing). Wait until

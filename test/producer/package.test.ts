@@ -226,7 +226,7 @@ function filesUnder(dir: string): string[] {
 describe('the tarball', () => {
   it('holds compiled JavaScript with declarations, the JSON Schemas and package.json: no sources, no worker', () => {
     const paths = pack.files.map((file) => file.path).sort();
-    for (const path of paths) expect(path).toMatch(/^(dist\/[a-z-]+\.(js|d\.ts)|schemas\/(events\/)?[a-z.-]+\.schema\.json|package\.json|README\.md|CHANGELOG\.md)$/);
+    for (const path of paths) expect(path).toMatch(/^(dist\/[a-z-]+\.(js|d\.ts)|schemas\/(events\/)?[a-z.-]+\.schema\.json|schemas\/catalog\.json|package\.json|README\.md|CHANGELOG\.md)$/);
     for (const module of ['index', 'producer', 'errors', 'job-id', 'events', 'payload']) {
       expect(paths).toContain(`dist/${module}.js`);
       expect(paths).toContain(`dist/${module}.d.ts`);

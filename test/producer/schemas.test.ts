@@ -8,7 +8,8 @@ import fc from 'fast-check';
 import '../fuzz/fc-seed.ts';
 import { describe, expect, it } from 'vitest';
 import { generateSchemas } from '../../packages/producer/scripts/generate-schemas.ts';
-import { checkEventData, EVENT_TYPES, EventShapeError, type EventData, type EventType } from '../../packages/producer/src/events.ts';
+import { checkEventData, EVENT_TYPES, EventShapeError, TERMINAL_EVENTS, type EventData, type EventType } from '../../packages/producer/src/events.ts';
+import { TERMINAL_STATES } from '../../packages/producer/src/catalog.ts';
 import { parseSubmitPayload } from '../../packages/producer/src/payload.ts';
 import { mutatedPayloadArb, randomPayloadArb, validPayloadArb, MAX_METADATA_BYTES } from '../fuzz/payload-oracle.ts';
 import { assertEventDataMatchesJsonSchema, checkPayloadJson, SCHEMAS_DIR } from '../helpers/json-schemas.ts';
@@ -28,7 +29,7 @@ describe('the committed JSON Schemas', () => {
 
   it('are one per event type plus the job payload, each with its $id, title and description', () => {
     const paths = ['submit-payload.schema.json', ...EVENT_TYPES.map((type) => `events/${type}.schema.json`)];
-    expect(Object.keys(generateSchemas()).sort()).toEqual(paths.sort());
+    expect(Object.keys(generateSchemas()).sort()).toEqual([...paths, 'catalog.json'].sort());
     for (const path of paths) {
       const schema = JSON.parse(readFileSync(new URL(path, SCHEMAS_DIR), 'utf8')) as Record<string, unknown>;
       expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
@@ -36,6 +37,16 @@ describe('the committed JSON Schemas', () => {
       expect(typeof schema.title === 'string' && schema.title.length > 0, path).toBe(true);
       expect(typeof schema.description === 'string' && schema.description.length > 20, path).toBe(true);
     }
+  });
+
+  it('ship the contract catalog, which the Python example reads instead of restating it', () => {
+    const catalog = JSON.parse(readFileSync(new URL('catalog.json', SCHEMAS_DIR), 'utf8')) as Record<string, string[]>;
+    expect(catalog.eventTypes).toEqual([...EVENT_TYPES]);
+    expect(catalog.terminalEventTypes).toEqual([...TERMINAL_EVENTS]);
+    expect(catalog.terminalStates).toEqual([...TERMINAL_STATES]);
+    const python = readFileSync(new URL('../../../examples/python-producer/contract.py', SCHEMAS_DIR), 'utf8');
+    expect(python).toContain('_CATALOG["eventTypes"]');
+    expect(python).not.toMatch(/"transfer\.broadcast"/);
   });
 });
 

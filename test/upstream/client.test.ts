@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
 import { CustodyClient, type CustodyClientOptions, travelRuleApplies } from '../../src/upstream/client.ts';
-import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
+import { CustodyErrorCode } from '../../src/upstream/errors.ts';
 import { parseRetryAfter } from '../../src/upstream/responses.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';

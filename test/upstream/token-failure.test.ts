@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
 import { CustodyClient } from '../../src/upstream/client.ts';
-import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
+import { CustodyErrorCode } from '../../src/upstream/errors.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';
 

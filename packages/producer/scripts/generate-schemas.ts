@@ -11,6 +11,7 @@
  */
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { z } from 'zod';
+import { catalogJson } from '../src/catalog.ts';
 import { EVENT_DATA_SCHEMAS, EVENT_TYPES, type EventType } from '../src/events.ts';
 import { submitPayloadSchema } from '../src/payload.ts';
 
@@ -29,6 +30,8 @@ export function generateSchemas(): Record<string, string> {
     title: payload.title,
     description: `${String(payload.description)} (${CONTRACT} section 3)`,
   });
+  // The contract's catalog (src/catalog.ts) for producers and consumers in other languages.
+  files['catalog.json'] = `${JSON.stringify(catalogJson(), null, 2)}\n`;
   for (const type of EVENT_TYPES) {
     const path = `events/${type}.schema.json`;
     const schema = toJsonSchema(EVENT_DATA_SCHEMAS[type]);

@@ -1,44 +1,13 @@
 import { z } from 'zod';
+import { EVENT_TYPES, TERMINAL_EVENT_TYPES, type EventType } from './catalog.ts';
 
 /**
  * The events stream (docs/contract.md section 4), v1.1. Every entry has the same string fields; `data` is JSON
  * whose shape depends on `event`. Changing a shape here is a breaking change for consumers.
  */
-export const EVENT_TYPES = [
-  'transfer.submitted',
-  'transfer.unresolved',
-  'transfer.broadcast',
-  'transfer.rejected',
-  'transfer.blocked',
-  'transfer.failed',
-  'transfer.expired',
-  'reconcile.completed',
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+export { EVENT_TYPES, FailureCode, type EventType } from './catalog.ts';
 
-export const TERMINAL_EVENTS: ReadonlySet<EventType> = new Set([
-  'transfer.broadcast',
-  'transfer.rejected',
-  'transfer.blocked',
-  'transfer.failed',
-  'transfer.expired',
-]);
-
-export const FailureCode = {
-  INVALID_PAYLOAD: 'INVALID_PAYLOAD',
-  TRAVEL_RULE_REQUIRED: 'TRAVEL_RULE_REQUIRED',
-  TRAVEL_RULE_UNAVAILABLE: 'TRAVEL_RULE_UNAVAILABLE',
-  TRACKING_DEADLINE: 'TRACKING_DEADLINE',
-  /** A send may have gone out and neither a lookup nor a resend settled it (unresolved, then expired). */
-  SEND_OUTCOME_UNKNOWN: 'SEND_OUTCOME_UNKNOWN',
-  /**
-   * The first send was answered 409 although no earlier send of this transfer may have been processed:
-   * the sequenceId is in use upstream by a transaction this worker cannot claim (unresolved).
-   */
-  SEQUENCE_ID_IN_USE: 'SEQUENCE_ID_IN_USE',
-  /** An operator resolved a transfer as failed (CLI `resolve --as failed`). */
-  OPERATOR_RESOLVED: 'OPERATOR_RESOLVED',
-} as const;
+export const TERMINAL_EVENTS: ReadonlySet<EventType> = new Set(TERMINAL_EVENT_TYPES);
 
 // ---------------------------------------------------------------------------------------------------
 // The `data` of each event type. Objects are open (extra keys allowed): within a major version events

@@ -1,0 +1,59 @@
+/**
+ * The one catalog of the contract's facts (docs/contract.md sections 3 and 4): a transfer's states,
+ * which of them end it, the event types, and the failure codes events carry. Everything else derives
+ * from here: the worker's ledger (its TypeScript and, when the script is loaded, the terminal set of
+ * transition.lua), the event schemas and types of this package, and `schemas/catalog.json`, which
+ * producers in other languages read (examples/python-producer does). `npm run schemas` writes it, and a
+ * test fails when it differs from this file.
+ */
+
+/** A transfer's states, in the order of its life; the last five end it. */
+export const TRANSFER_STATES = ['received', 'gated', 'submitting', 'submitted', 'broadcast', 'rejected', 'blocked', 'failed', 'expired'] as const;
+export type TransferStateName = (typeof TRANSFER_STATES)[number];
+
+/** The states a transfer never leaves: each is reached by publishing the event `transfer.<state>`. */
+export const TERMINAL_STATES = ['broadcast', 'rejected', 'blocked', 'failed', 'expired'] as const satisfies readonly TransferStateName[];
+export type TerminalStateName = (typeof TERMINAL_STATES)[number];
+
+export const EVENT_TYPES = [
+  'transfer.submitted',
+  'transfer.unresolved',
+  'transfer.broadcast',
+  'transfer.rejected',
+  'transfer.blocked',
+  'transfer.failed',
+  'transfer.expired',
+  'reconcile.completed',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** The event types that end a transfer: `transfer.<terminal state>`. */
+export const TERMINAL_EVENT_TYPES = TERMINAL_STATES.map((state) => `transfer.${state}` as const);
+
+export const FailureCode = {
+  INVALID_PAYLOAD: 'INVALID_PAYLOAD',
+  TRAVEL_RULE_REQUIRED: 'TRAVEL_RULE_REQUIRED',
+  TRAVEL_RULE_UNAVAILABLE: 'TRAVEL_RULE_UNAVAILABLE',
+  TRACKING_DEADLINE: 'TRACKING_DEADLINE',
+  /** A send may have gone out and neither a lookup nor a resend settled it (unresolved, then expired). */
+  SEND_OUTCOME_UNKNOWN: 'SEND_OUTCOME_UNKNOWN',
+  /**
+   * The first send was answered 409 although no earlier send of this transfer may have been processed:
+   * the sequenceId is in use upstream by a transaction this worker cannot claim (unresolved).
+   */
+  SEQUENCE_ID_IN_USE: 'SEQUENCE_ID_IN_USE',
+  /** An operator resolved a transfer as failed (CLI `resolve --as failed`). */
+  OPERATOR_RESOLVED: 'OPERATOR_RESOLVED',
+} as const;
+export type FailureCode = (typeof FailureCode)[keyof typeof FailureCode];
+
+/** The catalog as data, for `schemas/catalog.json`. */
+export function catalogJson(): Record<string, unknown> {
+  return {
+    transferStates: TRANSFER_STATES,
+    terminalStates: TERMINAL_STATES,
+    eventTypes: EVENT_TYPES,
+    terminalEventTypes: TERMINAL_EVENT_TYPES,
+    failureCodes: Object.values(FailureCode),
+  };
+}
