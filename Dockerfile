@@ -20,29 +20,13 @@ WORKDIR /app
 # Files stay owned by root: the process (user node) can read the code but not change it.
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json package-lock.json ./
-# Only what `npm start` (src/worker.ts), `npm run simulator` (src/simulator/main.ts) and the CLI
-# (src/cli/main.ts) load, at the paths their relative imports expect: no demo, tools, tests or
-# benchmark. test/containers/image-content.test.ts checks this list against their import graph, so a
-# new module fails that test until it is added here. One COPY per directory: a directory named with
-# others in one COPY would have its contents, not itself, copied into the destination.
-COPY packages/producer/src/errors.ts packages/producer/src/events.ts packages/producer/src/job-id.ts \
-     packages/producer/src/keys.ts packages/producer/src/payload.ts packages/producer/src/producer.ts \
-     packages/producer/src/read.ts packages/producer/src/sequence-id.ts ./packages/producer/src/
-COPY src/app.ts src/logger.ts src/metrics.ts src/metrics-scrape.ts src/redis.ts src/telemetry.ts \
-     src/timing.ts src/worker.ts ./src/
-COPY src/cli ./src/cli
-COPY src/config ./src/config
-COPY src/events ./src/events
-COPY src/http ./src/http
-COPY src/jobs ./src/jobs
-COPY src/ledger ./src/ledger
-COPY src/lib ./src/lib
-COPY src/queues ./src/queues
-COPY src/transfers ./src/transfers
-COPY src/upstream ./src/upstream
-COPY src/simulator/env.ts src/simulator/faults.ts src/simulator/http.ts src/simulator/main.ts \
-     src/simulator/realistic.ts src/simulator/records.ts src/simulator/server.ts \
-     src/simulator/settings.ts src/simulator/state.ts src/simulator/control-routes.ts ./src/simulator/
+# The service's two source folders, whole: what `npm start` (src/worker.ts), `npm run simulator`
+# (src/simulator/main.ts) and the CLI (src/cli/main.ts) load, at the paths their relative imports
+# expect; no demo, tools, tests or benchmark (they live outside these folders, and .dockerignore keeps
+# them out of the context). test/containers/image-content.test.ts checks the image against the import
+# graph: everything loaded is there, nothing from outside src/ and packages/producer/src/ is.
+COPY src ./src
+COPY packages/producer/src ./packages/producer/src
 # The package's bin, as npm would link it: `docker compose exec worker custody-worker resolve …`.
 RUN ln -s /app/src/cli/main.ts /usr/local/bin/custody-worker
 
