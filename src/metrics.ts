@@ -1,4 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { EVENT_TYPES } from '../packages/producer/src/catalog.ts';
+import { QueueName } from './queues/names.ts';
 
 /**
  * Every Prometheus metric of the worker, on its own registry (no global state, so tests and several
@@ -6,6 +8,12 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * (queue, outcome, endpoint, status, event), never a sequenceId.
  */
 export function createMetrics() {
+  const metrics = declareMetrics();
+  zeroKnownSeries(metrics);
+  return metrics;
+}
+
+function declareMetrics() {
   const registry = new Registry();
   // Node's defaults under their standard names (process_*, nodejs_*): the common Node.js dashboards read them.
   collectDefaultMetrics({ register: registry });
@@ -131,3 +139,25 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Job outcomes the processor wrapper reports (src/queues/processor.ts). */
+const JOB_OUTCOMES = ['completed', 'delayed', 'rate_limited', 'refused', 'error'] as const;
+
+/**
+ * Every series an alert rule or the board reads exists from start-up, at 0 for each known label value:
+ * `increase()` cannot see a series that first appears at 1, so without this the first
+ * transfer.unresolved of a process would never fire its alert (deploy/prometheus/alerts.yml).
+ */
+function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
+  for (const event of EVENT_TYPES) metrics.transferEvents.inc({ event }, 0);
+  for (const step of ['track', 'resolve', 'reconcile']) metrics.ambiguousMatches.inc({ step }, 0);
+  for (const source of ['cache', 'upstream']) metrics.travelRuleLookups.inc({ source }, 0);
+  for (const ours of ['true', 'false']) metrics.skippedRecords.inc({ endpoint: 'getTransfer', ours }, 0);
+  for (const queue of Object.values(QueueName)) {
+    for (const reason of ['job_name', 'unparsable_data']) metrics.refusedJobs.inc({ queue, reason }, 0);
+    for (const outcome of JOB_OUTCOMES) {
+      metrics.jobs.inc({ queue, outcome }, 0);
+      metrics.jobDuration.zero({ queue, outcome });
+    }
+  }
+}

@@ -13,6 +13,11 @@ export { DASHBOARD_PATH } from './dashboard.ts';
 
 /** /readyz answers 503 when Redis does not answer PING within this. */
 const READY_PING_TIMEOUT_MS = 1_000;
+/**
+ * How long /metrics waits for its Redis reads, and /transfers/:id for the ledger: the contract says
+ * /metrics answers within 2 s whatever Redis does; 1.5 s leaves half a second for the rest.
+ */
+const SCRAPE_REDIS_BUDGET_MS = 1_500;
 
 export interface HttpDeps {
   app: App;
@@ -48,8 +53,21 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', redis: redisOk, workers: workersOk });
   });
 
+  // One refresh of the Redis-read gauges at a time: while Redis hangs, scrapes do not pile commands up
+  // behind the one in flight, and each scrape waits for it at most SCRAPE_REDIS_BUDGET_MS.
+  let refreshing: Promise<void> | undefined;
   server.get('/metrics', async (_request, reply) => {
-    await refreshScrapeGauges(app, metrics).catch((err) => logger.warn({ err }, 'queue counts unavailable for metrics'));
+    refreshing ??= refreshScrapeGauges(app, metrics)
+      .catch((err) => logger.warn({ err }, 'queue counts unavailable for metrics'))
+      .finally(() => {
+        refreshing = undefined;
+      });
+    if ((await withinBudget(refreshing, SCRAPE_REDIS_BUDGET_MS)) === TIMED_OUT) {
+      // Redis did not answer in time: the process metrics still go out, with readiness 0 and the
+      // Redis-read gauges as last read (docs/contract.md section 5).
+      metrics.ready.set(0);
+      logger.warn({ budgetMs: SCRAPE_REDIS_BUDGET_MS }, 'redis did not answer within the scrape budget, metrics served without it');
+    }
     return reply.header('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
   });
 
@@ -58,11 +76,24 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     if (!SEQUENCE_ID.test(sequenceId)) {
       return reply.code(400).send({ error: 'INVALID_SEQUENCE_ID', message: 'sequenceId must be 1-128 of A-Z a-z 0-9 _ -' });
     }
-    const view = await transferView(app.ledger, sequenceId);
+    const view = await withinBudget(transferView(app.ledger, sequenceId), SCRAPE_REDIS_BUDGET_MS);
+    if (view === TIMED_OUT) return reply.code(503).send({ error: 'REDIS_UNAVAILABLE', message: 'Redis did not answer in time; try again' });
     if (!view) return reply.code(404).send({ error: 'NOT_FOUND', message: 'unknown transfer' });
     return view;
   });
 
   await registerDashboard(server, app, config.http.dashboardReadOnly);
   return server;
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+/** `promise`'s value, or TIMED_OUT once `ms` passed (the promise goes on; its rejection is the caller's). */
+function withinBudget<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(resolve, ms, TIMED_OUT);
+    timer.unref();
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
