@@ -170,6 +170,16 @@ export async function createApp(
     unresolvedAfterMs: config.submit.unresolvedAfterMs,
     deadlineMs: config.track.deadlineMs,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
+    ...(config.redis.minReplicas > 0
+      ? {
+          replicasAcknowledged: async () => {
+            const acknowledged = await ledger.replicated(config.redis.minReplicas, config.redis.replicaTimeoutMs);
+            if (acknowledged >= config.redis.minReplicas) return true;
+            metrics.replicaWaitFailures.inc();
+            return false;
+          },
+        }
+      : {}),
   });
 
   /*

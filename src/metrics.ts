@@ -128,6 +128,11 @@ function declareMetrics() {
       help: 'Tracked transfers whose get-transfer answers listed sends of their wallet without a match for UNMATCHED_POLLS_ALERT (20) polls in a row (counted once per transfer).',
       registers: [registry],
     }),
+    replicaWaitFailures: new Counter({
+      name: 'custody_redis_replica_wait_failures_total',
+      help: 'Sends not made because fewer than REDIS_MIN_REPLICAS replicas acknowledged the send in flight within REDIS_REPLICA_TIMEOUT (the step retries later).',
+      registers: [registry],
+    }),
     travelRuleLookups: new Counter({
       name: 'custody_travel_rule_lookups_total',
       help: 'Travel-rule setting lookups by source: cache (shared Redis cache hit) or upstream.',

@@ -1,5 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import type { Config } from './config/config.ts';
+import type { RedisConnection } from './config/config.ts';
 
 export type RedisClient = Redis | Cluster;
 
@@ -41,7 +41,7 @@ export interface RedisTuning {
  * One connection per call. BullMQ workers need `maxRetriesPerRequest: null` (blocking commands must
  * wait out a Redis restart instead of failing); the same suits our own commands, which sit in jobs.
  */
-export function createRedis(config: Pick<Config['redis'], 'url' | 'clusterNodes'>, name = 'custody-worker', tuning: RedisTuning = {}): RedisClient {
+export function createRedis(config: Pick<RedisConnection, 'url' | 'clusterNodes'> & Partial<Pick<RedisConnection, 'sentinel'>>, name = 'custody-worker', tuning: RedisTuning = {}): RedisClient {
   const options: RedisOptions & { replyMapping?: 'legacy' } = { maxRetriesPerRequest: null, connectionName: name, enableReadyCheck: true, ...tuning };
   if (config.clusterNodes) {
     const url = new URL(config.url);
@@ -54,6 +54,19 @@ export function createRedis(config: Pick<Config['redis'], 'url' | 'clusterNodes'
       },
       enableReadyCheck: true,
       ...(tuning.retryStrategy ? { clusterRetryStrategy: tuning.retryStrategy } : {}),
+    });
+  }
+  if (config.sentinel) {
+    // ioredis asks the Sentinels for the master and reconnects to the new one after a failover; until
+    // one is known, commands wait (and readiness says no).
+    const { nodes, master, sentinelPassword, password } = config.sentinel;
+    return new CoalescingRedis({
+      ...options,
+      sentinels: nodes,
+      name: master,
+      ...(sentinelPassword ? { sentinelPassword } : {}),
+      ...(password ? { password } : {}),
+      role: 'master',
     });
   }
   return new CoalescingRedis(config.url, options);

@@ -71,7 +71,7 @@ const redisUrl = z.preprocess(
   z.string().refine((v) => URL.canParse(v) && /^rediss?:$/.test(new URL(v).protocol), 'must be a redis:// or rediss:// URL'),
 );
 
-const clusterNodes = z.preprocess(
+const hostPorts = () => z.preprocess(
   (v) => (v === '' ? undefined : v),
   z
     .string()
@@ -96,7 +96,16 @@ const queuePrefix = z.preprocess(
 const envSchema = z
   .object({
     REDIS_URL: redisUrl,
-    REDIS_CLUSTER_NODES: clusterNodes,
+    REDIS_CLUSTER_NODES: hostPorts(),
+    REDIS_SENTINELS: hostPorts(),
+    REDIS_SENTINEL_MASTER: z.preprocess(
+      (v) => (v === undefined || v === '' ? 'mymaster' : v),
+      z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 of letters, digits and ._-'),
+    ),
+    REDIS_SENTINEL_PASSWORD: text(),
+    REDIS_PASSWORD: text(),
+    REDIS_MIN_REPLICAS: integer(0, 0, 16),
+    REDIS_REPLICA_TIMEOUT: duration('1s', 1),
     QUEUE_PREFIX: queuePrefix,
     EVENTS_STREAM: text(),
     EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
@@ -157,6 +166,9 @@ function crossProblems(env: NodeJS.ProcessEnv): string[] {
   if (!set('CUSTODY_TOKEN_URL') && !set('CUSTODY_ACCESS_TOKEN')) {
     problems.push('CUSTODY_TOKEN_URL: one of CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN is required');
   }
+  if (set('REDIS_CLUSTER_NODES') && set('REDIS_SENTINELS')) {
+    problems.push('REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER_NODES (a Cluster fails over on its own)');
+  }
   if (set('REDIS_CLUSTER_NODES')) problems.push(...clusterSlotProblems(env.QUEUE_PREFIX || 'bull', env.EVENTS_STREAM || undefined));
   if (!isLoopback(env.HTTP_HOST || '127.0.0.1')) {
     for (const name of ['DASHBOARD_USER', 'DASHBOARD_PASSWORD']) {
@@ -215,8 +227,9 @@ function build(env: z.infer<typeof envSchema>) {
   const prefix = env.QUEUE_PREFIX;
   return {
     redis: {
-      url: env.REDIS_URL,
-      clusterNodes: env.REDIS_CLUSTER_NODES,
+      ...redisConnection(env),
+      minReplicas: env.REDIS_MIN_REPLICAS,
+      replicaTimeoutMs: env.REDIS_REPLICA_TIMEOUT,
     },
     queue: {
       prefix,
@@ -330,20 +343,42 @@ export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Readonly
 /** Every environment variable the worker reads (for the container files' test and the docs). */
 export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
 
-const queueEnvSchema = envSchema.pick({ REDIS_URL: true, REDIS_CLUSTER_NODES: true, QUEUE_PREFIX: true, EVENTS_STREAM: true });
+const queueEnvSchema = envSchema.pick({
+  REDIS_URL: true,
+  REDIS_CLUSTER_NODES: true,
+  REDIS_SENTINELS: true,
+  REDIS_SENTINEL_MASTER: true,
+  REDIS_SENTINEL_PASSWORD: true,
+  REDIS_PASSWORD: true,
+  QUEUE_PREFIX: true,
+  EVENTS_STREAM: true,
+});
+
+/** Where Redis is: a URL, a Cluster's nodes, or Sentinels and the master's name (with passwords). */
+function redisConnection(env: Pick<z.infer<typeof envSchema>, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_MASTER' | 'REDIS_SENTINEL_PASSWORD' | 'REDIS_PASSWORD'>) {
+  return {
+    url: env.REDIS_URL,
+    clusterNodes: env.REDIS_CLUSTER_NODES,
+    sentinel: env.REDIS_SENTINELS
+      ? { nodes: env.REDIS_SENTINELS, master: env.REDIS_SENTINEL_MASTER, sentinelPassword: env.REDIS_SENTINEL_PASSWORD, password: env.REDIS_PASSWORD }
+      : undefined,
+  };
+}
 
 /**
  * Only where the queues and the stream are (REDIS_*, QUEUE_PREFIX, EVENTS_STREAM): for tools such as
  * the CLI's enqueue/status/events, which need no custody credentials.
  */
-export function loadQueueConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Pick<Config, 'redis'> & { queue: Omit<Config['queue'], 'eventsMaxLen'> }> {
+export type RedisConnection = ReturnType<typeof redisConnection>;
+
+export function loadQueueConfig(env: NodeJS.ProcessEnv = process.env): Readonly<{ redis: RedisConnection; queue: Omit<Config['queue'], 'eventsMaxLen'> }> {
   const result = queueEnvSchema.safeParse(env);
   const problems = result.success ? [] : issueLines(result.error);
   if (env.REDIS_CLUSTER_NODES) problems.push(...clusterSlotProblems(env.QUEUE_PREFIX || 'bull', env.EVENTS_STREAM || undefined));
   if (!result.success || problems.length > 0) throw new ConfigError([...new Set(problems)]);
-  const { REDIS_URL, REDIS_CLUSTER_NODES, QUEUE_PREFIX, EVENTS_STREAM } = result.data;
+  const { QUEUE_PREFIX, EVENTS_STREAM } = result.data;
   return deepFreeze({
-    redis: { url: REDIS_URL, clusterNodes: REDIS_CLUSTER_NODES },
+    redis: redisConnection(result.data),
     queue: { prefix: QUEUE_PREFIX, eventsStream: EVENTS_STREAM ?? `${QUEUE_PREFIX}:transfer-events` },
   });
 }
@@ -357,7 +392,7 @@ const ledgerEnvSchema = envSchema.pick({ EVENTS_MAXLEN: true, RETENTION: true, T
  */
 export function loadLedgerConfig(
   env: NodeJS.ProcessEnv = process.env,
-): Readonly<Pick<Config, 'redis' | 'queue'> & { retention: Pick<Config['retention'], 'transfersMs' | 'tombstonesMs'> }> {
+): Readonly<{ redis: RedisConnection; queue: Config['queue']; retention: Pick<Config['retention'], 'transfersMs' | 'tombstonesMs'> }> {
   const problems: string[] = [];
   let queueConfig: ReturnType<typeof loadQueueConfig> | undefined;
   try {

@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { checkEventData, type EventData, type EventOf, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { TERMINAL_STATES as CATALOG_TERMINAL_STATES, type TransferStateName } from '../../packages/producer/src/catalog.ts';
 import { readTransferEvents } from '../../packages/producer/src/read.ts';
+import { Cluster, type Redis } from 'ioredis';
 import { withRedisLock } from '../lib/redis-lock.ts';
+import { keySlot } from '../lib/redis-slot.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 
@@ -338,6 +340,22 @@ export class Ledger {
     return values[0] ? view.build(sequenceId, values.slice(1)) : undefined;
   }
 
+  /**
+   * How many replicas acknowledged every write this connection made so far (Redis WAIT, at most
+   * `timeoutMs`): called right after the transition that records a send in flight, so a failover to a
+   * replica that acknowledged it cannot forget the send. On a Cluster, WAIT goes to the master that
+   * holds the ledger's slot (every ledger key shares one hash tag), over the Cluster's own connection
+   * to it, which is the one that wrote.
+   */
+  async replicated(minReplicas: number, timeoutMs: number): Promise<number> {
+    const redis = this.#redis;
+    if (redis instanceof Cluster) {
+      const node = await masterOf(redis, keySlot(this.#keys.active));
+      return Number(await node.call('WAIT', minReplicas, timeoutMs));
+    }
+    return Number(await redis.call('WAIT', minReplicas, timeoutMs));
+  }
+
   /** The ledger's clock, ms: Redis's TIME (or the test clock). Leases and time guards are judged by it. */
   async now(): Promise<number> {
     if (this.#options.clock) return this.#options.clock();
@@ -610,4 +628,16 @@ function toRecord(sequenceId: string, hash: Record<string, string>): TransferRec
     lastError: opt(hash.lastError),
     events: hash.events ? hash.events.split(',') : [],
   };
+}
+
+/** The Cluster's connection to the master serving `slot` (CLUSTER SLOTS, matched by port and host). */
+async function masterOf(cluster: Cluster, slot: number): Promise<Redis> {
+  const ranges = (await cluster.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, ...unknown[]], ...unknown[]]>;
+  const range = ranges.find(([start, end]) => slot >= start && slot <= end);
+  if (!range) throw new Error(`no Redis Cluster master serves slot ${slot}`);
+  const [host, port] = range[2];
+  const masters = cluster.nodes('master');
+  const node = masters.find((m) => m.options.port === port && m.options.host === host) ?? masters.find((m) => m.options.port === port);
+  if (!node) throw new Error(`no connection to the Redis Cluster master of slot ${slot}`);
+  return node;
 }

@@ -51,6 +51,8 @@ export interface HarnessOptions {
   worker?: boolean;
   /** An already running simulator to share. */
   simulator?: Simulator;
+  /** Where the producer and the event reads connect (default: the tests' Redis), e.g. a Sentinel's master. */
+  redisUrl?: string;
 }
 
 /** Environment for a worker against `sim` on the test Redis under `prefix`. */
@@ -70,7 +72,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const prefix = uniquePrefix(options.name);
   const env = workerEnv(sim, prefix, options.env);
   const config = loadConfig(env);
-  const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
+  const redis = new Redis(options.redisUrl ?? testRedisUrl(), { maxRetriesPerRequest: null });
   const producer = new TransferProducer({ connection: redis, prefix, eventsStream: config.queue.eventsStream });
 
   const harness: Harness = {

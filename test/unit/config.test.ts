@@ -123,6 +123,35 @@ describe('configuration', () => {
     ]);
   });
 
+  it('reaches Redis through Sentinel, and reads the replica acknowledgement settings', () => {
+    const config = loadConfig({
+      ...valid,
+      REDIS_SENTINELS: '10.0.0.1:26379, 10.0.0.2:26379',
+      REDIS_SENTINEL_PASSWORD: 'sentinel-secret',
+      REDIS_PASSWORD: 'data-secret',
+      REDIS_MIN_REPLICAS: '1',
+      REDIS_REPLICA_TIMEOUT: '250ms',
+    });
+    expect(config.redis.sentinel).toEqual({
+      nodes: [
+        { host: '10.0.0.1', port: 26379 },
+        { host: '10.0.0.2', port: 26379 },
+      ],
+      master: 'mymaster',
+      sentinelPassword: 'sentinel-secret',
+      password: 'data-secret',
+    });
+    expect(config.redis).toMatchObject({ minReplicas: 1, replicaTimeoutMs: 250 });
+    expect(loadConfig(valid).redis).toMatchObject({ sentinel: undefined, minReplicas: 0, replicaTimeoutMs: 1_000 });
+    expect(problems({ ...valid, REDIS_SENTINELS: 'nope' })).toEqual(['REDIS_SENTINELS: must be a comma-separated list of host:port']);
+    expect(problems({ ...valid, REDIS_MIN_REPLICAS: '-1' })[0]).toMatch(/^REDIS_MIN_REPLICAS: /);
+    expect(problems({ ...valid, REDIS_SENTINELS: '10.0.0.1:26379', REDIS_CLUSTER_NODES: '127.0.0.1:7000', QUEUE_PREFIX: '{wtx}' })).toEqual([
+      'REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER_NODES (a Cluster fails over on its own)',
+    ]);
+    const secretLines = problems({ ...valid, REDIS_SENTINELS: 'x', REDIS_SENTINEL_PASSWORD: 'sentinel-secret', REDIS_PASSWORD: 'data-secret' }).join('\n');
+    expect(secretLines).not.toMatch(/sentinel-secret|data-secret/);
+  });
+
   it('requires dashboard credentials off loopback', () => {
     const lines = problems({ ...valid, HTTP_HOST: '0.0.0.0' });
     expect(lines).toEqual([

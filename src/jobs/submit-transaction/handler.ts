@@ -61,6 +61,12 @@ export interface SubmitDeps {
   newRunner?: () => string;
   /** Several records matched one transfer in a lookup (no guess was made). */
   onAmbiguous?: (step: 'resolve') => void;
+  /**
+   * REDIS_MIN_REPLICAS ≥ 1: resolves true once that many replicas acknowledged the transition that
+   * records the send in flight (Redis WAIT within REDIS_REPLICA_TIMEOUT). Asked before any byte of a
+   * sendTransaction request is written; false means nothing is sent and the step retries later.
+   */
+  replicasAcknowledged?: () => Promise<boolean>;
 }
 
 export type SubmitResult =
@@ -352,6 +358,14 @@ export function createSubmitHandler(deps: SubmitDeps) {
    */
   async function sendTaken(record: SendView, payload: SubmitPayload, runner: Runner): Promise<Step> {
     const sequenceId = record.sequenceId;
+    if (deps.replicasAcknowledged && !(await deps.replicasAcknowledged())) {
+      // A failover now could promote a replica that never saw "send in flight" and let another runner
+      // send again: send nothing, undo the send's count, give the lease back, and come back later.
+      const released = await release(record, runner, { lastError: 'REPLICAS_NOT_ACKNOWLEDGED' }, -1, 1);
+      if (!released.ok) return refused(released);
+      runner.log.warn('redis replicas did not acknowledge the send in flight: nothing sent, retrying later');
+      throw new RetryLater(backoffDelay(deps.retry, released.record.failures), 'replicas did not acknowledge');
+    }
     let requests = 0;
     let accepted: SubmittedTransfer;
     const deadline = new Deadline(deps.sendDeadlineMs);

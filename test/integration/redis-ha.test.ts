@@ -1,0 +1,117 @@
+/**
+ * Redis with replicas (docs/contract.md section 2): the worker reaches Redis through Sentinel
+ * (REDIS_SENTINELS), and with REDIS_MIN_REPLICAS it sends nothing until that many replicas
+ * acknowledged the record of the send in flight (WAIT). Private redis-servers on loopback: a primary,
+ * a replica of it, and one Sentinel watching the primary.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TransferState } from '../../src/ledger/ledger.ts';
+import { getFreePort, REDIS_SERVER_BIN, startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
+import { startHarness, type Harness } from '../helpers/harness.ts';
+import { until } from '../helpers/wait.ts';
+
+const SUBMITTED = new Set(['transfer.submitted']);
+
+async function startSentinel(primaryPort: number): Promise<{ port: number; stop(): Promise<void> }> {
+  const port = await getFreePort();
+  const dir = await mkdtemp(join(tmpdir(), 'sentinel-'));
+  const conf = join(dir, 'sentinel.conf');
+  await writeFile(conf, [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, `sentinel monitor mymaster 127.0.0.1 ${primaryPort} 1`, 'sentinel down-after-milliseconds mymaster 1000', ''].join('\n'));
+  const child: ChildProcess = spawn(REDIS_SERVER_BIN, [conf, '--sentinel'], { stdio: 'ignore' });
+  const probe = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  probe.on('error', () => undefined); // refused until the Sentinel listens
+  await until('the Sentinel knows the master', 10_000, async () => {
+    try {
+      const master = (await probe.call('SENTINEL', 'get-master-addr-by-name', 'mymaster')) as string[] | null;
+      return master?.[1] === String(primaryPort) ? true : undefined;
+    } catch {
+      return undefined;
+    }
+  }, 100);
+  probe.disconnect();
+  return {
+    port,
+    async stop() {
+      child.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describe('Redis through Sentinel, with a replica acknowledging every send in flight', () => {
+  let primary: RedisServerHandle;
+  let replica: RedisServerHandle;
+  let sentinel: { port: number; stop(): Promise<void> };
+  let h: Harness;
+  beforeAll(async () => {
+    primary = await startRedisServer();
+    replica = await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] });
+    const probe = new Redis(primary.url);
+    await until('the replica is in sync', 10_000, async () => ((await probe.info('replication')).includes('connected_slaves:1') ? true : undefined), 100);
+    probe.disconnect();
+    sentinel = await startSentinel(primary.port);
+    h = await startHarness({
+      name: 'redis-ha',
+      redisUrl: primary.url,
+      env: { REDIS_URL: '', REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, REDIS_SENTINEL_MASTER: 'mymaster', REDIS_MIN_REPLICAS: '1', REDIS_REPLICA_TIMEOUT: '2s' },
+    });
+  });
+  afterAll(async () => {
+    await h?.close();
+    await sentinel?.stop();
+    await replica?.stop();
+    await primary?.stop();
+  });
+
+  it('submits and broadcasts through the master Sentinel names, each send acknowledged by the replica', async () => {
+    expect(h.config.redis.sentinel).toMatchObject({ master: 'mymaster', nodes: [{ host: '127.0.0.1', port: sentinel.port }] });
+    const payload = samplePayload();
+    const sequenceId = payload.halfSigned.sequenceId;
+    await h.producer.submit(payload);
+    await h.producer.waitForTerminal(sequenceId, 15_000, SUBMITTED);
+    h.sim.setTxid(sequenceId);
+    expect((await h.producer.waitForTerminal(sequenceId, 15_000)).event).toBe('transfer.broadcast');
+    expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
+    // The worker's data is on the master Sentinel named, and replicated.
+    const onReplica = new Redis(replica.url);
+    expect(await onReplica.exists(`${h.prefix}:transfer:${sequenceId}`)).toBe(1);
+    onReplica.disconnect();
+  });
+});
+
+describe('REDIS_MIN_REPLICAS when no replica acknowledges', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    // The tests' Redis has no replica: WAIT never reaches 1.
+    h = await startHarness({ name: 'no-replica', env: { REDIS_MIN_REPLICAS: '1', REDIS_REPLICA_TIMEOUT: '50ms' } });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('sends nothing, releases the lease, counts it, and keeps retrying', async () => {
+    const payload = samplePayload();
+    const sequenceId = payload.halfSigned.sequenceId;
+    await h.producer.submit(payload);
+    await until('three refused waits', 10_000, async () => {
+      const text = await h.app!.metrics.registry.getSingleMetricAsString('custody_redis_replica_wait_failures_total');
+      const count = Number(/custody_redis_replica_wait_failures_total (\d+)/.exec(text)?.[1] ?? 0);
+      return count >= 3 ? true : undefined;
+    }, 50);
+    expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
+    expect(h.sim.stats().requests.sendTransaction).toEqual({});
+    const record = (await h.app!.ledger.get(sequenceId))!;
+    expect(record.state).toBe(TransferState.SUBMITTING);
+    expect(record.sends).toBe(0);
+    expect(record.pending).toBe(false);
+    expect(record.unknownSince).toBeUndefined();
+    expect(record.lastError).toBe('REPLICAS_NOT_ACKNOWLEDGED');
+    expect(await h.eventsOf(sequenceId)).toEqual([]);
+  });
+});
