@@ -1,0 +1,329 @@
+/**
+ * A Redis failover under load (docs/contract.md sections 2 and 4): a primary, two replicas and three
+ * Sentinels on loopback (down-after 1 s), two worker processes reaching Redis through the Sentinels, a
+ * custody simulator that does NOT deduplicate sequenceIds (every send is accepted and counted, so a
+ * second send would be a second payment), sends slowed so that many are in flight, and forced
+ * failovers at random moments: the current master SIGKILLed (its unreplicated writes lost), a replica
+ * promoted, the old master restarted as a replica. Measured after everything settles: accepted sends
+ * per sequenceId, terminal events per transfer, event versions a live consumer saw against the final
+ * stream, transfers lost. Run with REDIS_MIN_REPLICAS 1 and 0 (failover.test.ts).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
+import { TransferProducer } from '../../packages/producer/src/producer.ts';
+import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
+import { getFreePort, REDIS_SERVER_BIN, startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
+import { workerEnv } from '../helpers/harness.ts';
+import { uniquePrefix } from '../helpers/redis.ts';
+import { sleep, until } from '../helpers/wait.ts';
+import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
+
+export interface FailoverScenario {
+  minReplicas: number;
+  transfers: number;
+  failovers: number;
+  seed: number;
+  settleTimeoutMs: number;
+}
+
+export interface FailoverFigures {
+  minReplicas: number;
+  transfers: number;
+  failovers: Array<{ atMs: number; killedPort: number; newMasterPort: number; tookMs: number }>;
+  /** sequenceIds the simulator accepted more than once: a second payment. */
+  acceptedTwice: string[];
+  /** Transfers with no terminal event on the final stream when the run stopped, and where they were. */
+  withoutTerminal: number;
+  unsettled: Record<string, number>;
+  /** Transfers with two terminal events (of any types) on the final stream, and of different types. */
+  twoTerminal: number;
+  twoTerminalDifferentTypes: number;
+  /** (sequenceId, version) pairs a live consumer saw whose final stream entry differs or is gone. */
+  versionsChangedOrLost: number;
+  /** (sequenceId, version) pairs seen twice by the live consumer with different events. */
+  versionsSeenTwiceDifferently: number;
+  /** Sends refused because replicas did not acknowledge (worker logs). */
+  replicaWaitRefusals: number;
+  unexpectedExits: string[];
+  runMs: number;
+}
+
+const SEND_LATENCY_MS = 300;
+
+async function startSentinel(primaryPort: number, dir: string): Promise<{ port: number; child: ChildProcess }> {
+  const port = await getFreePort();
+  const conf = join(dir, `sentinel-${port}.conf`);
+  await writeFile(
+    conf,
+    [
+      `port ${port}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor mymaster 127.0.0.1 ${primaryPort} 2`,
+      'sentinel down-after-milliseconds mymaster 1000',
+      'sentinel failover-timeout mymaster 4000',
+      'sentinel parallel-syncs mymaster 2',
+      '',
+    ].join('\n'),
+  );
+  const child = spawn(REDIS_SERVER_BIN, [conf, '--sentinel'], { stdio: 'ignore' });
+  return { port, child };
+}
+
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+export async function runFailover(scenario: FailoverScenario): Promise<FailoverFigures> {
+  const started = Date.now();
+  const random = seeded(scenario.seed);
+  const dir = await mkdtemp(join(tmpdir(), 'failover-'));
+  const nodes: RedisServerHandle[] = [];
+  const sentinels: Array<{ port: number; child: ChildProcess }> = [];
+  const workers: WorkerProcess[] = [];
+  const clients: Redis[] = [];
+  let sim: Simulator | undefined;
+  let producer: TransferProducer | undefined;
+  try {
+    const primary = await startRedisServer();
+    nodes.push(primary);
+    for (let i = 0; i < 2; i++) nodes.push(await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] }));
+    const probe = new Redis(primary.url, { maxRetriesPerRequest: 1 });
+    probe.on('error', () => undefined); // the primary is killed later
+    clients.push(probe);
+    await until('both replicas in sync', 15_000, async () => ((await probe.info('replication')).includes('connected_slaves:2') ? true : undefined), 100);
+    for (let i = 0; i < 3; i++) sentinels.push(await startSentinel(primary.port, dir));
+    const sentinelList = sentinels.map((s) => ({ host: '127.0.0.1', port: s.port }));
+    const ask = new Redis({ port: sentinels[0]!.port, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+    ask.on('error', () => undefined);
+    clients.push(ask);
+    const masterPort = async (): Promise<number | undefined> => {
+      try {
+        const addr = (await ask.call('SENTINEL', 'get-master-addr-by-name', 'mymaster')) as string[] | null;
+        return addr ? Number(addr[1]) : undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    await until('the Sentinels know the master', 15_000, async () => ((await masterPort()) === primary.port ? true : undefined), 100);
+    // A failover needs a majority of Sentinels that know each other and the replicas (hello messages
+    // every 2 s): wait until each one sees the two others and both replicas.
+    for (const sentinel of sentinels) {
+      const one = new Redis({ port: sentinel.port, maxRetriesPerRequest: 1 });
+      one.on('error', () => undefined);
+      await until(`Sentinel ${sentinel.port} sees its peers and the replicas`, 30_000, async () => {
+        const flat = (await one.call('SENTINEL', 'master', 'mymaster')) as string[];
+        const info = Object.fromEntries(flat.flatMap((v, i) => (i % 2 === 0 ? [[v, flat[i + 1]]] : [])));
+        return info['num-other-sentinels'] === '2' && info['num-slaves'] === '2' ? true : undefined;
+      }, 200);
+      one.disconnect();
+    }
+
+    sim = await startSimulator({ port: 0, settings: { rejectDuplicates: false, latencyMs: { sendTransaction: SEND_LATENCY_MS } } });
+    const prefix = uniquePrefix('failover');
+    const env = workerEnv(sim, prefix, {
+      REDIS_URL: '',
+      REDIS_SENTINELS: sentinelList.map((s) => `${s.host}:${s.port}`).join(','),
+      REDIS_SENTINEL_MASTER: 'mymaster',
+      REDIS_MIN_REPLICAS: String(scenario.minReplicas),
+      REDIS_REPLICA_TIMEOUT: '500ms',
+      SUBMIT_CONCURRENCY: '32',
+      CUSTODY_TIMEOUT: '2s',
+      JOB_LOCK_DURATION: '3s',
+      RECONCILE_EVERY: '5s',
+      RECONCILE_GRACE: '3s',
+      TRACK_POLL_MIN: '200ms',
+      TRACK_POLL_MAX: '1s',
+      SUBMIT_RETRY_MAX: '500ms',
+      LOG_LEVEL: 'info',
+    });
+    delete (env as Record<string, string | undefined>).REDIS_URL;
+    const unexpectedExits: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const worker = spawnWorker(env, { name: `failover-${scenario.minReplicas}-worker-${i + 1}` });
+      workers.push(worker);
+      void worker.exited.then((info) => unexpectedExits.push(`${worker.name}: ${JSON.stringify(info)}`));
+      await worker.waitForLog('worker started', 60_000);
+    }
+
+    const connection = new Redis({ sentinels: sentinelList, name: 'mymaster', maxRetriesPerRequest: null });
+    connection.on('error', () => undefined);
+    clients.push(connection);
+    producer = new TransferProducer({ connection, prefix, eventsStream: `${prefix}:transfer-events`, submitTimeoutMs: 20_000 });
+
+    // A live consumer: every entry as it was read, before any failover could take it back.
+    const live = new Map<string, TransferEvent>();
+    let liveTwiceDifferently = 0;
+    let consuming = true;
+    const reader = new Redis({ sentinels: sentinelList, name: 'mymaster', maxRetriesPerRequest: null });
+    reader.on('error', () => undefined);
+    clients.push(reader);
+    const consumer = (async () => {
+      let cursor = '0';
+      while (consuming) {
+        try {
+          const answer = (await reader.xread('COUNT', 1000, 'BLOCK', 500, 'STREAMS', `${prefix}:transfer-events`, cursor)) as Array<[string, Array<[string, string[]]>]> | null;
+          for (const [, entries] of answer ?? []) {
+            for (const entry of entries) {
+              cursor = entry[0];
+              const event = parseStreamEntry(entry);
+              if (!event.sequenceId) continue;
+              const key = `${event.sequenceId}@${event.version}`;
+              const seen = live.get(key);
+              if (seen && seen.event !== event.event) liveTwiceDifferently++;
+              live.set(key, event);
+            }
+          }
+        } catch {
+          await sleep(200);
+        }
+      }
+    })();
+
+    // Enqueue in batches, failing the master over at random moments meanwhile.
+    const sequenceIds: string[] = [];
+    const failovers: FailoverFigures['failovers'] = [];
+    const batches = 10;
+    const failoverAt = new Set<number>();
+    while (failoverAt.size < scenario.failovers) failoverAt.add(Math.floor(random() * batches));
+    for (let batch = 0; batch < batches; batch++) {
+      const payloads = Array.from({ length: scenario.transfers / batches }, () => samplePayload());
+      sequenceIds.push(...payloads.map((p) => p.halfSigned.sequenceId));
+      for (const payload of payloads) {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await producer.submit(payload);
+            break;
+          } catch (error) {
+            if (attempt > 40) throw error;
+            await sleep(250);
+          }
+        }
+      }
+      if (failoverAt.has(batch)) {
+        // Let sends get in flight, then kill the master mid-stream.
+        await sleep(Math.floor(random() * 2 * SEND_LATENCY_MS));
+        const current = await masterPort();
+        const victim = nodes.find((n) => n.port === current);
+        if (victim) {
+          const at = Date.now();
+          await victim.kill();
+          const promoted = await until('a new master', 30_000, async () => {
+            const port = await masterPort();
+            return port !== undefined && port !== victim.port ? port : undefined;
+          }, 100);
+          failovers.push({ atMs: at - started, killedPort: victim.port, newMasterPort: promoted, tookMs: Date.now() - at });
+          // The old master comes back: Sentinel makes it a replica of the new one, and the next
+          // failover waits until it is in sync again.
+          await victim.restart();
+          const master = new Redis({ port: promoted, maxRetriesPerRequest: 1 });
+          master.on('error', () => undefined);
+          await until('two replicas in sync again', 30_000, async () => ((await master.info('replication')).match(/slave\d+:.*state=online/g)?.length === 2 ? true : undefined), 200).catch(() => undefined);
+          master.disconnect();
+        }
+      }
+      await sleep(300);
+    }
+
+    // Settle: every transfer has a terminal event on the stream, or the time is up.
+    const settleDeadline = Date.now() + scenario.settleTimeoutMs;
+    const final = async () => {
+      for (;;) {
+        try {
+          const entries = (await connection.xrange(`${prefix}:transfer-events`, '-', '+')) as Array<[string, string[]]>;
+          return entries.map(parseStreamEntry).filter((e) => e.sequenceId !== '');
+        } catch {
+          await sleep(250);
+        }
+      }
+    };
+    let events = await final();
+    const terminalOf = (list: TransferEvent[]) => new Set(list.filter((e) => TERMINAL_EVENTS.has(e.event)).map((e) => e.sequenceId));
+    let sentTxids = 0;
+    while (Date.now() < settleDeadline) {
+      // Txids appear once a transfer is accepted, so tracking can end it.
+      for (const id of sequenceIds) {
+        if (sim.transfer(id) && !sim.transfer(id)!.txid) {
+          sim.setTxid(id);
+          sentTxids++;
+        }
+      }
+      events = await final();
+      if (terminalOf(events).size >= sequenceIds.length) break;
+      await sleep(1_000);
+    }
+    void sentTxids;
+    consuming = false;
+    await consumer;
+
+    const stats = sim.stats();
+    const acceptedTwice = sequenceIds.filter((id) => (stats.sends[id]?.accepted ?? 0) > 1);
+    const byId = new Map<string, TransferEvent[]>();
+    for (const event of events) byId.set(event.sequenceId, [...(byId.get(event.sequenceId) ?? []), event]);
+    let withoutTerminal = 0;
+    const unsettled: Record<string, number> = {};
+    let twoTerminal = 0;
+    let twoTerminalDifferentTypes = 0;
+    for (const id of sequenceIds) {
+      const terminals = (byId.get(id) ?? []).filter((e) => TERMINAL_EVENTS.has(e.event));
+      if (terminals.length === 0) {
+        withoutTerminal++;
+        const state = (await connection.hget(`${prefix}:transfer:${id}`, 'state').catch(() => 'unreadable')) ?? 'no record';
+        const key = `${state}, ${stats.sends[id]?.accepted ? 'accepted' : 'not accepted'} upstream`;
+        unsettled[key] = (unsettled[key] ?? 0) + 1;
+      }
+      if (terminals.length > 1) {
+        twoTerminal++;
+        if (new Set(terminals.map((e) => e.event)).size > 1) twoTerminalDifferentTypes++;
+      }
+    }
+    const finalByKey = new Map(events.map((e) => [`${e.sequenceId}@${e.version}`, e]));
+    let versionsChangedOrLost = 0;
+    for (const [key, seen] of live) if (finalByKey.get(key)?.event !== seen.event) versionsChangedOrLost++;
+    const replicaWaitRefusals = workers.reduce((n, w) => n + w.output().split('replicas did not acknowledge the send in flight').length - 1, 0);
+
+    return {
+      minReplicas: scenario.minReplicas,
+      transfers: sequenceIds.length,
+      failovers,
+      acceptedTwice,
+      withoutTerminal,
+      unsettled,
+      twoTerminal,
+      twoTerminalDifferentTypes,
+      versionsChangedOrLost,
+      versionsSeenTwiceDifferently: liveTwiceDifferently,
+      replicaWaitRefusals,
+      unexpectedExits: [...unexpectedExits],
+      runMs: Date.now() - started,
+    };
+  } finally {
+    await producer?.close().catch(() => undefined);
+    await killAllWorkers();
+    for (const client of clients) client.disconnect();
+    for (const s of sentinels) s.child.kill('SIGKILL');
+    await sim?.close().catch(() => undefined);
+    for (const node of nodes) await node.stop().catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export function describeFigures(f: FailoverFigures): string {
+  return [
+    `[failover] REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${(x.tookMs / 1000).toFixed(1)} s`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
+    `  accepted twice upstream: ${f.acceptedTwice.length}; without a terminal event: ${f.withoutTerminal} ${JSON.stringify(f.unsettled)}; two terminal events: ${f.twoTerminal} (different types: ${f.twoTerminalDifferentTypes})`,
+    `  versions a live consumer saw that the final stream changed or lost: ${f.versionsChangedOrLost}; seen twice differently: ${f.versionsSeenTwiceDifferently}; sends refused for want of a replica's acknowledgement: ${f.replicaWaitRefusals}; unexpected worker exits: ${f.unexpectedExits.length}`,
+  ].join('\n');
+}
