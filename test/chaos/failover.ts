@@ -22,6 +22,7 @@ import { workerEnv } from '../helpers/harness.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
+import { seededRandom } from './run-chaos.ts';
 
 export interface FailoverScenario {
   minReplicas: number;
@@ -75,20 +76,9 @@ async function startSentinel(primaryPort: number, dir: string): Promise<{ port: 
   return { port, child };
 }
 
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 export async function runFailover(scenario: FailoverScenario): Promise<FailoverFigures> {
   const started = Date.now();
-  const random = seeded(scenario.seed);
+  const random = seededRandom(scenario.seed);
   const dir = await mkdtemp(join(tmpdir(), 'failover-'));
   const nodes: RedisServerHandle[] = [];
   const sentinels: Array<{ port: number; child: ChildProcess }> = [];
