@@ -12,7 +12,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import { QueueName } from '../../src/queues/names.ts';
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
@@ -41,6 +43,8 @@ export interface FailoverFigures {
   /** Transfers with no terminal event on the final stream when the run stopped, and where they were. */
   withoutTerminal: number;
   unsettled: Record<string, number>;
+  /** Up to three unsettled transfers: their ledger record and their submit job's state. */
+  unsettledSamples: string[];
   /** Transfers with two terminal events (of any types) on the final stream, and of different types. */
   twoTerminal: number;
   twoTerminalDifferentTypes: number;
@@ -264,6 +268,8 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     for (const event of events) byId.set(event.sequenceId, [...(byId.get(event.sequenceId) ?? []), event]);
     let withoutTerminal = 0;
     const unsettled: Record<string, number> = {};
+    const samples: string[] = [];
+    const submitQueue = new Queue(QueueName.SUBMIT, { connection, prefix });
     let twoTerminal = 0;
     let twoTerminalDifferentTypes = 0;
     for (const id of sequenceIds) {
@@ -273,12 +279,20 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
         const state = (await connection.hget(`${prefix}:transfer:${id}`, 'state').catch(() => 'unreadable')) ?? 'no record';
         const key = `${state}, ${stats.sends[id]?.accepted ? 'accepted' : 'not accepted'} upstream`;
         unsettled[key] = (unsettled[key] ?? 0) + 1;
+        if (samples.length < 3) {
+          // What a next look needs: the ledger record and where its submit job is.
+          const record = await connection.hgetall(`${prefix}:transfer:${id}`).catch(() => ({}));
+          const jobId = (record as Record<string, string>).jobId;
+          const jobState = jobId ? await submitQueue.getJobState(jobId).catch((error: Error) => `unreadable: ${error.message}`) : 'no job id';
+          samples.push(`${id}: job ${jobState}; ${JSON.stringify({ ...record, payload: undefined })}`);
+        }
       }
       if (terminals.length > 1) {
         twoTerminal++;
         if (new Set(terminals.map((e) => e.event)).size > 1) twoTerminalDifferentTypes++;
       }
     }
+    await submitQueue.close().catch(() => undefined);
     const finalByKey = new Map(events.map((e) => [`${e.sequenceId}@${e.version}`, e]));
     let versionsChangedOrLost = 0;
     for (const [key, seen] of live) if (finalByKey.get(key)?.event !== seen.event) versionsChangedOrLost++;
@@ -291,6 +305,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       acceptedTwice,
       withoutTerminal,
       unsettled,
+      unsettledSamples: samples,
       twoTerminal,
       twoTerminalDifferentTypes,
       versionsChangedOrLost,
@@ -314,6 +329,7 @@ export function describeFigures(f: FailoverFigures): string {
   return [
     `[failover] REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${(x.tookMs / 1000).toFixed(1)} s`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
     `  accepted twice upstream: ${f.acceptedTwice.length}; without a terminal event: ${f.withoutTerminal} ${JSON.stringify(f.unsettled)}; two terminal events: ${f.twoTerminal} (different types: ${f.twoTerminalDifferentTypes})`,
+    ...f.unsettledSamples.map((sample) => `  unsettled: ${sample}`),
     `  versions a live consumer saw that the final stream changed or lost: ${f.versionsChangedOrLost}; seen twice differently: ${f.versionsSeenTwiceDifferently}; sends refused for want of a replica's acknowledgement: ${f.replicaWaitRefusals}; unexpected worker exits: ${f.unexpectedExits.length}`,
   ].join('\n');
 }
