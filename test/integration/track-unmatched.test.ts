@@ -60,6 +60,10 @@ describe('a tracked transfer that never matches', () => {
     expect(logged[0]!.fields).toMatchObject({ unmatchedPolls: UNMATCHED_POLLS_ALERT, sends: 1, matchAmount: '1.5' });
     expect(logged[0]!.fields.compared).toContain('outputs[].amount (at 8 fractional digits)');
     expect(JSON.stringify(logged[0]!.fields)).not.toContain('0xbbbb');
-    expect((await ledger.get(sequenceId))!.unmatchedPolls).toBe(UNMATCHED_POLLS_ALERT + 5);
+    // Counting stops at the alert: later polls write nothing, so the transfer can still show as stale.
+    const record = (await ledger.get(sequenceId))!;
+    expect(record.unmatchedPolls).toBe(UNMATCHED_POLLS_ALERT);
+    await expect(handler({ job: { id: 't', data: { sequenceId }, attemptsStarted: 99 }, log } as unknown as JobContext)).rejects.toBeInstanceOf(RetryLater);
+    expect((await ledger.get(sequenceId))!.updatedAt).toBe(record.updatedAt);
   });
 });

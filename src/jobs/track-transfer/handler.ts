@@ -87,10 +87,15 @@ export function createTrackHandler(deps: TrackDeps) {
         to: TransferState.SUBMITTED,
         set: { ...matchFields(match), pollFailures: 0 },
       });
-    } else if (found.kind === 'none' && list.some((tx) => tx.type.toLowerCase() === 'send' && (tx.wallet === undefined || String(tx.wallet) === record.walletId))) {
+    } else if (
+      found.kind === 'none' &&
+      record.unmatchedPolls < UNMATCHED_POLLS_ALERT &&
+      list.some((tx) => tx.type.toLowerCase() === 'send' && (tx.wallet === undefined || String(tx.wallet) === record.walletId))
+    ) {
       // The wallet's sends are listed but none is ours: not visible yet, or a match that can never
       // succeed (an amount or address upstream writes differently). Counted and logged once, so the
-      // second kind is seen long before TRACK_DEADLINE.
+      // second kind is seen long before TRACK_DEADLINE. Counting stops at the alert: a write per poll
+      // would keep the transfer's last change fresh and hide it from the stale-transfer alerts.
       const unmatched = record.unmatchedPolls + 1;
       await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, unmatchedPolls: unmatched } });
       if (unmatched === UNMATCHED_POLLS_ALERT) {
