@@ -17,37 +17,32 @@
           transition with a TTL of RETENTION + TOMBSTONE_RETENTION, so that once the hash is gone a
           transfer with this sequenceId is never created again (refused: 'ended').
 
-  ARGV[1]  sequenceId for the event ('' when the payload had none)
-  ARGV[2]  expected states, comma-separated; '-' stands for "no record yet"
-  ARGV[3]  new state
-  ARGV[4]  '1' when the new state is terminal
-  ARGV[5]  now, ms since epoch; '' = Redis TIME (a test clock passes its own)
-  ARGV[6]  the event's `at` (ISO 8601 with milliseconds)
-  ARGV[7]  event type, '' for a transition without event
-  ARGV[8]  event data (JSON text)
-  ARGV[9]  stream MAXLEN (approximate trimming)
-  ARGV[10] retention of a terminal record, ms
-  ARGV[11] index member ('' = do not index)
-  ARGV[12] lease mode: '' none | 'take' acquire or renew | 'own' caller must own it | 'free' no live lease
-  ARGV[13] lease owner token (take, own)
-  ARGV[14] lease duration ms (take)
-  ARGV[15] '1' for an operator's resolution (may fail a transfer whose send may have gone out)
-  ARGV[16] fields to delete, comma-separated
-  ARGV[17] increments, 'field=n,field=n'
-  ARGV[18] fields that must be absent, comma-separated (else refused: 'present')
-  ARGV[19] fields set to now, comma-separated; a leading '?' sets the field only when absent
-  ARGV[20] what to return of the record after the change: '*' all of it (HGETALL, and the payload),
-           '' nothing, else comma-separated hash fields (HMGET, in that order)
-  ARGV[21] the payload to keep ('' = leave it as it is)
-  ARGV[22] '1' to record the transfer in the tracker outbox (KEYS[8]) with this change: the `submitted`
-           transition does, so a submitted transfer is never without either its tracking job or the
-           record that it still needs one (the caller adds the job with BullMQ's own Queue.add and
-           removes the entry; a sweep adds what a crash left)
-  ARGV[23] how long the tombstone of a terminal transition lives, ms (RETENTION + TOMBSTONE_RETENTION)
-  ARGV[24..] field, value pairs to set
-
   KEYS[8] the tracker outbox (sorted set, score = when its entry was recorded, ms): the ledger's own
           key; this script writes no key of BullMQ's.
+
+  ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
+    seq       sequenceId for the event ('' when the payload had none)
+    from      expected states; '-' stands for "no record yet"
+    to        new state;   terminal: true when it is terminal
+    now       ms since epoch as text; '' = Redis TIME (a test clock passes its own)
+    at        the event's `at` (ISO 8601 with milliseconds)
+    event     event type, '' for a transition without event;   data: event data (JSON text)
+    maxLen    stream MAXLEN (approximate trimming);   retention: ms a terminal record is kept
+    member    index member ('' = do not index)
+    lease     { mode = '' | 'take' acquire or renew | 'own' caller must own it | 'free' no live lease,
+                owner = token (take, own), ms = duration (take) }
+    operator  true for an operator's resolution (may fail a transfer whose send may have gone out)
+    unset     fields to delete;   incr: { field = n };   absent: fields that must not exist (else 'present')
+    stamp     fields set to now;   stampOnce: fields set to now only when absent
+    read      what to return of the record after the change: '*' all of it (HGETALL, and the payload),
+              else a list of hash fields (HMGET, in that order; empty = nothing)
+    payload   the payload to keep ('' = leave it as it is)
+    tracker   true to record the transfer in the tracker outbox (KEYS[8]) with this change: the
+              `submitted` transition does, so a submitted transfer is never without either its tracking
+              job or the record that it still needs one (the caller adds the job with BullMQ's own
+              Queue.add and removes the entry; a sweep adds what a crash left)
+    tombstoneTtl  how long the tombstone of a terminal transition lives, ms (RETENTION + TOMBSTONE_RETENTION)
+    set       field, value, field, value ... to set (all text)
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -55,7 +50,7 @@
   - 'take' succeeds when nobody holds the lease, the caller holds it, or it has expired; taking over a
     lease whose holder left `pending` = 1 (a send it never reported) records `unknownSince`;
   - `failed` is refused while a send may have been accepted (`unknownSince` set, or another runner's
-    send `pending`) or the sequenceId was found in use upstream (`inUseSince`), unless ARGV[15] says
+    send `pending`) or the sequenceId was found in use upstream (`inUseSince`), unless the request says
     an operator decided;
   - a transfer whose tombstone exists is never created again: a transition from "no record" is
     refused ('ended'), and the refusal carries the tombstone.
@@ -65,7 +60,7 @@
   writes is the order of the steps below, so a field written by several steps ends as it did when each
   step was its own command.
 
-  Returns {1, version, streamId, fields} on success, fields being what ARGV[20] asked for of the record
+  Returns {1, version, streamId, fields} on success, fields being what `read` asked for of the record
   after the change (field, value pairs for '*'; values, false for an absent field, for a list);
   {0, currentState, reason, leaseUntil, now, tombstone} when refused, reason one of
   state | terminal | lease | owner | present | unknown | ended (tombstone: '<state>:<version>', only
@@ -76,9 +71,12 @@
 local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince')
 local current = before[1] or '-'
 
+local req = cjson.decode(ARGV[1])
+local lease = req.lease
+
 local now
-if ARGV[5] ~= '' then
-  now = tonumber(ARGV[5])
+if req.now ~= '' then
+  now = tonumber(req.now)
 else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -99,32 +97,32 @@ if current == '-' then
 end
 
 local allowed = false
-for state in string.gmatch(ARGV[2], '[^,]+') do
+for _, state in ipairs(req.from) do
   if state == current then allowed = true end
 end
 if not allowed then return refuse('state') end
 
-for field in string.gmatch(ARGV[18], '[^,]+') do
+for _, field in ipairs(req.absent) do
   if redis.call('HEXISTS', KEYS[1], field) == 1 then return refuse('present') end
 end
 
-local mode = ARGV[12]
+local mode = lease.mode
 local owner = before[2] or ''
 local leaseUntil = tonumber(before[3] or '0')
 local live = owner ~= '' and leaseUntil > now
-if current == 'submitting' and ARGV[3] ~= 'submitting' and mode ~= 'own' and mode ~= 'free' then
+if current == 'submitting' and req.to ~= 'submitting' and mode ~= 'own' and mode ~= 'free' then
   return refuse('lease')
 end
 if mode == 'take' then
-  if live and owner ~= ARGV[13] then return refuse('lease') end
+  if live and owner ~= lease.owner then return refuse('lease') end
 elseif mode == 'own' then
-  if owner ~= ARGV[13] then return refuse('owner') end
+  if owner ~= lease.owner then return refuse('owner') end
 elseif mode == 'free' then
   if live then return refuse('lease') end
 end
 
-local pendingOfOther = before[4] == '1' and owner ~= ARGV[13]
-if ARGV[3] == 'failed' and ARGV[15] ~= '1' then
+local pendingOfOther = before[4] == '1' and owner ~= lease.owner
+if req.to == 'failed' and not req.operator then
   if before[5] or before[6] or pendingOfOther then return refuse('unknown') end
 end
 
@@ -145,31 +143,24 @@ if mode == 'take' then
     redis.call('HDEL', KEYS[1], 'pending')
   end
   sets[#sets + 1] = 'leaseOwner'
-  sets[#sets + 1] = ARGV[13]
+  sets[#sets + 1] = lease.owner
   sets[#sets + 1] = 'leaseUntil'
-  sets[#sets + 1] = tostring(now + tonumber(ARGV[14]))
+  sets[#sets + 1] = tostring(now + tonumber(lease.ms))
 end
 
-if ARGV[21] ~= '' then redis.call('SET', KEYS[6], ARGV[21]) end
-for i = 24, #ARGV do sets[#sets + 1] = ARGV[i] end
-for field in string.gmatch(ARGV[19], '[^,]+') do
-  if string.sub(field, 1, 1) == '?' then
-    flush()
-    redis.call('HSETNX', KEYS[1], string.sub(field, 2), nowText)
-  else
-    sets[#sets + 1] = field
-    sets[#sets + 1] = nowText
-  end
+if req.payload ~= '' then redis.call('SET', KEYS[6], req.payload) end
+for _, value in ipairs(req.set) do sets[#sets + 1] = value end
+for _, field in ipairs(req.stamp) do
+  sets[#sets + 1] = field
+  sets[#sets + 1] = nowText
 end
 flush()
-for pair in string.gmatch(ARGV[17], '[^,]+') do
-  local field, by = string.match(pair, '^(.+)=(%-?%d+)$')
-  redis.call('HINCRBY', KEYS[1], field, by)
-end
-if ARGV[16] ~= '' then
+for _, field in ipairs(req.stampOnce) do redis.call('HSETNX', KEYS[1], field, nowText) end
+for field, by in pairs(req.incr) do redis.call('HINCRBY', KEYS[1], field, by) end
+if #req.unset > 0 then
   local dropsLong = false
   local fields = {}
-  for field in string.gmatch(ARGV[16], '[^,]+') do
+  for _, field in ipairs(req.unset) do
     if field == 'payload' then
       redis.call('DEL', KEYS[6])
       if not dropsLong and redis.call('HEXISTS', KEYS[1], 'payload') == 1 then dropsLong = true end
@@ -190,55 +181,54 @@ end
 
 local streamId = ''
 local version
-if ARGV[7] ~= '' then
+if req.event ~= '' then
   local after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events')
   version = tonumber(after[1] or '0') + 1
   local versionText = tostring(version)
-  streamId = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[9], '*',
-    'event', ARGV[7],
-    'sequenceId', ARGV[1],
+  streamId = redis.call('XADD', KEYS[2], 'MAXLEN', '~', req.maxLen, '*',
+    'event', req.event,
+    'sequenceId', req.seq,
     'walletId', after[2] or '',
     'coin', after[3] or '',
     'version', versionText,
-    'at', ARGV[6],
-    'data', ARGV[8],
+    'at', req.at,
+    'data', req.data,
     'metadata', after[4] or '')
   local ids = after[5]
   if ids then ids = ids .. ',' .. streamId else ids = streamId end
-  redis.call('HSET', KEYS[1], 'events', ids, 'state', ARGV[3], 'version', versionText, 'updatedAt', nowText)
+  redis.call('HSET', KEYS[1], 'events', ids, 'state', req.to, 'version', versionText, 'updatedAt', nowText)
 else
   version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-  redis.call('HSET', KEYS[1], 'state', ARGV[3], 'version', tostring(version), 'updatedAt', nowText)
+  redis.call('HSET', KEYS[1], 'state', req.to, 'version', tostring(version), 'updatedAt', nowText)
 end
 
-if ARGV[4] == '1' then
-  redis.call('PEXPIRE', KEYS[1], ARGV[10])
-  redis.call('PEXPIRE', KEYS[6], ARGV[10])
-  if ARGV[11] ~= '' then
-    redis.call('SET', KEYS[7], ARGV[3] .. ':' .. tostring(version), 'PX', ARGV[23])
-    redis.call('ZREM', KEYS[3], ARGV[11])
-    redis.call('ZREM', KEYS[8], ARGV[11])
-    redis.call('ZADD', KEYS[4], nowText, ARGV[11])
-    if ARGV[3] == 'broadcast' then redis.call('ZADD', KEYS[5], nowText, ARGV[11]) end
+local member = req.member
+if req.terminal then
+  redis.call('PEXPIRE', KEYS[1], req.retention)
+  redis.call('PEXPIRE', KEYS[6], req.retention)
+  if member ~= '' then
+    redis.call('SET', KEYS[7], req.to .. ':' .. tostring(version), 'PX', req.tombstoneTtl)
+    redis.call('ZREM', KEYS[3], member)
+    redis.call('ZREM', KEYS[8], member)
+    redis.call('ZADD', KEYS[4], nowText, member)
+    if req.to == 'broadcast' then redis.call('ZADD', KEYS[5], nowText, member) end
   end
-elseif ARGV[11] ~= '' then
-  redis.call('ZADD', KEYS[3], nowText, ARGV[11])
+elseif member ~= '' then
+  redis.call('ZADD', KEYS[3], nowText, member)
 end
 
-if ARGV[22] == '1' and ARGV[11] ~= '' then redis.call('ZADD', KEYS[8], nowText, ARGV[11]) end
+if req.tracker and member ~= '' then redis.call('ZADD', KEYS[8], nowText, member) end
 
 -- Decoding a whole record costs the caller more than the change itself: it names what it reads.
 local reply = {}
-if ARGV[20] == '*' then
+if req.read == '*' then
   reply = redis.call('HGETALL', KEYS[1])
   local payload = redis.call('GET', KEYS[6])
   if payload then
     reply[#reply + 1] = 'payload'
     reply[#reply + 1] = payload
   end
-elseif ARGV[20] ~= '' then
-  local fields = {}
-  for field in string.gmatch(ARGV[20], '[^,]+') do fields[#fields + 1] = field end
-  reply = redis.call('HMGET', KEYS[1], unpack(fields))
+elseif #req.read > 0 then
+  reply = redis.call('HMGET', KEYS[1], unpack(req.read))
 end
 return {1, version, streamId, reply}

@@ -4,6 +4,7 @@ import { FailureCode, type EventType } from '../../../packages/producer/src/even
 import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
 import { createKeys } from '../../ledger/keys.ts';
 import { Ledger, TransferState, type TransferRecord, type TransitionRequest, type TransitionResult } from '../../ledger/ledger.ts';
+import { op } from '../../ledger/operations.ts';
 import { QueueName, trackJobId } from '../../queues/names.ts';
 import { Trackers } from '../../queues/trackers.ts';
 import type { RedisClient } from '../../redis.ts';
@@ -19,8 +20,6 @@ export const MAX_REASON_LENGTH = 500;
 const OUTCOMES = ['submitted', 'failed'] as const;
 type Outcome = (typeof OUTCOMES)[number];
 
-/** Fields that hold the send lease (as the submit handler's LEASE_FIELDS); resolving releases it. */
-const LEASE_FIELDS = ['leaseOwner', 'leaseUntil', 'pending'];
 
 // Control characters (a newline, an escape sequence) have no place in one line of reason that ends up
 // in consumers' logs and in operators' terminals.
@@ -135,30 +134,11 @@ function eventOf(outcome: Outcome): EventType {
  * person who checked the provider may decide.
  */
 function resolution(record: TransferRecord, outcome: Outcome, reason: string): TransitionRequest {
-  if (outcome === 'submitted') {
-    return {
-      from: [TransferState.SUBMITTING],
-      to: TransferState.SUBMITTED,
-      lease: { mode: 'free' },
-      operator: true,
-      stamp: ['submittedAt'],
-      unset: ['payload', 'lastError', ...LEASE_FIELDS],
-      event: { type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'operator', reason } },
-      // Recorded with the resolution: if adding the tracking job below fails, reconciliation adds it.
-      trackerPending: true,
-    };
-  }
-  return {
-    from: [TransferState.SUBMITTING],
-    to: TransferState.FAILED,
-    lease: { mode: 'free' },
-    operator: true,
-    unset: ['payload', ...LEASE_FIELDS],
-    event: {
-      type: 'transfer.failed',
-      data: { code: FailureCode.OPERATOR_RESOLVED, httpStatus: null, message: reason, attempts: record.sends, resolvedBy: 'operator' },
-    },
-  };
+  if (outcome === 'submitted') return op.resolveByOperator({ type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'operator', reason } });
+  return op.resolveByOperator({
+    type: 'transfer.failed',
+    data: { code: FailureCode.OPERATOR_RESOLVED, httpStatus: null, message: reason, attempts: record.sends, resolvedBy: 'operator' },
+  });
 }
 
 function wrongState(sequenceId: string, state: string): CliError {

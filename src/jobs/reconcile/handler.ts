@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { TERMINAL_STATES, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
+import { op } from '../../ledger/operations.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { QueueName } from '../../queues/names.ts';
 import type { Trackers } from '../../queues/trackers.ts';
@@ -144,7 +145,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       return;
     }
     const jobId = `resume-${record.sequenceId}-${randomUUID().slice(0, 8)}`;
-    const taken = await ledger.transition(record.sequenceId, { from: [record.state], to: record.state, set: { jobId } });
+    const taken = await ledger.transition(record.sequenceId, op.handOver(record.state, jobId));
     if (!taken.ok) return; // it moved meanwhile: something is driving it
     await deps.submitQueue.add(QueueName.SUBMIT, JSON.parse(record.payload), { jobId });
     counts.resubmitted++;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { FailureCode } from '../../../packages/producer/src/events.ts';
-import { matchFields, TRACKING_VIEW, TransferState, type Ledger, type TrackingView } from '../../ledger/ledger.ts';
+import { op } from '../../ledger/operations.ts';
+import { TRACKING_VIEW, TransferState, type Ledger, type TrackingView } from '../../ledger/ledger.ts';
 import { RetryLater } from '../../queues/outcomes.ts';
 import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, UNMATCHED_POLLS_ALERT, type BackoffProfile } from '../../timing.ts';
 import { LIST_AMOUNT_PLACES } from '../../lib/decimal.ts';
@@ -64,7 +65,7 @@ export function createTrackHandler(deps: TrackDeps) {
     } catch (error) {
       // Upstream trouble never loses the tracker: count it and poll again later (or expire at the deadline).
       const failures = record.pollFailures + 1;
-      await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: failures } });
+      await deps.ledger.transition(sequenceId, op.pollFailed(failures));
       deps.onPollFailed?.(failures);
       const level = failures >= POLL_FAILURES_ALERT ? 'error' : 'warn';
       log[level]({ err: error, failures }, 'poll failed, tracking continues');
@@ -82,11 +83,7 @@ export function createTrackHandler(deps: TrackDeps) {
     if (found.kind === 'found' && match.transactionId === undefined) {
       // Remember the record id: a later answer is then matched by id, the cheapest sure way.
       match.transactionId = found.transaction.id;
-      await deps.ledger.transition(sequenceId, {
-        from: [TransferState.SUBMITTED],
-        to: TransferState.SUBMITTED,
-        set: { ...matchFields(match), pollFailures: 0 },
-      });
+      await deps.ledger.transition(sequenceId, op.identified(match));
     } else if (
       found.kind === 'none' &&
       record.unmatchedPolls < UNMATCHED_POLLS_ALERT &&
@@ -97,7 +94,7 @@ export function createTrackHandler(deps: TrackDeps) {
       // second kind is seen long before TRACK_DEADLINE. Counting stops at the alert: a write per poll
       // would keep the transfer's last change fresh and hide it from the stale-transfer alerts.
       const unmatched = record.unmatchedPolls + 1;
-      await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, unmatchedPolls: unmatched } });
+      await deps.ledger.transition(sequenceId, op.unmatched(unmatched));
       if (unmatched === UNMATCHED_POLLS_ALERT) {
         deps.onUnmatched?.();
         log.warn(
@@ -111,7 +108,7 @@ export function createTrackHandler(deps: TrackDeps) {
         );
       }
     } else if (record.pollFailures > 0) {
-      await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0 } });
+      await deps.ledger.transition(sequenceId, op.pollAnswered());
     }
     return expireOrWait(record, deadline, backoffDelay(pollProfile, job.attemptsStarted), log);
   };
@@ -129,18 +126,13 @@ export function createTrackHandler(deps: TrackDeps) {
       const final = isCustodyError(error) && (error.code === CustodyErrorCode.NOT_FOUND || !error.retryable);
       const tries = record.enrichFailures + 1;
       if (!final && tries < ENRICH_ATTEMPTS) {
-        await deps.ledger.transition(sequenceId, { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { enrichFailures: tries } });
+        await deps.ledger.transition(sequenceId, op.enrichFailed(tries));
         log.warn({ err: error, tries }, 'wallet transaction lookup failed, retrying');
         throw new RetryLater(backoffDelay(errorProfile, tries), 'wallet transaction lookup failed');
       }
       log.info({ code: isCustodyError(error) ? error.code : 'INTERNAL_ERROR' }, 'wallet transaction not available, broadcast without it');
     }
-    const result = await deps.ledger.transition(sequenceId, {
-      from: [TransferState.SUBMITTED],
-      to: TransferState.BROADCAST,
-      set: { txid: transaction.txid, broadcastAt: now() },
-      event: { type: 'transfer.broadcast', data: { txid: transaction.txid, transaction, walletTransaction } },
-    });
+    const result = await deps.ledger.transition(sequenceId, op.broadcast(transaction.txid, now(), { txid: transaction.txid, transaction, walletTransaction }));
     if (result.ok) log.info({ txid: transaction.txid }, 'transfer broadcast');
     return { outcome: 'broadcast', sequenceId };
   }
@@ -154,18 +146,14 @@ export function createTrackHandler(deps: TrackDeps) {
       throw new RetryLater(Math.max(1, Math.min(delayMs, deadline - ledgerNow)), 'no txid yet');
     }
     if (ledgerNow !== undefined) {
-      const result = await deps.ledger.transition(sequenceId, {
-        from: [TransferState.SUBMITTED],
-        to: TransferState.EXPIRED,
-        event: {
-          type: 'transfer.expired',
-          data: {
-            code: FailureCode.TRACKING_DEADLINE,
-            submittedAt: new Date(record.submittedAt ?? record.updatedAt).toISOString(),
-            deadline: new Date(deadline).toISOString(),
-          },
-        },
-      });
+      const result = await deps.ledger.transition(
+        sequenceId,
+        op.expireTracking({
+          code: FailureCode.TRACKING_DEADLINE,
+          submittedAt: new Date(record.submittedAt ?? record.updatedAt).toISOString(),
+          deadline: new Date(deadline).toISOString(),
+        }),
+      );
       if (result.ok) log.warn('tracking deadline reached without txid, transfer expired');
       return { outcome: 'expired', sequenceId };
     }

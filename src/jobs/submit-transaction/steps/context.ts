@@ -1,0 +1,88 @@
+import { parseSubmitPayload, type SubmitPayload } from '../../../../packages/producer/src/payload.ts';
+import type { Ledger, TransferRecord, TransitionResult } from '../../../ledger/ledger.ts';
+import { RetryLater } from '../../../queues/outcomes.ts';
+import type { JobContext } from '../../../queues/processor.ts';
+import type { Trackers } from '../../../queues/trackers.ts';
+import { LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../../timing.ts';
+import type { CustodyClient, WalletRef } from '../../../upstream/client.ts';
+import type { GateSetting } from '../travel-rule.ts';
+
+export interface SubmitDeps {
+  ledger: Ledger;
+  travelRule: { setting(): Promise<GateSetting> };
+  custody: Pick<CustodyClient, 'sendTransaction' | 'getTransfersBySequenceId'>;
+  /**
+   * Whether a lookup by sequenceId answers only with that transfer, for a wallet (LookupNarrowing):
+   * only then does a single `send` record without a sequenceId identify the transfer.
+   */
+  lookupNarrowing: { narrows(wallet: WalletRef, signal?: AbortSignal): Promise<boolean> };
+  /**
+   * Adds the transfer's one tracking job unless it exists and clears its tracker outbox entry
+   * (Trackers.ensure); the `submitted` transition records the entry, so a crash in between leaves it
+   * for reconciliation's sweep.
+   */
+  trackers: Pick<Trackers, 'ensure'>;
+  /** SUBMIT_ATTEMPTS: sendTransaction requests (and failed gate lookups) before `transfer.failed`. */
+  attempts: number;
+  retry: BackoffProfile;
+  /** The overall deadline of one sendTransaction call or one lookup (timing.ts: sendDeadlineMs). */
+  sendDeadlineMs: number;
+  /** The send lease: the deadline plus a margin (timing.ts: sendLeaseMs). Must exceed sendDeadlineMs. */
+  sendLeaseMs: number;
+  /** UNRESOLVED_AFTER: a send whose outcome stays unknown this long gets `transfer.unresolved`. */
+  unresolvedAfterMs: number;
+  /** TRACK_DEADLINE: a send whose outcome stays unknown this long ends `transfer.expired` (SEND_OUTCOME_UNKNOWN). */
+  deadlineMs: number;
+  /** Process clock, for the text of the gate decision only: leases and time guards use the ledger's. */
+  now?: () => number;
+  /** A fresh token per run of the handler (tests pass their own). */
+  newRunner?: () => string;
+  /** Several records matched one transfer in a lookup (no guess was made). */
+  onAmbiguous?: (step: 'resolve') => void;
+  /**
+   * REDIS_MIN_REPLICAS ≥ 1: resolves true once that many replicas acknowledged the transition that
+   * records the send in flight (Redis WAIT within REDIS_REPLICA_TIMEOUT). Asked before any byte of a
+   * sendTransaction request is written; false means nothing is sent and the step retries later.
+   */
+  replicasAcknowledged?: () => Promise<boolean>;
+}
+
+/** One run of the handler: the dependencies, its lease owner token and its log. */
+export interface Run {
+  deps: SubmitDeps;
+  owner: string;
+  log: JobContext['log'];
+}
+
+/** A step's result when it moved the transfer to `submitted` (all the next step needs to know). */
+export const SUBMITTED = Symbol('submitted');
+
+/**
+ * What a step leaves: the record as its transition left it, SUBMITTED, or undefined when it did not
+ * change the transfer (someone else did) and the ledger must be read again.
+ */
+export type Step = TransferRecord | typeof SUBMITTED | undefined;
+
+/** The payload stored with the record: what every runner sends, whichever job it came from. */
+export function storedPayload(record: TransferRecord): SubmitPayload {
+  const parsed = record.payload === undefined ? undefined : parseSubmitPayload(JSON.parse(record.payload));
+  if (!parsed?.ok) throw new Error(`ledger record in ${record.state} holds no valid payload`);
+  return parsed.payload;
+}
+
+/**
+ * A refused transition: another runner's live lease means "come back when it ends" (both times are the
+ * ledger's); anything else means the transfer moved on, and the caller reads it again.
+ */
+export function refused(result: Extract<TransitionResult, { ok: false }>): undefined {
+  if (result.reason === 'lease') {
+    // Someone else's send is in flight (a stalled copy of this job, a concurrent runner): wait for it.
+    throw new RetryLater(Math.max(LEASE_WAIT_SLACK_MS, result.leaseUntil - result.now + LEASE_WAIT_SLACK_MS), 'send lease held');
+  }
+  return undefined;
+}
+
+/** The record a successful transition left, or undefined (the caller then reads the ledger). */
+export function changed(result: TransitionResult): TransferRecord | undefined {
+  return result.ok ? result.record : undefined;
+}

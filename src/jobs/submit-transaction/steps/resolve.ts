@@ -1,0 +1,123 @@
+import { TransferState, type TransferRecord } from '../../../ledger/ledger.ts';
+import { op } from '../../../ledger/operations.ts';
+import { findTransfer, type MatchResult } from '../../../transfers/match.ts';
+import type { WalletRef } from '../../../upstream/client.ts';
+import { Deadline } from '../../../upstream/deadline.ts';
+import { CustodyError } from '../../../upstream/errors.ts';
+import type { Transaction } from '../../../upstream/schemas.ts';
+import { refused, storedPayload, type Run, type Step } from './context.ts';
+import { takeAndSend } from './send.ts';
+import { expireUnsettled, fail, inUse, markSubmitted, releaseAndRetry, stillUnknown } from './settle.ts';
+
+/**
+ * Found in `submitting` (a send failed before, or a runner crashed or outlived its lease): take the
+ * lease, then
+ * - the sequenceId was found in use by another transaction (SEQUENCE_ID_IN_USE): send nothing, look
+ *   nothing up, wait for an operator until TRACK_DEADLINE;
+ * - no send was made yet: send;
+ * - every send so far was answered "not taken": look, then resend (lookBeforeResend);
+ * - a send may have gone out: look, and settle from what the lookup proves (settleUnknown).
+ */
+export async function resolve(run: Run, record: TransferRecord): Promise<Step> {
+  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeLease(run.owner, run.deps.sendLeaseMs));
+  if (!taken.ok) return refused(taken);
+  const held = taken.record;
+  // `updatedAt` is the ledger's clock at the take, so the time guards never use this process's.
+  const ledgerNow = held.updatedAt;
+  if (held.inUseSince !== undefined) return parkInUse(run, held, ledgerNow);
+  if (held.unknownSince !== undefined) return settleUnknown(run, held, ledgerNow);
+  if (held.sends === 0) return takeAndSend(run, held, TransferState.SUBMITTING);
+  return lookBeforeResend(run, held);
+}
+
+/** get-transfer by sequenceId for the transfer's wallet, under the send deadline. */
+async function lookup<T>(run: Run, record: TransferRecord, then: (list: Transaction[], wallet: WalletRef, signal: AbortSignal) => Promise<T>): Promise<T> {
+  const payload = storedPayload(record);
+  const wallet = { walletId: payload.walletId, coin: payload.coin };
+  const deadline = new Deadline(run.deps.sendDeadlineMs);
+  try {
+    const list = await run.deps.custody.getTransfersBySequenceId(wallet, record.sequenceId, { signal: deadline.signal });
+    return await then(list, wallet, deadline.signal);
+  } finally {
+    deadline.clear();
+  }
+}
+
+/**
+ * Every send so far was proven "not taken", so no record upstream can be this transfer's: one that
+ * carries our sequenceId is another transaction's (SEQUENCE_ID_IN_USE, as a 409 would be). Records
+ * without a sequenceId prove nothing either way (the wallet's other transfers, when the list is not
+ * narrowed): the resend's own answer decides, and a 409 to it means the same.
+ */
+async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
+  let taken: boolean;
+  try {
+    taken = await lookup(run, held, async (list) => list.some((tx) => tx.sequenceId === held.sequenceId));
+  } catch (error) {
+    const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
+    // No resend without a look: try again later (failed once SUBMIT_ATTEMPTS runs could not look).
+    run.log.warn({ err: error, code }, 'lookup before a resend failed');
+    if (held.failures + 1 >= run.deps.attempts) {
+      return fail(run, held, { kind: 'refused', code: held.lastError ?? code, httpStatus: null, message: 'retries exhausted', retryAfterMs: undefined }, 0);
+    }
+    return releaseAndRetry(run, held, { extraSends: 0 }, code);
+  }
+  if (taken) {
+    return inUse(run, held, { kind: 'in-use', code: 'SEQUENCE_ID_IN_USE', httpStatus: null, message: 'lookup shows the sequenceId in use', retryAfterMs: undefined }, 0);
+  }
+  return takeAndSend(run, held, TransferState.SUBMITTING);
+}
+
+/**
+ * A send may have gone out. Look first, even past the deadline (a transfer upstream shows is
+ * submitted, not expired): found → submitted; an answer that cannot tell (several candidates, or one
+ * record without our sequenceId from a provider that does not narrow) → never resend, never claim,
+ * the transfer stays unsettled (sticky) and gets `transfer.unresolved` at UNRESOLVED_AFTER; not found
+ * → resend while fewer than SUBMIT_ATTEMPTS sends were made, else keep looking at the capped backoff.
+ */
+async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number): Promise<Step> {
+  const sequenceId = held.sequenceId;
+  const pastDeadline = ledgerNow - held.unknownSince! >= run.deps.deadlineMs;
+  let found: MatchResult;
+  try {
+    found = await lookup(run, held, async (list, wallet, signal) => {
+      const match = findTransfer(list, { sequenceId });
+      // A record without our sequenceId identifies nothing unless this provider narrows its answers.
+      if (match.kind === 'found' && match.transaction.sequenceId !== sequenceId && !(await run.deps.lookupNarrowing.narrows(wallet, signal))) {
+        return { kind: 'ambiguous', candidates: 1 };
+      }
+      return match;
+    });
+  } catch (error) {
+    const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
+    run.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
+    if (pastDeadline) return expireUnsettled(run, held);
+    return stillUnknown(run, held, code, ledgerNow, 0);
+  }
+  if (found.kind === 'found') {
+    const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction: found.transaction };
+    const submitted = await markSubmitted(run, held, data, { sequenceId, transactionId: found.transaction.id }, 0);
+    if (submitted) run.log.info({ transactionId: found.transaction.id }, 'earlier send found by lookup');
+    return submitted;
+  }
+  if (found.kind === 'ambiguous') {
+    run.deps.onAmbiguous?.('resolve');
+    if (!pastDeadline) {
+      // One of the candidates may be ours: a resend could be a second payment, a claim a wrong one.
+      run.log.warn({ candidates: found.candidates }, 'lookup cannot tell which record is ours: no resend');
+      return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
+    }
+  }
+  if (pastDeadline) return expireUnsettled(run, held);
+  if (held.sends < run.deps.attempts) return takeAndSend(run, held, TransferState.SUBMITTING);
+  return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
+}
+
+/**
+ * SEQUENCE_ID_IN_USE: nothing is sent or looked up again (the other transaction's records would be
+ * read as ours); an operator settles it (README), else it expires at TRACK_DEADLINE.
+ */
+async function parkInUse(run: Run, held: TransferRecord, ledgerNow: number): Promise<Step> {
+  if (ledgerNow - held.inUseSince! >= run.deps.deadlineMs) return expireUnsettled(run, held, held.inUseSince);
+  return releaseAndRetry(run, held, { extraSends: 0 }, 'sequenceId in use upstream');
+}

@@ -1,0 +1,81 @@
+import { FailureCode, type EventData } from '../../../../packages/producer/src/events.ts';
+import { NO_VIEW, type SendView, type TransferRecord, type TransitionResult } from '../../../ledger/ledger.ts';
+import { op, type Release } from '../../../ledger/operations.ts';
+import { RetryLater } from '../../../queues/outcomes.ts';
+import { backoffDelay } from '../../../timing.ts';
+import type { SendFailure } from '../../../transfers/classify-send.ts';
+import type { TransferMatch } from '../../../transfers/match.ts';
+import { changed, refused, SUBMITTED, type Run, type Step } from './context.ts';
+
+/*
+ * How a send (or the lookup standing in for one) ends for the lease holder: submitted, failed, still
+ * unknown, in use by another transaction, or expired. Each is one named ledger operation.
+ */
+
+/** The lease holder gives the lease up (the transfer stays in `submitting`). */
+export function release(run: Run, record: SendView, release: Release): Promise<TransitionResult> {
+  return run.deps.ledger.transition(record.sequenceId, op.release(run.owner, release));
+}
+
+/** Gives the lease up and comes back at the backoff for the record's failures (counting this one). */
+export async function releaseAndRetry(run: Run, record: SendView, release: Release, why: string): Promise<never | undefined> {
+  const released = await run.deps.ledger.transition(record.sequenceId, op.release(run.owner, { failures: 1, ...release }));
+  if (!released.ok) return refused(released);
+  throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), why);
+}
+
+export async function markSubmitted(run: Run, record: SendView, data: EventData['transfer.submitted'], match: TransferMatch, extraSends: number): Promise<Step> {
+  const marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markSubmitted(run.owner, data, match, extraSends), NO_VIEW);
+  return marked.ok ? SUBMITTED : undefined;
+}
+
+/** `transfer.failed`: only by the lease owner, and the ledger refuses it while a send may have gone out. */
+export async function fail(run: Run, record: SendView, failure: SendFailure, extraSends: number): Promise<Step> {
+  const data = { code: failure.code, httpStatus: failure.httpStatus, message: failure.message, attempts: record.sends + extraSends };
+  const failed = await run.deps.ledger.transition(record.sequenceId, op.fail(run.owner, data, extraSends));
+  if (failed.ok) run.log.warn({ code: failure.code, httpStatus: failure.httpStatus }, 'transfer failed: every send was refused');
+  return changed(failed);
+}
+
+/**
+ * The send may have gone out and nothing settled it: record that (sticky), release the lease, publish
+ * `transfer.unresolved` once when it has lasted UNRESOLVED_AFTER, and come back at the capped backoff.
+ */
+export async function stillUnknown(run: Run, record: SendView, code: string, ledgerNow: number | undefined, extraSends: number): Promise<never | undefined> {
+  const since = record.unknownSince;
+  const announce = since !== undefined && ledgerNow !== undefined && record.unresolvedAt === undefined && ledgerNow - since >= run.deps.unresolvedAfterMs;
+  const unresolved = announce ? { code: FailureCode.SEND_OUTCOME_UNKNOWN, attempts: record.sends + extraSends, lastError: code } : undefined;
+  const released = await run.deps.ledger.transition(record.sequenceId, op.markUnknown(run.owner, { lastError: code, extraSends, failures: 1 }, unresolved));
+  if (!released.ok) return refused(released);
+  if (announce) run.log.error({ attempts: released.record.sends, lastError: code }, 'send outcome still unknown: transfer.unresolved published, an operator may resolve it');
+  throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), 'send outcome unknown');
+}
+
+/**
+ * A 409 that nothing we did explains (no earlier send of this transfer may have been processed): the
+ * sequenceId is in use upstream by a transaction we cannot claim. `transfer.unresolved`
+ * SEQUENCE_ID_IN_USE at once; no tracker, no match; the sticky `inUseSince` stops every later send.
+ */
+export async function inUse(run: Run, record: SendView, failure: SendFailure, extraSends: number): Promise<never | undefined> {
+  const unresolved =
+    record.unresolvedAt === undefined ? { code: FailureCode.SEQUENCE_ID_IN_USE, attempts: record.sends + extraSends, lastError: failure.code } : undefined;
+  const released = await run.deps.ledger.transition(record.sequenceId, op.markInUse(run.owner, { lastError: failure.code, extraSends, failures: 1 }, unresolved));
+  if (!released.ok) return refused(released);
+  run.log.error({ attempts: released.record.sends }, 'sequenceId in use upstream by another transaction: transfer.unresolved published, an operator must resolve it');
+  throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), 'sequenceId in use upstream');
+}
+
+/** TRACK_DEADLINE passed since a send may have gone out (or the sequenceId was found in use), and nothing settled it. */
+export async function expireUnsettled(run: Run, record: TransferRecord, unsettledSince = record.unknownSince): Promise<Step> {
+  const since = unsettledSince ?? record.updatedAt;
+  const expired = await run.deps.ledger.transition(
+    record.sequenceId,
+    op.expireUnsettled(run.owner, {
+      code: FailureCode.SEND_OUTCOME_UNKNOWN,
+      submittedAt: new Date(since).toISOString(),
+      deadline: new Date(since + run.deps.deadlineMs).toISOString(),
+    }),
+  );
+  if (expired.ok) run.log.error({ sends: record.sends }, 'send outcome never settled: transfer expired');
+  return changed(expired);
+}

@@ -1,0 +1,243 @@
+import { FailureCode, type EventData, type EventOf } from '../../packages/producer/src/events.ts';
+import type { SubmitPayload } from '../../packages/producer/src/payload.ts';
+import type { GateDecision, LedgerMatch } from './record.ts';
+import type { TransitionRequest } from './request.ts';
+import { NO_RECORD, TransferState } from './states.ts';
+
+/**
+ * The ledger's named operations: every change a handler, reconciliation or the CLI makes to a transfer,
+ * each as the transition request it is. The record's hash field names are written here and in
+ * record.ts (which reads them) only; callers say what happened, not which fields change.
+ */
+
+/** Fields that hold the send lease; a transition that releases it deletes them. */
+const LEASE_FIELDS = ['leaseOwner', 'leaseUntil', 'pending'];
+
+/** Who holds the send lease for a change: the runner's token. */
+export type LeaseOwner = string;
+
+/** The fields of a new ledger record; the job that writes them owns the transfer. */
+function newRecord(jobId: string, payload: SubmitPayload): Record<string, string> {
+  return {
+    jobId,
+    walletId: String(payload.walletId),
+    coin: payload.coin,
+    metadata: payload.metadata ? JSON.stringify(payload.metadata) : '',
+    // Kept until submitted: it is what gets sent (by any runner), and what reconciliation recreates a
+    // lost job from.
+    payload: JSON.stringify(payload),
+  };
+}
+
+/** Hash fields of a gate decision. */
+function gateFields(decision: GateDecision): Record<string, string> {
+  return {
+    gateOutcome: decision.outcome,
+    gateSetting: JSON.stringify(decision.setting),
+    gateFetchedAt: decision.settingFetchedAt,
+    gateCheckedAt: decision.checkedAt,
+    gateApplies: decision.applies ? '1' : '0',
+    gateReference: decision.reference ? '1' : '0',
+  };
+}
+
+/** Hash fields of a match; absent parts are not written. */
+function matchFields(match: LedgerMatch): Record<string, string> {
+  const fields: Record<string, string> = {};
+  if (match.transactionId !== undefined) fields.matchTransactionId = match.transactionId;
+  if (match.destinationAddress !== undefined) fields.matchAddress = match.destinationAddress;
+  if (match.amount !== undefined) fields.matchAmount = match.amount;
+  return fields;
+}
+
+/** What a released lease may also record: the retryable error, and the sends and failures to add. */
+export interface Release {
+  lastError?: string;
+  /** sendTransaction requests made beyond the one counted when the lease was taken (−1: none was made). */
+  extraSends: number;
+  failures?: number;
+}
+
+export const op = {
+  /** An invalid job with a usable sequenceId: `transfer.rejected`, once, unless a record or tombstone exists. */
+  reject(jobId: string, described: { walletId: string; coin: string; metadata: string }, data: EventData['transfer.rejected']): TransitionRequest {
+    return {
+      from: [NO_RECORD],
+      to: TransferState.REJECTED,
+      set: { jobId, walletId: described.walletId, coin: described.coin, metadata: described.metadata },
+      stamp: ['createdAt'],
+      event: { type: 'transfer.rejected', data },
+    };
+  },
+
+  /** The record of a new transfer (`received`); of two jobs with one sequenceId, the first to write owns it. */
+  create(jobId: string, payload: SubmitPayload): TransitionRequest {
+    return { from: [NO_RECORD], to: TransferState.RECEIVED, set: newRecord(jobId, payload), stamp: ['createdAt'] };
+  },
+
+  /** A new transfer whose gate passed, straight to a send in flight: record, gate decision and lease in one step. */
+  createAndTakeSend(jobId: string, payload: SubmitPayload, decision: GateDecision, owner: LeaseOwner, leaseMs: number): TransitionRequest {
+    return {
+      from: [NO_RECORD],
+      to: TransferState.SUBMITTING,
+      set: { ...newRecord(jobId, payload), ...gateFields(decision), pending: 1 },
+      stamp: ['createdAt'],
+      lease: { mode: 'take', owner, ms: leaseMs },
+      increment: { sends: 1 },
+    };
+  },
+
+  /** The travel-rule setting could not be read: counted, retried later. */
+  gateUnavailable(failures: number): TransitionRequest {
+    return { from: [TransferState.RECEIVED], to: TransferState.RECEIVED, set: { failures, lastError: FailureCode.TRAVEL_RULE_UNAVAILABLE } };
+  },
+
+  /** The travel-rule setting could not be read SUBMIT_ATTEMPTS times: `transfer.failed`, nothing was sent. */
+  gateFailed(failures: number, data: EventData['transfer.failed']): TransitionRequest {
+    return { from: [TransferState.RECEIVED], to: TransferState.FAILED, set: { failures }, unset: ['payload'], event: { type: 'transfer.failed', data } };
+  },
+
+  block(decision: GateDecision): TransitionRequest {
+    return {
+      from: [TransferState.RECEIVED],
+      to: TransferState.BLOCKED,
+      set: gateFields(decision),
+      unset: ['payload'],
+      event: { type: 'transfer.blocked', data: { code: FailureCode.TRAVEL_RULE_REQUIRED, setting: decision.setting } },
+    };
+  },
+
+  pass(decision: GateDecision): TransitionRequest {
+    return { from: [TransferState.RECEIVED], to: TransferState.GATED, set: gateFields(decision) };
+  },
+
+  /** Takes (or renews) the send lease and marks a send in flight, counted. */
+  takeSend(from: typeof TransferState.GATED | typeof TransferState.SUBMITTING, owner: LeaseOwner, leaseMs: number): TransitionRequest {
+    return { from: [from], to: TransferState.SUBMITTING, lease: { mode: 'take', owner, ms: leaseMs }, set: { pending: 1 }, increment: { sends: 1 } };
+  },
+
+  /** Takes (or renews) the send lease of a transfer in `submitting`, sending nothing yet. */
+  takeLease(owner: LeaseOwner, leaseMs: number): TransitionRequest {
+    return { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'take', owner, ms: leaseMs } };
+  },
+
+  /** The lease owner gives the lease up; the transfer stays in `submitting`. */
+  release(owner: LeaseOwner, release: Release): TransitionRequest {
+    return {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'own', owner },
+      set: release.lastError === undefined ? {} : { lastError: release.lastError },
+      unset: LEASE_FIELDS,
+      increment: { sends: release.extraSends, failures: release.failures ?? 0 },
+    };
+  },
+
+  /**
+   * A send may have gone out and nothing settled it: sticky `unknownSince`, the lease released;
+   * `unresolved` (the event) is published with it, at most once.
+   */
+  markUnknown(owner: LeaseOwner, release: Release, unresolved?: EventData['transfer.unresolved']): TransitionRequest {
+    return {
+      ...op.release(owner, release),
+      stampOnce: ['unknownSince'],
+      ...(unresolved ? { requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved', data: unresolved } } : {}),
+    };
+  },
+
+  /** The sequenceId is in use upstream by another transaction: sticky `inUseSince`; `unresolved` at most once. */
+  markInUse(owner: LeaseOwner, release: Release, unresolved?: EventData['transfer.unresolved']): TransitionRequest {
+    return {
+      ...op.release(owner, release),
+      stampOnce: ['inUseSince'],
+      ...(unresolved ? { stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved', data: unresolved } } : {}),
+    };
+  },
+
+  /** Proven accepted upstream: `transfer.submitted`, the tracker recorded as pending in the same step. */
+  markSubmitted(owner: LeaseOwner, data: EventData['transfer.submitted'], match: LedgerMatch, extraSends: number): TransitionRequest {
+    return {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTED,
+      lease: { mode: 'own', owner },
+      set: matchFields(match),
+      stamp: ['submittedAt'],
+      unset: ['payload', 'lastError', ...LEASE_FIELDS],
+      increment: { sends: extraSends },
+      event: { type: 'transfer.submitted', data },
+      trackerPending: true,
+    };
+  },
+
+  /** `transfer.failed` by the lease owner; the ledger refuses it while a send may have gone out. */
+  fail(owner: LeaseOwner, data: EventData['transfer.failed'], extraSends: number): TransitionRequest {
+    return {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.FAILED,
+      lease: { mode: 'own', owner },
+      unset: ['payload', ...LEASE_FIELDS],
+      increment: { sends: extraSends },
+      event: { type: 'transfer.failed', data },
+    };
+  },
+
+  /** TRACK_DEADLINE passed while a send's outcome stayed unknown (or its sequenceId in use). */
+  expireUnsettled(owner: LeaseOwner, data: EventData['transfer.expired']): TransitionRequest {
+    return {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.EXPIRED,
+      lease: { mode: 'own', owner },
+      unset: ['payload', ...LEASE_FIELDS],
+      event: { type: 'transfer.expired', data },
+    };
+  },
+
+  /** An operator settles a transfer in `submitting` (CLI `resolve`): only while no runner holds the lease. */
+  resolveByOperator(event: EventOf & { type: 'transfer.submitted' | 'transfer.failed' }): TransitionRequest {
+    const common = { from: [TransferState.SUBMITTING], lease: { mode: 'free' }, operator: true } as const;
+    if (event.type === 'transfer.submitted') {
+      // Recorded with the resolution: if adding the tracking job fails, reconciliation adds it.
+      return { ...common, to: TransferState.SUBMITTED, stamp: ['submittedAt'], unset: ['payload', 'lastError', ...LEASE_FIELDS], event, trackerPending: true };
+    }
+    return { ...common, to: TransferState.FAILED, unset: ['payload', ...LEASE_FIELDS], event };
+  },
+
+  /** Reconciliation hands a transfer whose job was lost to a new job (same state, new owner). */
+  handOver(state: TransferState, jobId: string): TransitionRequest {
+    return { from: [state], to: state, set: { jobId } };
+  },
+
+  /** Tracking: a poll of get-transfer failed (the count drives backoff and the alert). */
+  pollFailed(failures: number): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: failures } };
+  },
+
+  /** Tracking: a poll answered (clears the failure count). */
+  pollAnswered(): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0 } };
+  },
+
+  /** Tracking: the transfer was identified upstream; later polls match by what is remembered here. */
+  identified(match: LedgerMatch): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { ...matchFields(match), pollFailures: 0 } };
+  },
+
+  /** Tracking: the wallet's sends were listed and none matched (counted up to UNMATCHED_POLLS_ALERT). */
+  unmatched(unmatchedPolls: number): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, unmatchedPolls } };
+  },
+
+  /** Tracking: the wallet-transaction lookup for a found txid failed, retried. */
+  enrichFailed(tries: number): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { enrichFailures: tries } };
+  },
+
+  broadcast(txid: string, at: number, data: EventData['transfer.broadcast']): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.BROADCAST, set: { txid, broadcastAt: at }, event: { type: 'transfer.broadcast', data } };
+  },
+
+  /** Tracking: TRACK_DEADLINE passed without a txid. */
+  expireTracking(data: EventData['transfer.expired']): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.EXPIRED, event: { type: 'transfer.expired', data } };
+  },
+};

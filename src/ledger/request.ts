@@ -1,0 +1,132 @@
+import { readFileSync } from 'node:fs';
+import type { EventOf } from '../../packages/producer/src/events.ts';
+import { TERMINAL_STATES as CATALOG_TERMINAL_STATES } from '../../packages/producer/src/catalog.ts';
+import type { Tombstone, TransferRecord } from './record.ts';
+import { TERMINAL_STATES, type NO_RECORD, type TransferState } from './states.ts';
+
+/**
+ * What a transition asks of the ledger, and how it travels to transition.lua: one JSON object (the
+ * script decodes it with cjson), every part named, instead of two dozen positional arguments.
+ * Callers do not build these by hand: the named operations (operations.ts) do, and they alone know
+ * the record's field names.
+ */
+export type LeaseRequest =
+  /** Acquire (or renew) the send lease for `ms`, unless someone else holds a live one. */
+  | { mode: 'take'; owner: string; ms: number }
+  /** Only the lease's owner may make this transition (whether or not the lease has expired since). */
+  | { mode: 'own'; owner: string }
+  /** Only while nobody holds a live lease (reconciliation, an operator). */
+  | { mode: 'free' };
+
+export interface TransitionRequest {
+  from: ReadonlyArray<TransferState | typeof NO_RECORD>;
+  to: TransferState;
+  set?: Record<string, string | number>;
+  unset?: string[];
+  /** Fields incremented by the given amount. */
+  increment?: Record<string, number>;
+  /** Fields set to the ledger's clock (Redis time); `once` ones only when absent. */
+  stamp?: string[];
+  stampOnce?: string[];
+  /** Refused (reason `present`) when any of these fields exists. */
+  requireAbsent?: string[];
+  lease?: LeaseRequest;
+  /** An operator's explicit resolution: may fail a transfer whose send may have gone out. */
+  operator?: boolean;
+  /** Checked against its type's schema before the script runs (checkEventData): a wrong shape throws, nothing changes. */
+  event?: EventOf;
+  /**
+   * Records, in the same atomic step, that the transfer needs its tracking job (the tracker outbox):
+   * the caller then adds it with Queue.add and calls trackerAdded; a sweep adds what a crash left.
+   */
+  trackerPending?: boolean;
+}
+
+export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended';
+
+/** `record` is the whole record after the change, or the view the caller asked for (transitionReading). */
+export type TransitionResult<R = TransferRecord> =
+  | { ok: true; version: number; streamId: string; record: R }
+  | {
+      ok: false;
+      state: TransferState | typeof NO_RECORD;
+      reason: RefusalReason;
+      /** The lease's end and the ledger's clock at the refusal (both Redis time). */
+      leaseUntil: number;
+      now: number;
+      /** With reason `ended`: the transfer ended before (its record may be gone), as its tombstone says. */
+      ended?: Tombstone;
+    };
+
+
+/** The ledger-wide settings a request carries (the script has no configuration of its own). */
+export interface RequestContext {
+  /** Approximate MAXLEN of the events stream. */
+  eventsMaxLen: number;
+  /** How long a terminal record is kept, ms. */
+  retentionMs: number;
+  /** How long a terminal transition's tombstone lives, ms (RETENTION + TOMBSTONE_RETENTION). */
+  tombstoneTtlMs: number;
+}
+
+/** Where a transition applies: the sequenceId its event carries and its index member ('' = none). */
+export interface RequestTarget {
+  eventSequenceId: string;
+  indexMember: string;
+  /** The test clock's reading, when there is one (else the script reads Redis TIME). */
+  clock: number | undefined;
+}
+
+/**
+ * The request as transition.lua reads it (see the script's header for each name). Numbers that the
+ * script hands to Redis go as text: cjson reads numbers as doubles.
+ */
+export function encodeRequest(request: TransitionRequest, target: RequestTarget, context: RequestContext, read: '*' | readonly string[]): string {
+  let payload = '';
+  const set: string[] = [];
+  for (const [field, value] of Object.entries(request.set ?? {})) {
+    if (field === 'payload') payload = String(value);
+    else set.push(field, String(value));
+  }
+  const lease = request.lease;
+  const incr: Record<string, number> = {};
+  for (const [field, by] of Object.entries(request.increment ?? {})) if (by !== 0) incr[field] = by;
+  const { clock } = target;
+  return JSON.stringify({
+    seq: target.eventSequenceId,
+    from: request.from,
+    to: request.to,
+    terminal: TERMINAL_STATES.has(request.to),
+    now: clock === undefined ? '' : String(clock),
+    at: new Date(clock ?? Date.now()).toISOString(),
+    event: request.event?.type ?? '',
+    data: request.event ? JSON.stringify(request.event.data) : '',
+    maxLen: String(context.eventsMaxLen),
+    retention: String(context.retentionMs),
+    member: target.indexMember,
+    lease: { mode: lease?.mode ?? '', owner: lease && lease.mode !== 'free' ? lease.owner : '', ms: String(lease?.mode === 'take' ? lease.ms : 0) },
+    operator: request.operator === true,
+    unset: request.unset ?? [],
+    incr,
+    absent: request.requireAbsent ?? [],
+    stamp: request.stamp ?? [],
+    stampOnce: request.stampOnce ?? [],
+    read,
+    payload,
+    tracker: request.trackerPending === true,
+    tombstoneTtl: String(context.tombstoneTtlMs),
+    set,
+  });
+}
+
+/**
+ * The transition script, with the contract's terminal states put in where it says
+ * `{--[[catalog: terminal states]]}` (one fact, one place: the catalog).
+ */
+export const TRANSITION_LUA = withCatalog(readFileSync(new URL('./transition.lua', import.meta.url), 'utf8'));
+
+function withCatalog(lua: string): string {
+  const marker = '{--[[catalog: terminal states]]}';
+  if (!lua.includes(marker)) throw new Error(`transition.lua lacks ${marker}`);
+  return lua.replace(marker, `{ ${CATALOG_TERMINAL_STATES.map((state) => `['${state}'] = true`).join(', ')} }`);
+}
