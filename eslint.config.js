@@ -27,6 +27,14 @@ export default tseslint.config(
     },
   },
   {
+    // Domain code reaches a custody provider only through the port (src/custody/port.ts, errors.ts,
+    // deadline.ts); src/custody/spec/ is one implementation, wired in src/app.ts and used by the CLI.
+    files: ['src/jobs/**/*.ts', 'src/transfers/**/*.ts', 'src/ledger/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/custody/spec/**'], message: 'domain code uses src/custody/port.ts, not a provider implementation' }] }],
+    },
+  },
+  {
     files: ['**/*.js'],
     languageOptions: { globals: { console: 'readonly', process: 'readonly' } },
   },

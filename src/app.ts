@@ -14,12 +14,12 @@ import { Trackers } from './queues/trackers.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
 import { POLL_FAILURES_ALERT, sendDeadlineMs, sendLeaseMs, SKIPPED_RECORD_LOG_INTERVAL_MS, SUBMIT_RETRY, withBase } from './timing.ts';
-import type { CustodyEndpoint } from './upstream/errors.ts';
-import type { SkippedRecord } from './upstream/schemas.ts';
+import type { CustodyEndpoint } from './custody/errors.ts';
+import type { SkippedRecord } from './custody/spec/schemas.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
-import { CustodyClient } from './upstream/client.ts';
+import { CustodyClient } from './custody/spec/client.ts';
 import type { Tracing } from './telemetry.ts';
-import { createRedisRateLimiter } from './upstream/rate-limit.ts';
+import { createRedisRateLimiter } from './custody/rate-limit.ts';
 
 /** Connection errors repeat on every reconnect attempt while Redis is away: log them once per interval. */
 const CONNECTION_ERROR_LOG_INTERVAL_MS = 5_000;

@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../config/config.ts';
-import { isCustodyError } from '../upstream/errors.ts';
+import { isCustodyError } from '../custody/errors.ts';
 import type { Command } from './command.ts';
 import { enqueueCommand } from './commands/enqueue.ts';
 import { eventsCommand } from './commands/events.ts';

@@ -1,4 +1,4 @@
-import { CustodyError, CustodyErrorCode } from '../upstream/errors.ts';
+import { CustodyError, CustodyErrorCode } from '../custody/errors.ts';
 
 /**
  * What a failed sendTransaction call means for the transfer:

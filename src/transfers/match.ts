@@ -1,5 +1,5 @@
 import { decimalEqualsAtPlaces, LIST_AMOUNT_PLACES } from '../lib/decimal.ts';
-import { UNREADABLE, type Transaction, type TransactionList } from '../upstream/schemas.ts';
+import { UNREADABLE, type ListedTransfer as Transaction, type ListedTransfers as TransactionList } from '../custody/port.ts';
 
 /** What we know to recognise our transfer in a get-transfer answer, best first. */
 export interface TransferMatch {

@@ -47,8 +47,8 @@ import { Trackers } from '../../src/queues/trackers.ts';
 import { RateLimited, RetryLater } from '../../src/queues/outcomes.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { SUBMIT_RETRY, withBase } from '../../src/timing.ts';
-import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
-import type { SubmittedTransfer, Transaction } from '../../src/upstream/schemas.ts';
+import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
+import type { SubmittedTransfer, Transaction } from '../../src/custody/spec/schemas.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 

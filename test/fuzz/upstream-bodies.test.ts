@@ -10,9 +10,9 @@ import fc from 'fast-check';
 import './fc-seed.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
-import { CustodyClient, type CustodyClientOptions } from '../../src/upstream/client.ts';
-import { EXACT_AMOUNT } from '../../src/upstream/schemas.ts';
-import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../../src/upstream/errors.ts';
+import { CustodyClient, type CustodyClientOptions } from '../../src/custody/spec/client.ts';
+import { EXACT_AMOUNT } from '../../src/custody/spec/schemas.ts';
+import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../../src/custody/errors.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { startScriptedServer, type Reply, type ScriptedServer } from './scripted-server.ts';
 

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { CustodyError } from '../../src/upstream/errors.ts';
+import { CustodyError } from '../../src/custody/errors.ts';
 
 /** The CustodyError a custody call rejects with; fails the test when it resolves or throws anything else. */
 export async function failure(promise: Promise<unknown>): Promise<CustodyError> {

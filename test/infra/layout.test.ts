@@ -1,7 +1,7 @@
 /**
  * Where code lives: src/ is the service (worker, CLI, simulator) and loads nothing from the tooling
  * around it; the demo and the private-Redis helpers (tools/) and the benchmark (bench/) load nothing
- * from the tests. Followed through the import graph (test/support/import-graph.ts), not by name.
+ * from the tests; domain code reaches the custody provider only through its port. Followed through the import graph (test/support/import-graph.ts), not by name.
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join, posix } from 'node:path';
@@ -31,6 +31,13 @@ function reaching(dirs: string[], forbidden: string[]): string[] {
 describe('code layout', () => {
   it('src/ loads nothing from tools/, bench/ or test/', () => {
     expect(reaching(['src'], ['tools', 'bench', 'test'])).toEqual([]);
+  });
+
+  it('domain code (src/jobs, src/transfers, src/ledger) reaches a custody provider only through the port', () => {
+    // src/custody/port.ts, errors.ts and deadline.ts are the port; src/custody/spec/ is one implementation.
+    // This follows what loads at run time; ESLint (no-restricted-imports) refuses type imports too.
+    expect(modulesUnder('src/custody/spec').length).toBeGreaterThan(0);
+    expect(reaching(['src/jobs', 'src/transfers', 'src/ledger'], ['src/custody/spec'])).toEqual([]);
   });
 
   it('tools/ and bench/ load nothing from test/', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { classifySendFailure, type SendFailureKind } from '../../src/transfers/classify-send.ts';
-import { CustodyError, CustodyErrorCode, type CustodyErrorCode as Code } from '../../src/upstream/errors.ts';
+import { CustodyError, CustodyErrorCode, type CustodyErrorCode as Code } from '../../src/custody/errors.ts';
 
 const send = (code: Code, details: { httpStatus?: number; maybeProcessed?: boolean; retryAfterMs?: number } = {}) =>
   new CustodyError(code, `sendTransaction: ${code}`, { endpoint: 'sendTransaction', ...details });

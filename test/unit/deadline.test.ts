@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Deadline } from '../../src/upstream/deadline.ts';
+import { Deadline } from '../../src/custody/deadline.ts';
 
 beforeEach(() => {
   vi.useFakeTimers();

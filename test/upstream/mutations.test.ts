@@ -21,9 +21,10 @@ import '../fuzz/fc-seed.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { findTransfer, txidEquals, type MatchResult, type TransferMatch } from '../../src/transfers/match.ts';
-import { CustodyClient, travelRuleApplies } from '../../src/upstream/client.ts';
-import { CustodyError, CustodyErrorCode } from '../../src/upstream/errors.ts';
-import { EXACT_AMOUNT, type SkippedRecord, type SubmittedTransfer, type Transaction } from '../../src/upstream/schemas.ts';
+import { CustodyClient, travelRuleApplies } from '../../src/custody/spec/client.ts';
+import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
+import { EXACT_AMOUNT, type SkippedRecord, type SubmittedTransfer, type Transaction } from '../../src/custody/spec/schemas.ts';
+import type { ListedTransfer } from '../../src/custody/port.ts';
 import { startScriptedServer, type ScriptedServer } from '../fuzz/scripted-server.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 
@@ -282,7 +283,7 @@ function badTransactionOps(record: Record<string, Json>): fc.Arbitrary<BadOp> {
 // ---------------------------------------------------------------------------------------------------
 // What the worker reads, for comparison
 
-function decisionView(list: readonly Transaction[]) {
+function decisionView(list: readonly ListedTransfer[]) {
   return list.map((tx) => ({
     id: tx.id,
     type: tx.type,

@@ -5,8 +5,8 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
-import { CustodyClient } from '../../src/upstream/client.ts';
-import { CustodyErrorCode } from '../../src/upstream/errors.ts';
+import { CustodyClient } from '../../src/custody/spec/client.ts';
+import { CustodyErrorCode } from '../../src/custody/errors.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';
 

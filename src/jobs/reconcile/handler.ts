@@ -5,7 +5,7 @@ import { op } from '../../ledger/operations.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { QueueName } from '../../queues/names.ts';
 import type { Trackers } from '../../queues/trackers.ts';
-import type { CustodyClient } from '../../upstream/client.ts';
+import type { CustodyPort } from '../../custody/port.ts';
 import { INDEX_PAGE, RECONCILE_LOCK_RENEW_MS, RECONCILE_LOCK_TTL_MS, VERIFY_BUDGET_MS, VERIFY_WINDOW_MS } from '../../timing.ts';
 import { findTransfer, txidEquals } from '../../transfers/match.ts';
 
@@ -14,7 +14,7 @@ export interface ReconcileDeps {
   submitQueue: Queue;
   /** Adds tracking jobs (Trackers.ensure), and those a crash left in the tracker outbox (Trackers.sweep). */
   trackers: Pick<Trackers, 'ensure' | 'sweep'>;
-  custody: Pick<CustodyClient, 'getTransfersByTxId' | 'getWalletTransaction'>;
+  custody: Pick<CustodyPort, 'getTransfersByTxId' | 'getWalletTransaction'>;
   /** A transfer untouched this long in a non-terminal state is checked. */
   graceMs: number;
   retentionMs: number;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import type { CustodyClient, WalletRef } from '../../upstream/client.ts';
+import type { CustodyPort, WalletRef } from '../../custody/port.ts';
 
 /** How long a probe's finding is kept: a provider changes how it answers rarely, and a probe costs one call. */
 export const NARROWING_PROBE_TTL_MS = 24 * 3_600_000;
@@ -17,10 +17,10 @@ export const NARROWING_PROBE_TTL_MS = 24 * 3_600_000;
  */
 export class LookupNarrowing {
   readonly #redis: Redis | Cluster;
-  readonly #custody: Pick<CustodyClient, 'getTransfersBySequenceId'>;
+  readonly #custody: Pick<CustodyPort, 'getTransfersBySequenceId'>;
   readonly #key: (wallet: WalletRef) => string;
 
-  constructor(redis: Redis | Cluster, custody: Pick<CustodyClient, 'getTransfersBySequenceId'>, keyOf: (wallet: WalletRef) => string) {
+  constructor(redis: Redis | Cluster, custody: Pick<CustodyPort, 'getTransfersBySequenceId'>, keyOf: (wallet: WalletRef) => string) {
     this.#redis = redis;
     this.#custody = custody;
     this.#key = keyOf;

@@ -1,8 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { withRedisLock } from '../../lib/redis-lock.ts';
 import { TRAVEL_RULE_WAIT_STEP_MS } from '../../timing.ts';
-import type { CustodyClient } from '../../upstream/client.ts';
-import type { TravelRuleSetting } from '../../upstream/schemas.ts';
+import type { CustodyPort, TravelRuleSetting } from '../../custody/port.ts';
 
 /** The part of the setting (upstream API 2.6) a decision needs. The originator data (`dataJson`) is never kept. */
 export interface GateSetting {
@@ -29,7 +28,7 @@ export interface TravelRuleCacheOptions {
  */
 export class TravelRuleCache {
   readonly #redis: Redis | Cluster;
-  readonly #custody: Pick<CustodyClient, 'getTravelRuleSetting'>;
+  readonly #custody: Pick<CustodyPort, 'getTravelRuleSetting'>;
   readonly #key: string;
   readonly #lockKey: string;
   readonly #options: TravelRuleCacheOptions;
@@ -40,7 +39,7 @@ export class TravelRuleCache {
 
   constructor(
     redis: Redis | Cluster,
-    custody: Pick<CustodyClient, 'getTravelRuleSetting'>,
+    custody: Pick<CustodyPort, 'getTravelRuleSetting'>,
     keys: { travelRule: string; travelRuleLock: string },
     options: TravelRuleCacheOptions,
   ) {

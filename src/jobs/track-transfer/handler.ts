@@ -6,9 +6,8 @@ import { RetryLater } from '../../queues/outcomes.ts';
 import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, UNMATCHED_POLLS_ALERT, type BackoffProfile } from '../../timing.ts';
 import { LIST_AMOUNT_PLACES } from '../../lib/decimal.ts';
 import type { JobContext } from '../../queues/processor.ts';
-import type { CustodyClient } from '../../upstream/client.ts';
-import { CustodyErrorCode, isCustodyError } from '../../upstream/errors.ts';
-import type { WalletTransaction } from '../../upstream/schemas.ts';
+import type { CustodyPort, WalletTransaction } from '../../custody/port.ts';
+import { CustodyErrorCode, isCustodyError } from '../../custody/errors.ts';
 import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
 import { sequenceIdSchema } from '../../../packages/producer/src/sequence-id.ts';
 
@@ -16,7 +15,7 @@ export const trackPayloadSchema = z.object({ sequenceId: sequenceIdSchema });
 
 export interface TrackDeps {
   ledger: Ledger;
-  custody: Pick<CustodyClient, 'getTransfersBySequenceId' | 'getWalletTransaction'>;
+  custody: Pick<CustodyPort, 'getTransfersBySequenceId' | 'getWalletTransaction'>;
   pollMinMs: number;
   pollMaxMs: number;
   deadlineMs: number;

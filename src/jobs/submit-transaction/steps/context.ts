@@ -4,13 +4,13 @@ import { RetryLater } from '../../../queues/outcomes.ts';
 import type { JobContext } from '../../../queues/processor.ts';
 import type { Trackers } from '../../../queues/trackers.ts';
 import { LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../../timing.ts';
-import type { CustodyClient, WalletRef } from '../../../upstream/client.ts';
+import type { CustodyPort, WalletRef } from '../../../custody/port.ts';
 import type { GateSetting } from '../travel-rule.ts';
 
 export interface SubmitDeps {
   ledger: Ledger;
   travelRule: { setting(): Promise<GateSetting> };
-  custody: Pick<CustodyClient, 'sendTransaction' | 'getTransfersBySequenceId'>;
+  custody: Pick<CustodyPort, 'sendTransaction' | 'getTransfersBySequenceId'>;
   /**
    * Whether a lookup by sequenceId answers only with that transfer, for a wallet (LookupNarrowing):
    * only then does a single `send` record without a sequenceId identify the transfer.

@@ -4,8 +4,8 @@ import { SEND_VIEW, type GateDecision, type TransferRecord } from '../../../ledg
 import { op } from '../../../ledger/operations.ts';
 import { RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay } from '../../../timing.ts';
-import { travelRuleApplies } from '../../../upstream/client.ts';
-import { CustodyError } from '../../../upstream/errors.ts';
+import { travelRuleApplies } from '../../../custody/port.ts';
+import { CustodyError } from '../../../custody/errors.ts';
 import type { GateSetting } from '../travel-rule.ts';
 import { changed, storedPayload, type Run, type Step } from './context.ts';
 import { sendTaken } from './send.ts';

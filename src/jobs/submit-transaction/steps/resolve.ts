@@ -1,10 +1,9 @@
 import { TransferState, type TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
 import { findTransfer, type MatchResult } from '../../../transfers/match.ts';
-import type { WalletRef } from '../../../upstream/client.ts';
-import { Deadline } from '../../../upstream/deadline.ts';
-import { CustodyError } from '../../../upstream/errors.ts';
-import type { Transaction } from '../../../upstream/schemas.ts';
+import type { ListedTransfer, WalletRef } from '../../../custody/port.ts';
+import { Deadline } from '../../../custody/deadline.ts';
+import { CustodyError } from '../../../custody/errors.ts';
 import { refused, storedPayload, type Run, type Step } from './context.ts';
 import { takeAndSend } from './send.ts';
 import { expireUnsettled, fail, inUse, markSubmitted, releaseAndRetry, stillUnknown } from './settle.ts';
@@ -31,7 +30,7 @@ export async function resolve(run: Run, record: TransferRecord): Promise<Step> {
 }
 
 /** get-transfer by sequenceId for the transfer's wallet, under the send deadline. */
-async function lookup<T>(run: Run, record: TransferRecord, then: (list: Transaction[], wallet: WalletRef, signal: AbortSignal) => Promise<T>): Promise<T> {
+async function lookup<T>(run: Run, record: TransferRecord, then: (list: ListedTransfer[], wallet: WalletRef, signal: AbortSignal) => Promise<T>): Promise<T> {
   const payload = storedPayload(record);
   const wallet = { walletId: payload.walletId, coin: payload.coin };
   const deadline = new Deadline(run.deps.sendDeadlineMs);

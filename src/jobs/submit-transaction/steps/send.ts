@@ -4,8 +4,8 @@ import { op } from '../../../ledger/operations.ts';
 import { RateLimited, RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay } from '../../../timing.ts';
 import { classifySendFailure } from '../../../transfers/classify-send.ts';
-import { Deadline } from '../../../upstream/deadline.ts';
-import { EXACT_AMOUNT, type SubmittedTransfer } from '../../../upstream/schemas.ts';
+import { Deadline } from '../../../custody/deadline.ts';
+import { EXACT_AMOUNT, type AcceptedSend } from '../../../custody/port.ts';
 import { refused, storedPayload, type Run, type Step } from './context.ts';
 import { fail, inUse, markSubmitted, release, releaseAndRetry, stillUnknown } from './settle.ts';
 
@@ -34,7 +34,7 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
     return releaseAndRetry(run, record, { lastError: 'REPLICAS_NOT_ACKNOWLEDGED', extraSends: -1 }, 'replicas did not acknowledge');
   }
   let requests = 0;
-  let accepted: SubmittedTransfer;
+  let accepted: AcceptedSend;
   const deadline = new Deadline(deps.sendDeadlineMs);
   try {
     accepted = await deps.custody.sendTransaction(

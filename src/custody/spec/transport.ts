@@ -1,6 +1,6 @@
 import { Pool } from 'undici';
-import { Deadline } from './deadline.ts';
-import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from './errors.ts';
+import { Deadline } from '../deadline.ts';
+import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 
 export interface TransportOptions {
   /** Whole-request deadline: connect, headers and body together. */

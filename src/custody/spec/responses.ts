@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from './errors.ts';
+import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import { ExactNumber, failureEnvelopeSchema } from './schemas.ts';
 import type { TransportResponse } from './transport.ts';
 

@@ -1,7 +1,10 @@
 import type { z } from 'zod';
 import { basicAuthorization, OAuthTokenProvider, StaticTokenProvider, type TokenProvider } from './auth.ts';
-import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } from './errors.ts';
+import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } from '../errors.ts';
 import { readResponse } from './responses.ts';
+import type { CallOptions, CustodyPort, SendOptions, SendRequest, WalletRef } from '../port.ts';
+// Re-exported for callers of this client (the CLI, tests): the port owns them.
+export { travelRuleApplies, type CallOptions, type SendOptions, type WalletRef } from '../port.ts';
 import {
   isEnabledResponseSchema,
   parseTransactionList,
@@ -33,32 +36,8 @@ export interface CustodyClientOptions extends TransportOptions {
   onSkippedRecords?: (endpoint: CustodyEndpoint, skipped: readonly SkippedRecord[]) => void;
 }
 
-export interface WalletRef {
-  walletId: number | string;
-  coin: string;
-}
-
-/** Per-call options of the calls the submit path makes under one deadline. */
-export interface CallOptions {
-  /** The overall deadline of the whole call: rate-limit waits, token requests and 401 retries included. */
-  signal?: AbortSignal;
-  /** Called once per HTTP request to the endpoint itself, just before it is written (counts sends). */
-  onRequest?: () => void;
-}
-
-/** Options of sendTransaction. */
-export interface SendOptions extends CallOptions {
-  /**
-   * Whether the answer's `raw` is read and returned (without its person). Default true; the submit
-   * handler passes false: it never uses raw, which is then neither parsed nor written again.
-   */
-  keepRaw?: boolean;
-}
-
-export interface SendTransactionBody {
-  txHex: string;
-  halfSigned: { txBase64: string; txHex: string; sequenceId: string };
-}
+/** The body of a send, as the port defines it. */
+export type SendTransactionBody = SendRequest;
 
 const WALLET_ID = /^\d{1,20}$/;
 /** 2.4 keys whose JSON numbers are read with their own text: the amount decides a match. */
@@ -72,7 +51,7 @@ const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
  * The custody API (docs/upstream-api.md section 4). Each method validates its inputs before any request is made,
  * validates the answer with zod, and throws CustodyError with a fixed code for everything else.
  */
-export class CustodyClient {
+export class CustodyClient implements CustodyPort {
   readonly #transport: Transport;
   readonly #tokens: TokenProvider;
   readonly #basic: string;
@@ -259,11 +238,6 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined, e
     signal.addEventListener('abort', onAbort, { once: true });
     promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
-}
-
-/** Spec 4.4: the rule is applied when `outgoingTxn` equals 1 and `mandatory` is true; otherwise not. */
-export function travelRuleApplies(setting: Pick<TravelRuleSetting, 'outgoingTxn' | 'mandatory'>): boolean {
-  return setting.outgoingTxn === 1 && setting.mandatory === true;
 }
 
 function walletPathId(endpoint: CustodyEndpoint, walletId: number | string): string {

@@ -1,5 +1,9 @@
 import { z } from 'zod';
-import { decimalFromNumber, decimalFromNumberText, normalizeDecimal } from '../lib/decimal.ts';
+import { decimalFromNumber, decimalFromNumberText, normalizeDecimal } from '../../lib/decimal.ts';
+import { EXACT_AMOUNT, UNREADABLE } from '../port.ts';
+
+// The port owns the symbols; re-exported for this implementation's callers.
+export { EXACT_AMOUNT, UNREADABLE };
 
 /*
  * Schemas of the upstream resources (docs/upstream-api.md section 2). A real provider differs from its documentation
@@ -156,18 +160,7 @@ export function parseTransactionList(list: readonly unknown[], sequenceId?: stri
   return { transactions, skipped };
 }
 
-/**
- * How many records of a list answer were unreadable and skipped, on a symbol key of the list (never in
- * JSON): matching that relies on "the answer holds exactly one record" must know the answer held more.
- */
-export const UNREADABLE: unique symbol = Symbol('unreadable records');
 export type TransactionList = Transaction[] & { [UNREADABLE]?: number };
-
-/**
- * Where the client keeps the exact decimal text of a 2.4 `amount` (a JSON number whose digits may not
- * survive a double): on a symbol key, so it travels with the record but never into JSON (events).
- */
-export const EXACT_AMOUNT: unique symbol = Symbol('exact decimal amount');
 
 /** A JSON number read together with its own text (JSON.parse's reviver `context.source`). */
 export class ExactNumber {

@@ -1,8 +1,8 @@
-import { CustodyError, CustodyErrorCode } from './errors.ts';
+import { CustodyError, CustodyErrorCode } from '../errors.ts';
 import { parseJsonBody, throwForStatus } from './responses.ts';
 import { tokenResponseSchema } from './schemas.ts';
 import type { Transport } from './transport.ts';
-import { DEFAULT_TOKEN_LIFETIME_MS, MAX_TOKEN_RENEW_MARGIN_MS } from '../timing.ts';
+import { DEFAULT_TOKEN_LIFETIME_MS, MAX_TOKEN_RENEW_MARGIN_MS } from '../../timing.ts';
 
 /** `Authorization` value for the `{sdk_url}` endpoints (upstream API section 5): Basic over `<id>:<secret>`. */
 export function basicAuthorization(clientId: string, clientSecret: string): string {

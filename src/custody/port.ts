@@ -1,0 +1,114 @@
+/**
+ * The custody port: what the worker needs from a custody provider, in the worker's own terms. Domain
+ * code (src/jobs, src/transfers) depends on this file, on errors.ts (what a failed call proves) and on
+ * deadline.ts, never on an implementation. The first implementation is src/custody/spec/ (the API of
+ * docs/upstream-api.md); a second provider is one new folder whose client implements CustodyPort and
+ * throws CustodyError with the right proof, plus one line in src/app.ts that builds it.
+ *
+ * The record types name what the worker decides by; everything else a provider returns rides along
+ * (index signatures) and reaches events as given.
+ */
+
+/**
+ * Where an implementation keeps the exact decimal text of an accepted send's amount (a JSON number's
+ * digits may not survive a double): on a symbol key, so it travels with the record but never into JSON.
+ */
+export const EXACT_AMOUNT: unique symbol = Symbol('exact decimal amount');
+
+/**
+ * How many records of a list answer were unreadable and skipped, on a symbol key of the list (never in
+ * JSON): matching that relies on "the answer holds exactly one record" must know the answer held more.
+ */
+export const UNREADABLE: unique symbol = Symbol('unreadable records');
+
+export interface WalletRef {
+  walletId: number | string;
+  coin: string;
+}
+
+/** Per-call options of the calls the submit path makes under one deadline. */
+export interface CallOptions {
+  /** The overall deadline of the whole call: rate-limit waits, token requests and 401 retries included. */
+  signal?: AbortSignal;
+  /** Called once per request to the endpoint itself, just before it is written (counts sends). */
+  onRequest?: () => void;
+}
+
+/** Options of sendTransaction. */
+export interface SendOptions extends CallOptions {
+  /** Whether the answer's `raw` is read and returned (without its person). Default true. */
+  keepRaw?: boolean;
+}
+
+/** A half-signed transaction to submit; `halfSigned.sequenceId` is the transfer's idempotency key. */
+export interface SendRequest {
+  txHex: string;
+  halfSigned: { txBase64: string; txHex: string; sequenceId: string };
+}
+
+/** The record a provider answers an accepted send with. */
+export interface AcceptedSend {
+  id: number | string;
+  sequenceId: string;
+  destinationAddress: string;
+  /** As the provider typed it; the exact decimal text is under EXACT_AMOUNT. */
+  amount: number | string;
+  [EXACT_AMOUNT]: string;
+  /** The provider's echo of the request, without any person; absent when not asked for. */
+  raw?: unknown;
+  [key: string]: unknown;
+}
+
+/** One output of a listed transfer: tracking matches on address (any letter case) and decimal amount. */
+export interface TransferOutput {
+  address: string;
+  amount: string;
+  [key: string]: unknown;
+}
+
+/** A transfer as the provider lists it (lookups by sequenceId or txid). */
+export interface ListedTransfer {
+  id: string;
+  /** `send` for outgoing transfers (any letter case). */
+  type: string;
+  /** '' while not on chain. */
+  txid: string;
+  /** Present when the provider carries the sequenceId on its records. */
+  sequenceId?: string | undefined;
+  outputs: TransferOutput[];
+  [key: string]: unknown;
+}
+
+export type ListedTransfers = ListedTransfer[] & { [UNREADABLE]?: number };
+
+/** The wallet's view of an on-chain transaction (enriches `transfer.broadcast`; reconciliation compares the txid). */
+export interface WalletTransaction {
+  txid: string;
+  [key: string]: unknown;
+}
+
+/** The provider's travel-rule setting: the three fields the gate decides by, the rest passed through. */
+export interface TravelRuleSetting {
+  outgoingTxn: number;
+  mandatory: boolean;
+  blockTxn: boolean;
+  [key: string]: unknown;
+}
+
+/** The travel rule applies to an outgoing transfer when the setting turns it on for outgoing transfers and makes it mandatory. */
+export function travelRuleApplies(setting: Pick<TravelRuleSetting, 'outgoingTxn' | 'mandatory'>): boolean {
+  return setting.outgoingTxn === 1 && setting.mandatory === true;
+}
+
+/**
+ * The calls. Every failure is a CustodyError (errors.ts) whose `proof` says what the answer proves
+ * about a send; the submit path decides money from that alone.
+ */
+export interface CustodyPort {
+  sendTransaction(walletId: number | string, request: SendRequest, options?: SendOptions): Promise<AcceptedSend>;
+  getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options?: CallOptions): Promise<ListedTransfers>;
+  getTransfersByTxId(wallet: WalletRef, txId: string): Promise<ListedTransfers>;
+  getWalletTransaction(walletId: number | string, txid: string): Promise<WalletTransaction>;
+  getTravelRuleSetting(): Promise<TravelRuleSetting>;
+  close(): Promise<void>;
+}
