@@ -36,7 +36,7 @@ export function redactJobData(data: unknown, metadataKeys: readonly string[], li
   return view;
 }
 
-/** Every key kept; the value only when its key is allowed. */
+/** Every key kept; the value only when its key is allowed (an array has no names: all redacted). */
 function redactMetadata(metadata: unknown, shown: ReadonlySet<string>, limits: Readonly<CopyLimits>): unknown {
   if (metadata === null || metadata === undefined) return metadata;
   if (!isContainer(metadata)) return REDACTED;
