@@ -87,6 +87,21 @@ const hostPorts = () => z.preprocess(
     .optional(),
 );
 
+/** A comma-separated list of names, each trimmed; unset or empty means none. */
+const nameList = () =>
+  z.preprocess(
+    (v) => (v === undefined ? '' : v),
+    z.string().transform((v, ctx) => {
+      if (v === '') return [];
+      const names = v.split(',').map((name) => name.trim());
+      if (names.some((name) => name === '')) {
+        ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of names, none of them empty' });
+        return z.NEVER;
+      }
+      return [...new Set(names)];
+    }),
+  );
+
 const queuePrefix = z.preprocess(
   (v) => (v === undefined || v === '' ? 'bull' : v),
   z.string().regex(/^[A-Za-z0-9_{}.:-]{1,64}$/, 'must be 1-64 of letters, digits and _{}.:-'),
@@ -127,6 +142,7 @@ const envSchema = z
     DASHBOARD_USER: text(),
     DASHBOARD_PASSWORD: text(),
     DASHBOARD_READ_ONLY: bool(true),
+    DASHBOARD_METADATA_KEYS: nameList(),
     LOG_LEVEL: z.preprocess(
       (v) => (v === undefined || v === '' ? 'info' : v),
       z.enum(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`),
@@ -255,6 +271,8 @@ function build(env: z.infer<typeof envSchema>) {
       dashboardUser: env.DASHBOARD_USER,
       dashboardPassword: env.DASHBOARD_PASSWORD,
       dashboardReadOnly: env.DASHBOARD_READ_ONLY,
+      /** Keys of a job's `metadata` whose values the dashboard shows; every other value is redacted. */
+      dashboardMetadataKeys: env.DASHBOARD_METADATA_KEYS,
     },
     log: { level: env.LOG_LEVEL },
     submit: {

@@ -4,6 +4,7 @@ import { FastifyAdapter } from '@bull-board/fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
 import { boundedCopyWithoutUser } from './bounded-copy.ts';
+import { redactJobData } from './job-view.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
 
@@ -16,14 +17,15 @@ const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
  * buttons and refuses its per-queue actions), and this scope answers 403 to any request that is not a
  * read before Bull Board sees it, so the global routes (`PUT /api/queues/pause` pauses every queue)
  * and any route a later Bull Board adds are refused too. Job data and return values are shown bounded
- * and without any `user` object.
+ * and without any `user` object; in job data, `travelRule` values and every `metadata` value whose key
+ * is not in `metadataKeys` (DASHBOARD_METADATA_KEYS) are shown as `[redacted]` (job-view.ts).
  */
-export async function registerDashboard(server: FastifyInstance, app: App, readOnly: boolean): Promise<void> {
+export async function registerDashboard(server: FastifyInstance, app: App, readOnly: boolean, metadataKeys: readonly string[]): Promise<void> {
   const adapter = new FastifyAdapter();
   adapter.setBasePath(DASHBOARD_PATH);
   const queues = Object.entries(app.queues).map(([name, queue]) => {
     const board = new BullMQAdapter(queue, { readOnlyMode: readOnly, allowRetries: !readOnly, displayName: name });
-    board.setFormatter('data', (data) => boundedCopyWithoutUser(data));
+    board.setFormatter('data', (data) => boundedCopyWithoutUser(redactJobData(data, metadataKeys)));
     board.setFormatter('returnValue', (value) => boundedCopyWithoutUser(value));
     return board;
   });

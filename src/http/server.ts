@@ -82,7 +82,7 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     return view;
   });
 
-  await registerDashboard(server, app, config.http.dashboardReadOnly);
+  await registerDashboard(server, app, config.http.dashboardReadOnly, config.http.dashboardMetadataKeys);
   return server;
 }
 

@@ -1,14 +1,16 @@
 /**
  * The dashboard as an operator sees it: Bull Board rendered by a real headless Chromium against the
  * worker's HTTP server (in-process worker, real Redis, real simulator), behind Basic auth. Leaves a
- * full-page screenshot in test-artifacts/dashboard.png. Also: the real worker process refuses to
- * listen beyond loopback without dashboard credentials.
+ * full-page screenshot in test-artifacts/dashboard.png. A job's personal data (metadata values not in
+ * DASHBOARD_METADATA_KEYS, everything under travelRule) does not reach the page. Also: the real worker
+ * process refuses to listen beyond loopback without dashboard credentials.
  */
 import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { jobIdFor } from '../../packages/producer/src/job-id.ts';
 import { EX_CONFIG } from '../../src/config/config.ts';
 import { createHttpServer } from '../../src/http/server.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -18,11 +20,14 @@ import { samplePayload } from '../../tools/sample-payloads.ts';
 import { launchChromium } from '../helpers/browser.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { PROJECT_ROOT, killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
+import { QueueName } from '../../src/queues/names.ts';
 
 const USER = 'ops';
 const PASSWORD = 'browser-dashboard-pass-456';
 const QUEUES = ['submit-transaction', 'track-transfer', 'reconcile'];
 const SCREENSHOT = join(PROJECT_ROOT, 'test-artifacts', 'dashboard.png');
+/** Personal data in the third transfer's job: none of it may reach the page. */
+const PLANTED = ['planted-email@example.test', 'Planted Customer Name', 'Planted Originator Name', 'planted-originator-account', 'planted-travel-rule-reference'];
 
 /** The page's visible text once `ready` holds for it (polled: the board renders after its API calls). */
 async function waitForText(page: Page, ready: (text: string) => boolean, timeoutMs = 20_000): Promise<string> {
@@ -40,17 +45,24 @@ describe('dashboard in headless Chromium', () => {
   let server: FastifyInstance | undefined;
   let browser: Browser | undefined;
   let base: string;
+  const personal = samplePayload({
+    metadata: { orderId: 'A-1003', email: PLANTED[0], customerName: PLANTED[1] },
+    travelRule: { reference: PLANTED[4], originator: { name: PLANTED[2], account: { number: PLANTED[3], verified: true } } },
+  });
 
   beforeAll(async () => {
     // Never skipped: a system Chromium when there is one, else the one inside @sparticuz/chromium.
-    h = await startHarness({ name: 'dashboard-browser', env: { DASHBOARD_USER: USER, DASHBOARD_PASSWORD: PASSWORD } });
+    h = await startHarness({ name: 'dashboard-browser', env: { DASHBOARD_USER: USER, DASHBOARD_PASSWORD: PASSWORD, DASHBOARD_METADATA_KEYS: 'orderId' } });
     server = await createHttpServer({ app: h.app!, config: h.config, logger: createLogger({ level: 'silent' }), metrics: h.app!.metrics });
     base = await server.listen({ host: '127.0.0.1', port: 0 });
 
-    // Two transfers through to broadcast, so submit-transaction and track-transfer both hold jobs.
+    // Three transfers through to broadcast, so submit-transaction and track-transfer both hold jobs.
     const payloads = [samplePayload({ metadata: { orderId: 'A-1001' } }), samplePayload({ metadata: { orderId: 'A-1002' } })];
     for (const payload of payloads) await h.producer.submit(payload);
-    for (const payload of payloads) await h.producer.waitForTerminal(payload.halfSigned.sequenceId, 15_000);
+    // The third carries personal data. Added to the queue as given, the way a producer in another
+    // language could: TransferProducer would drop the travelRule fields the schema does not name.
+    await h.app!.queues[QueueName.SUBMIT].add(QueueName.SUBMIT, personal, { jobId: jobIdFor(personal.halfSigned.sequenceId) });
+    for (const payload of [...payloads, personal]) await h.producer.waitForTerminal(payload.halfSigned.sequenceId, 15_000);
 
     ({ browser } = await launchChromium());
   });
@@ -75,14 +87,56 @@ describe('dashboard in headless Chromium', () => {
       const text = await waitForText(page, (body) => QUEUES.every((name) => body.includes(name)) && /\bJobs?\b/.test(body) && !body.includes('Loading'));
       expect(text).toContain('custody worker');
       for (const name of QUEUES) expect(text).toContain(name);
-      // Exactly the two transfers enqueued above, each with its one tracking job (fresh queue prefix).
-      expect(text).toMatch(/submit-transaction\s+2 Jobs/);
-      expect(text).toMatch(/track-transfer\s+2 Jobs/);
+      // Exactly the three transfers enqueued above, each with its one tracking job (fresh queue prefix).
+      expect(text).toMatch(/submit-transaction\s+3 Jobs/);
+      expect(text).toMatch(/track-transfer\s+3 Jobs/);
       expect(text).toMatch(/reconcile\s+\d+ Jobs?/);
 
       mkdirSync(join(PROJECT_ROOT, 'test-artifacts'), { recursive: true });
       await page.screenshot({ path: SCREENSHOT, fullPage: true });
       expect(statSync(SCREENSHOT).size).toBeGreaterThan(10_000);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it("shows a job's allow-listed metadata and nothing of its personal data", async () => {
+    const context = await browser!.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1280, height: 800 } });
+    try {
+      const jobId = jobIdFor(personal.halfSigned.sequenceId);
+      // What Bull Board's own API hands the page, collapsed parts included: the job list and the job.
+      for (const path of [`api/queues?activeQueue=${QueueName.SUBMIT}&status=completed&page=1`, `api/queues/${QueueName.SUBMIT}/${jobId}`]) {
+        const answer = await context.request.get(`${base}/dashboard/${path}`);
+        expect(answer.status(), path).toBe(200);
+        const body = await answer.text();
+        expect(body, path).toContain('A-1003');
+        expect(body, path).toContain('[redacted]');
+        for (const planted of PLANTED) expect(body, path).not.toContain(planted);
+      }
+
+      // The job's page, its Data tab, every collapsed level of the JSON expanded.
+      const page = await context.newPage();
+      const response = await page.goto(`${base}/dashboard/queue/${QueueName.SUBMIT}/${jobId}`, { waitUntil: 'domcontentloaded' });
+      expect(response?.status()).toBe(200);
+      await waitForText(page, (body) => body.includes(jobId) && body.includes('Data'));
+      const dataTab = page.getByRole('tab', { name: 'Data' });
+      await dataTab.click();
+      expect(await dataTab.getAttribute('aria-selected')).toBe('true');
+      await waitForText(page, (body) => body.includes('jobData'));
+      const collapsed = page.locator('[aria-label="expand JSON"][aria-expanded="false"]');
+      for (let clicks = 0; (await collapsed.count()) > 0; clicks++) {
+        expect(clicks, 'collapsed JSON levels left to expand').toBeLessThan(50);
+        await collapsed.first().click();
+      }
+      const text = await page.locator('body').innerText();
+      expect(text).toContain('A-1003');
+      expect(text).toContain('[redacted]');
+      // The keys are there, so the levels holding the planted values were rendered: only the values went.
+      for (const key of ['email:', 'customerName:', 'originator:', 'name:', 'number:', 'verified:']) expect(text).toContain(key);
+      expect(text).toMatch(/email:\s*"\[redacted\]"/);
+      expect(text).toMatch(/number:\s*"\[redacted\]"/);
+      for (const planted of PLANTED) expect(text).not.toContain(planted);
+      expect(await page.content()).not.toMatch(/[Pp]lanted/);
     } finally {
       await context.close();
     }

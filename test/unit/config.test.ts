@@ -162,6 +162,18 @@ describe('configuration', () => {
     expect(() => loadConfig({ ...valid, HTTP_HOST: '0.0.0.0', DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'pw' })).not.toThrow();
   });
 
+  it('reads DASHBOARD_METADATA_KEYS as a list of names, none by default', () => {
+    expect(loadConfig(valid).http.dashboardMetadataKeys).toEqual([]);
+    expect(loadConfig({ ...valid, DASHBOARD_METADATA_KEYS: '' }).http.dashboardMetadataKeys).toEqual([]);
+    expect(loadConfig({ ...valid, DASHBOARD_METADATA_KEYS: 'orderId' }).http.dashboardMetadataKeys).toEqual(['orderId']);
+    expect(loadConfig({ ...valid, DASHBOARD_METADATA_KEYS: ' orderId , channel,orderId' }).http.dashboardMetadataKeys).toEqual(['orderId', 'channel']);
+    for (const value of [' ', ',', 'orderId,', 'orderId, ,channel']) {
+      expect(problems({ ...valid, DASHBOARD_METADATA_KEYS: value }), JSON.stringify(value)).toEqual([
+        'DASHBOARD_METADATA_KEYS: must be a comma-separated list of names, none of them empty',
+      ]);
+    }
+  });
+
   it('never prints a secret value, whatever is wrong', () => {
     const lines = problems({
       ...valid,

@@ -1,0 +1,104 @@
+import { DASHBOARD_COPY_LIMITS, type CopyLimits } from './bounded-copy.ts';
+
+/**
+ * What the dashboard may show of a job's data: personal data redacted before the bounded copy
+ * (bounded-copy.ts) cuts it to size and removes every `user`. For the submit-transaction payload
+ * (docs/contract.md section 3) the transfer fields stay as they are; a top-level `metadata` keeps its
+ * keys, but only the values of the keys in DASHBOARD_METADATA_KEYS are shown; a top-level
+ * `travelRule` keeps its structure and keys, every scalar in it is redacted. The same holds for any
+ * queue's job data with those keys. Anything that is not an object is returned as it is.
+ *
+ * Job data is not trusted (bounded-copy.ts): the walk is iterative and stops where the bounded copy
+ * stops anyway (depth, keys per object, values in all), so no input exhausts the stack or is copied
+ * whole. The input is never changed.
+ */
+export const REDACTED = '[redacted]';
+
+type Container = Record<string, unknown> | unknown[];
+
+const isContainer = (value: unknown): value is Container => value !== null && typeof value === 'object';
+
+// Objects without a prototype, as in the bounded copy: a key named `__proto__` stays a key.
+const empty = (value: Container): Container => (Array.isArray(value) ? [] : (Object.create(null) as Record<string, unknown>));
+
+export function redactJobData(data: unknown, metadataKeys: readonly string[], limits: Readonly<CopyLimits> = DASHBOARD_COPY_LIMITS): unknown {
+  if (!isContainer(data) || Array.isArray(data)) return data;
+  if (!Object.hasOwn(data, 'metadata') && !Object.hasOwn(data, 'travelRule')) return data;
+  const shown = new Set(metadataKeys);
+  const view = Object.create(null) as Record<string, unknown>;
+  // One key more than the bounded copy shows, so that it still marks the cut.
+  for (const key of ownKeys(data, limits.breadth + 1)) {
+    const value = data[key];
+    if (key === 'metadata') view[key] = redactMetadata(value, shown, limits);
+    else if (key === 'travelRule') view[key] = redactLeaves(value, limits);
+    else view[key] = value;
+  }
+  return view;
+}
+
+/** Every key kept; the value only when its key is allowed (an array has no names: all redacted). */
+function redactMetadata(metadata: unknown, shown: ReadonlySet<string>, limits: Readonly<CopyLimits>): unknown {
+  if (metadata === null || metadata === undefined) return metadata;
+  if (!isContainer(metadata)) return REDACTED;
+  const view = empty(metadata);
+  for (const key of ownKeys(metadata, limits.breadth + 1)) {
+    const value = shown.has(key) && !Array.isArray(metadata) ? (metadata as Record<string, unknown>)[key] : REDACTED;
+    if (Array.isArray(view)) view.push(value);
+    else view[key] = value;
+  }
+  keepLength(metadata, view);
+  return view;
+}
+
+/**
+ * The same structure with every scalar replaced by REDACTED, breadth first like the bounded copy.
+ * Containers deeper than it shows, or past its budget of values, are left empty: it shows them as
+ * cut (or empty), never with what they held.
+ */
+function redactLeaves(value: unknown, limits: Readonly<CopyLimits>): unknown {
+  if (value === null || value === undefined) return value;
+  if (!isContainer(value)) return REDACTED;
+  let budget = limits.nodes;
+  const root = empty(value);
+  // Depth as the bounded copy counts it: the job data is level 1, its `travelRule` level 2.
+  const queue: Array<[Container, Container, number]> = [[value, root, 2]];
+  for (let index = 0; index < queue.length; index++) {
+    const [source, target, depth] = queue[index]!;
+    for (const key of ownKeys(source, limits.breadth + 1)) {
+      const inner = (source as Record<string, unknown>)[key];
+      let copy: unknown = REDACTED;
+      if (isContainer(inner)) {
+        copy = empty(inner);
+        if (depth < limits.depth && budget > 0) queue.push([inner, copy as Container, depth + 1]);
+      }
+      budget = Math.max(0, budget - 1);
+      if (Array.isArray(target)) target.push(copy);
+      else target[key] = copy;
+    }
+    keepLength(source, target);
+  }
+  return root;
+}
+
+/**
+ * A cut array keeps its length (the rest are holes, never read: the bounded copy stops before them),
+ * so that the bounded copy still says how many elements it left out.
+ */
+function keepLength(source: Container, target: Container): void {
+  if (Array.isArray(source) && Array.isArray(target) && source.length > target.length) target.length = source.length;
+}
+
+/** At most `max` own keys (indexes of an array), in order, without `user` (the bounded copy drops it). */
+function* ownKeys(source: Container, max: number): Generator<string> {
+  let count = 0;
+  if (Array.isArray(source)) {
+    for (let index = 0; index < source.length && count < max; index++, count++) yield String(index);
+    return;
+  }
+  for (const key in source) {
+    if (count === max) return;
+    if (!Object.hasOwn(source, key) || key === 'user') continue;
+    count++;
+    yield key;
+  }
+}
