@@ -6,7 +6,8 @@ import { createTrackHandler } from './jobs/track-transfer/handler.ts';
 import { LookupNarrowing } from './jobs/submit-transaction/lookup-narrowing.ts';
 import { TravelRuleCache } from './jobs/submit-transaction/travel-rule.ts';
 import { createKeys } from './ledger/keys.ts';
-import { Ledger } from './ledger/ledger.ts';
+import { CALLS_FIELD, Ledger } from './ledger/ledger.ts';
+import { SEQUENCE_ID } from '../packages/producer/src/payload.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { QueueName } from './queues/names.ts';
@@ -19,7 +20,7 @@ import type { SkippedRecord } from './custody/spec/schemas.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
 import { CustodyClient } from './custody/spec/client.ts';
 import type { Tracing } from './telemetry.ts';
-import { createRedisRateLimiter } from './custody/rate-limit.ts';
+import { BudgetClass, RequestBudget } from './custody/budget.ts';
 
 /** Connection errors repeat on every reconnect attempt while Redis is away: log them once per interval. */
 const CONNECTION_ERROR_LOG_INTERVAL_MS = 5_000;
@@ -92,6 +93,15 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined>
   return Promise.race([promise, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref())]);
 }
 
+/** The budget class of a request whose caller did not say (custody/budget.ts). */
+const DEFAULT_CLASS: Record<CustodyEndpoint, BudgetClass> = {
+  token: BudgetClass.SEND,
+  sendTransaction: BudgetClass.SEND,
+  isEnabled: BudgetClass.GATE,
+  getWalletTransaction: BudgetClass.ENRICH,
+  getTransfer: BudgetClass.POLL,
+};
+
 export interface App {
   readonly redis: RedisClient;
   readonly ledger: Ledger;
@@ -125,9 +135,26 @@ export async function createApp(
   });
 
   metrics.reconcileInterval.set(config.reconcile.everyMs / 1000);
+  const budget = new RequestBudget(redis, keys.rateLimit, config.custody.maxRps, {
+    admitted: (klass, waitMs) => {
+      metrics.budgetUsed.inc({ class: klass });
+      metrics.budgetWait.observe({ class: klass }, waitMs / 1000);
+    },
+    refused: (klass) => metrics.budgetRefused.inc({ class: klass }),
+    paused: () => metrics.budgetPauses.inc(),
+  });
   const custody = new CustodyClient({
     ...config.custody,
-    beforeRequest: config.custody.maxRps > 0 ? createRedisRateLimiter(redis, keys.rateLimit, config.custody.maxRps) : undefined,
+    // Every request takes its slot in the shared budget, by class (token requests go with sends).
+    // A member that is a sequenceId names the transfer the call is for: counted on its ledger record.
+    beforeRequest: (endpoint, signal, tag) => {
+      const member = tag?.member ?? '';
+      const count = SEQUENCE_ID.test(member) ? { key: keys.transfer(member), field: CALLS_FIELD } : undefined;
+      return budget.take(endpoint, tag?.klass ?? DEFAULT_CLASS[endpoint], member, signal, count);
+    },
+    onProviderRateLimited: (retryAfterMs) => {
+      budget.pause(retryAfterMs).catch((err: unknown) => logger.warn({ err }, 'could not pause the request budget'));
+    },
     trace: tracing?.upstream,
     onSkippedRecords: skippedRecordsReporter(logger, metrics),
     observe: (endpoint, status, code, durationMs) => {
@@ -232,6 +259,8 @@ export async function createApp(
       if (streak === POLL_FAILURES_ALERT) metrics.pollFailureStreaks.inc();
     },
     onUnmatched: () => metrics.unmatchedTransfers.inc(),
+    onPollStretched: (ms) => metrics.pollStretch.observe(ms / 1000),
+    onBroadcast: (calls) => metrics.callsPerTransfer.observe(calls),
   });
   const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 

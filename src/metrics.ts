@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { EVENT_TYPES } from '../packages/producer/src/catalog.ts';
 import { QueueName } from './queues/names.ts';
+import { BUDGET_CLASSES } from './custody/budget.ts';
 
 /**
  * Every Prometheus metric of the worker, on its own registry (no global state, so tests and several
@@ -139,6 +140,42 @@ function declareMetrics() {
       labelNames: ['source'] as const,
       registers: [registry],
     }),
+    budgetUsed: new Counter({
+      name: 'custody_budget_used_total',
+      help: 'Request-budget slots taken, by class (send, gate, settle, enrich, poll, verify): upstream calls as the budget counted them.',
+      labelNames: ['class'] as const,
+      registers: [registry],
+    }),
+    budgetWait: new Histogram({
+      name: 'custody_budget_wait_seconds',
+      help: 'How long a request waited for its budget slot, by class (0 for a free slot).',
+      labelNames: ['class'] as const,
+      buckets: [0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+      registers: [registry],
+    }),
+    budgetRefused: new Counter({
+      name: 'custody_budget_refused_total',
+      help: 'Requests the budget turned away (nothing sent; the job comes back later), by class.',
+      labelNames: ['class'] as const,
+      registers: [registry],
+    }),
+    pollStretch: new Histogram({
+      name: 'custody_track_poll_stretch_seconds',
+      help: 'Stretched poll intervals: how long a poll the budget turned away was put back for.',
+      buckets: [0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+      registers: [registry],
+    }),
+    budgetPauses: new Counter({
+      name: 'custody_budget_pauses_total',
+      help: "Provider 429 answers that paused every class of the budget for their Retry-After.",
+      registers: [registry],
+    }),
+    callsPerTransfer: new Histogram({
+      name: 'custody_upstream_calls_per_transfer',
+      help: 'Upstream calls made for one transfer (sends, lookups, polls, enrichment), observed when it is broadcast.',
+      buckets: [1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100],
+      registers: [registry],
+    }),
   };
   return metrics;
 }
@@ -158,6 +195,11 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   for (const step of ['track', 'resolve', 'reconcile']) metrics.ambiguousMatches.inc({ step }, 0);
   for (const source of ['cache', 'upstream']) metrics.travelRuleLookups.inc({ source }, 0);
   for (const ours of ['true', 'false']) metrics.skippedRecords.inc({ endpoint: 'getTransfer', ours }, 0);
+  for (const klass of BUDGET_CLASSES) {
+    metrics.budgetUsed.inc({ class: klass }, 0);
+    metrics.budgetRefused.inc({ class: klass }, 0);
+  }
+  metrics.budgetPauses.inc(0);
   for (const queue of Object.values(QueueName)) {
     for (const reason of ['job_name', 'unparsable_data']) metrics.refusedJobs.inc({ queue, reason }, 0);
     for (const outcome of JOB_OUTCOMES) {

@@ -52,6 +52,8 @@ export interface CustodyErrorDetails {
   upstreamMessage?: string;
   /** Overrides the default of `maybeProcessed` (see there). */
   maybeProcessed?: boolean;
+  /** Refused by our own request budget (budget.ts): nothing was sent, the provider said nothing. */
+  budgetRefused?: boolean;
   cause?: unknown;
 }
 
@@ -72,6 +74,8 @@ export class CustodyError extends Error {
    * sendTransaction: "the send may have gone out".
    */
   readonly maybeProcessed: boolean;
+  /** Refused by our own request budget (CUSTODY_MAX_RPS), not by the provider: nothing was sent. */
+  readonly budgetRefused: boolean;
 
   constructor(code: CustodyErrorCode, message: string, details: CustodyErrorDetails) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -84,6 +88,7 @@ export class CustodyError extends Error {
     this.upstreamMessage = details.upstreamMessage;
     this.proof = proofOfAnswer(answerOf(code, details));
     this.maybeProcessed = this.proof === 'maybe-processed';
+    this.budgetRefused = details.budgetRefused === true;
   }
 
   toJSON() {

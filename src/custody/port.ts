@@ -9,6 +9,8 @@
  * (index signatures) and reaches events as given.
  */
 
+import type { BudgetClass } from './budget.ts';
+
 /**
  * Where an implementation keeps the exact decimal text of an accepted send's amount (a JSON number's
  * digits may not survive a double): on a symbol key, so it travels with the record but never into JSON.
@@ -26,8 +28,16 @@ export interface WalletRef {
   coin: string;
 }
 
+/** A request's place in the shared request budget (budget.ts): its class, and on whose behalf (a sequenceId). */
+export interface BudgetTag {
+  klass: BudgetClass;
+  member: string;
+}
+
 /** Per-call options of the calls the submit path makes under one deadline. */
 export interface CallOptions {
+  /** The request's class in the budget; each call has a default (lookups by sequenceId: `poll`). */
+  budget?: BudgetTag;
   /** The overall deadline of the whole call: rate-limit waits, token requests and 401 retries included. */
   signal?: AbortSignal;
   /** Called once per request to the endpoint itself, just before it is written (counts sends). */
@@ -107,8 +117,8 @@ export function travelRuleApplies(setting: Pick<TravelRuleSetting, 'outgoingTxn'
 export interface CustodyPort {
   sendTransaction(walletId: number | string, request: SendRequest, options?: SendOptions): Promise<AcceptedSend>;
   getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options?: CallOptions): Promise<ListedTransfers>;
-  getTransfersByTxId(wallet: WalletRef, txId: string): Promise<ListedTransfers>;
-  getWalletTransaction(walletId: number | string, txid: string): Promise<WalletTransaction>;
+  getTransfersByTxId(wallet: WalletRef, txId: string, options?: CallOptions): Promise<ListedTransfers>;
+  getWalletTransaction(walletId: number | string, txid: string, options?: CallOptions): Promise<WalletTransaction>;
   getTravelRuleSetting(): Promise<TravelRuleSetting>;
   close(): Promise<void>;
 }

@@ -16,6 +16,8 @@ export interface Keys {
    * that sequenceId, under any job id, is never started again once the record itself is gone.
    */
   tombstone(sequenceId: string): string;
+  /** The get-transfer record a tracker found with its txid, kept until the wallet-transaction lookup gets its slot. */
+  foundTransfer(sequenceId: string): string;
   /** A rejected job whose payload had no usable sequenceId: its exactly-once record, by job id. */
   jobRejection(jobId: string): string;
   /** Non-terminal transfers, score = last change (ms). */
@@ -42,6 +44,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     transfer: (sequenceId) => transferKey(prefix, sequenceId),
     transferPayload: (sequenceId) => `${prefix}:transfer-payload:${sequenceId}`,
     tombstone: (sequenceId) => tombstoneKey(prefix, sequenceId),
+    foundTransfer: (sequenceId) => `${prefix}:found-transfer:${sequenceId}`,
     jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,
     active: `${prefix}:transfers:active`,
     terminal: `${prefix}:transfers:terminal`,

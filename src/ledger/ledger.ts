@@ -14,6 +14,9 @@ export * from './states.ts';
 export * from './record.ts';
 export type { LeaseRequest, RefusalReason, TransitionRequest, TransitionResult } from './request.ts';
 
+/** How long a found get-transfer record waits for its wallet-transaction lookup, at most. */
+const FOUND_TRANSFER_TTL_MS = 3_600_000;
+
 /** TOMBSTONE_RETENTION's default (README): ten years, the horizon of a record-keeping obligation. */
 export const DEFAULT_TOMBSTONE_RETENTION_MS = 3650 * 24 * 3_600_000;
 
@@ -226,6 +229,20 @@ export class Ledger {
   async activeSummary(): Promise<{ count: number; oldestChangeAt: number | undefined }> {
     const [count, oldest] = await Promise.all([this.#redis.zcard(this.#keys.active), this.#redis.zrange(this.#keys.active, '0', '0', 'WITHSCORES')]);
     return { count, oldestChangeAt: oldest[1] === undefined ? undefined : Number(oldest[1]) };
+  }
+
+  /**
+   * Keeps the record a tracker found with its txid (an hour at most) while the wallet-transaction
+   * lookup waits for the budget, so the next run does not poll again for what it already saw.
+   */
+  async rememberFound(sequenceId: string, transfer: object): Promise<void> {
+    await this.#redis.set(this.#keys.foundTransfer(sequenceId), JSON.stringify(transfer), 'PX', FOUND_TRANSFER_TTL_MS);
+  }
+
+  /** The record rememberFound kept, if any. */
+  async found(sequenceId: string): Promise<unknown> {
+    const text = await this.#redis.get(this.#keys.foundTransfer(sequenceId));
+    return text === null ? undefined : (JSON.parse(text) as unknown);
   }
 
   /** The transfer's tracking job was added (Queue.add): its tracker outbox entry goes. */

@@ -232,6 +232,14 @@ export const op = {
     return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { enrichFailures: tries } };
   },
 
+  /**
+   * Tracking: the txid was found but the wallet-transaction lookup must wait for the budget; the next
+   * run goes straight to it (the found record is kept by Ledger.rememberFound) instead of polling again.
+   */
+  txidFound(txid: string): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { txid, pollFailures: 0 } };
+  },
+
   broadcast(txid: string, at: number, data: EventData['transfer.broadcast']): TransitionRequest {
     return { from: [TransferState.SUBMITTED], to: TransferState.BROADCAST, set: { txid, broadcastAt: at }, event: { type: 'transfer.broadcast', data } };
   },

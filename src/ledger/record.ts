@@ -63,7 +63,12 @@ export interface TransferRecord {
   lastError: string | undefined;
   /** Stream ids of the transfer's events, oldest first. */
   events: string[];
+  /** Upstream calls made for this transfer, as the request budget counted them (CALLS_FIELD). */
+  calls: number;
 }
+
+/** The hash field the request budget increments per upstream call made for a transfer (custody/budget.ts). */
+export const CALLS_FIELD = 'calls';
 
 /** The travel-rule decision recorded on a transfer (what the setting said, when, and the outcome). */
 export interface GateDecision {
@@ -128,13 +133,16 @@ export type SendView = Pick<TransferRecord, 'sequenceId' | 'sends' | 'failures' 
 
 /** What one tracking poll needs (see the track handler). */
 export const TRACKING_VIEW = recordView(
-  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'matchTransactionId', 'matchAddress', 'matchAmount'],
-  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'match'],
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'matchTransactionId', 'matchAddress', 'matchAmount', 'txid'],
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'match', 'txid'],
 );
 export type TrackingView = Pick<
   TransferRecord,
-  'sequenceId' | 'state' | 'walletId' | 'coin' | 'submittedAt' | 'updatedAt' | 'pollFailures' | 'unmatchedPolls' | 'enrichFailures' | 'match'
+  'sequenceId' | 'state' | 'walletId' | 'coin' | 'submittedAt' | 'updatedAt' | 'pollFailures' | 'unmatchedPolls' | 'enrichFailures' | 'match' | 'txid'
 >;
+
+/** What a broadcast transition reads back: the calls made for the transfer (the metric). */
+export const BROADCAST_VIEW = recordView([CALLS_FIELD], ['calls']);
 
 export function toRecord(sequenceId: string, hash: Record<string, string>): TransferRecord {
   const num = (value: string | undefined) => (value === undefined || value === '' ? 0 : Number(value));
@@ -177,6 +185,7 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     broadcastAt: opt(hash.broadcastAt) === undefined ? undefined : num(hash.broadcastAt),
     lastError: opt(hash.lastError),
     events: hash.events ? hash.events.split(',') : [],
+    calls: num(hash[CALLS_FIELD]),
   };
 }
 

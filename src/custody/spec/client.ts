@@ -2,6 +2,8 @@ import type { z } from 'zod';
 import { basicAuthorization, OAuthTokenProvider, StaticTokenProvider, type TokenProvider } from './auth.ts';
 import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } from '../errors.ts';
 import { readResponse } from './responses.ts';
+import { BudgetClass } from '../budget.ts';
+import type { BudgetTag } from '../port.ts';
 import type { CallOptions, CustodyPort, SendOptions, SendRequest, WalletRef } from '../port.ts';
 // Re-exported for callers of this client (the CLI, tests): the port owns them.
 export { travelRuleApplies, type CallOptions, type SendOptions, type WalletRef } from '../port.ts';
@@ -81,12 +83,14 @@ export class CustodyClient implements CustodyPort {
 
   /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (upstream API 4.1 leaves it open). */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<Transaction[]> {
-    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options.signal, sequenceId);
+    const budget = options.budget ?? { klass: BudgetClass.POLL, member: sequenceId };
+    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options.signal, budget, sequenceId);
   }
 
   /** 4.1 by txId, for `send` and `receive`. */
-  async getTransfersByTxId(wallet: WalletRef, txId: string): Promise<Transaction[]> {
-    return this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) });
+  async getTransfersByTxId(wallet: WalletRef, txId: string, options: CallOptions = {}): Promise<Transaction[]> {
+    const budget = options.budget ?? { klass: BudgetClass.VERIFY, member: txId };
+    return this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) }, options.signal, budget);
   }
 
   /**
@@ -107,6 +111,7 @@ export class CustodyClient implements CustodyPort {
       body: payload,
       signal: options.signal,
       onDispatch: options.onRequest,
+      budget: options.budget ?? { klass: BudgetClass.SEND, member: body.halfSigned.sequenceId },
     }), options.keepRaw === false ? sendTransactionResponseWithoutRawSchema : sendTransactionResponseSchema, options.signal, EXACT_KEYS);
     if (record.sequenceId !== body.halfSigned.sequenceId) {
       // An accepted answer about another transfer: garbage for this one, and the send may have gone out.
@@ -120,7 +125,7 @@ export class CustodyClient implements CustodyPort {
   }
 
   /** 4.3. A 404 is CUSTODY_NOT_FOUND; the caller decides whether that means "not yet". */
-  async getWalletTransaction(walletId: number | string, txid: string): Promise<WalletTransaction> {
+  async getWalletTransaction(walletId: number | string, txid: string, options: CallOptions = {}): Promise<WalletTransaction> {
     if (!TXID.test(txid)) throw invalid('getWalletTransaction', 'txid must be one plain token of letters, digits and ._:-');
     const path = `/api/wallet/${encodeURIComponent(walletPathId('getWalletTransaction', walletId))}/txid/${encodeURIComponent(txid)}`;
     const answer = await this.#withBearer('getWalletTransaction', (authorization) => ({
@@ -128,7 +133,9 @@ export class CustodyClient implements CustodyPort {
       url: new URL(this.#baseUrl + path),
       method: 'GET',
       headers: { authorization, accept: 'application/json' },
-    }), walletTransactionResponseSchema);
+      signal: options.signal,
+      budget: options.budget ?? { klass: BudgetClass.ENRICH, member: txid },
+    }), walletTransactionResponseSchema, options.signal);
     return answer.result;
   }
 
@@ -139,6 +146,7 @@ export class CustodyClient implements CustodyPort {
       url: new URL(`${this.#sdkUrl}/api/travel-rule/is-enabled`),
       method: 'POST',
       headers: { authorization: this.#basic, accept: 'application/json' },
+      budget: { klass: BudgetClass.GATE, member: '' },
     });
     return readResponse('isEnabled', response, isEnabledResponseSchema).data;
   }
@@ -152,10 +160,10 @@ export class CustodyClient implements CustodyPort {
    * (upstream API section 7 shows no errors; README assumption): all three are an empty list. The list is parsed record
    * by record: an odd record is skipped and reported, never fails the rest.
    */
-  async #getTransfer(body: object, signal?: AbortSignal, sequenceId?: string): Promise<Transaction[]> {
+  async #getTransfer(body: object, signal: AbortSignal | undefined, budget: BudgetTag, sequenceId?: string): Promise<Transaction[]> {
     let list: unknown[];
     try {
-      list = readResponse('getTransfer', await this.#request(body, signal), transactionListSchema);
+      list = readResponse('getTransfer', await this.#request(body, signal, budget), transactionListSchema);
     } catch (error) {
       if (isNotFound(error)) return [];
       throw error;
@@ -165,9 +173,10 @@ export class CustodyClient implements CustodyPort {
     return transactions;
   }
 
-  #request(body: object, signal: AbortSignal | undefined) {
+  #request(body: object, signal: AbortSignal | undefined, budget: BudgetTag) {
     return this.#transport.request({
       signal,
+      budget,
       endpoint: 'getTransfer',
       url: new URL(`${this.#sdkUrl}/api/wallet/get-transfer`),
       method: 'POST',

@@ -1,6 +1,8 @@
 import { Pool } from 'undici';
 import { Deadline } from '../deadline.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
+import type { BudgetTag } from '../port.ts';
+import { parseRetryAfter } from './responses.ts';
 
 export interface TransportOptions {
   /** Whole-request deadline: connect, headers and body together. */
@@ -8,8 +10,13 @@ export interface TransportOptions {
   connectTimeoutMs: number;
   /** Keep-alive connections per origin. */
   connections: number;
-  /** Called before every request; a shared rate limiter plugs in here (and gives up when `signal` aborts). */
-  beforeRequest?: (endpoint: CustodyEndpoint, signal?: AbortSignal) => Promise<void>;
+  /**
+   * Called before every request; the shared request budget plugs in here (and gives up when `signal`
+   * aborts). `budget` is the request's class and member, when its caller said.
+   */
+  beforeRequest?: (endpoint: CustodyEndpoint, signal: AbortSignal | undefined, budget: BudgetTag | undefined) => Promise<void>;
+  /** Called when the provider answers 429, with its Retry-After (ms): the budget pauses every class. */
+  onProviderRateLimited?: (retryAfterMs: number) => void;
   /** Called after every request with its outcome: HTTP status, or the error code when there was none. */
   /**
    * Called once per request: `status` is the HTTP status as text, or `none` when no answer came; `code`
@@ -30,6 +37,8 @@ export interface TransportRequest {
   signal?: AbortSignal;
   /** Called once per request that was (or may have been) written, when it ends (counts HTTP sends). */
   onDispatch?: () => void;
+  /** The request's class in the budget, and on whose behalf (a sequenceId). */
+  budget?: BudgetTag | undefined;
 }
 
 export interface TransportResponse {
@@ -89,7 +98,7 @@ export class Transport {
 
   async #request(req: TransportRequest): Promise<TransportResponse> {
     notPastDeadline(req);
-    await this.#options.beforeRequest?.(req.endpoint, req.signal);
+    await this.#options.beforeRequest?.(req.endpoint, req.signal, req.budget);
     notPastDeadline(req);
     const started = performance.now();
     let status = 'none';
@@ -107,6 +116,7 @@ export class Transport {
       req.onDispatch?.();
       const text = await response.body.text();
       status = String(response.statusCode);
+      if (response.statusCode === 429) this.#options.onProviderRateLimited?.(parseRetryAfter(response.headers['retry-after']));
       return { status: response.statusCode, headers: response.headers, text };
     } catch (error) {
       const mapped = mapTransportError(error, req.endpoint);

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { TERMINAL_STATES, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
 import { op } from '../../ledger/operations.ts';
+import { BudgetClass } from '../../custody/budget.ts';
+import { isCustodyError } from '../../custody/errors.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { QueueName } from '../../queues/names.ts';
 import type { Trackers } from '../../queues/trackers.ts';
@@ -169,11 +171,16 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       }
       try {
         const wallet = { walletId: record.walletId, coin: record.coin };
-        const list = await deps.custody.getTransfersByTxId(wallet, record.txid);
+        // The lowest class of the budget: whatever sends, polls and enrichment leave.
+        const budget = { klass: BudgetClass.VERIFY, member: sequenceId };
+        const list = await deps.custody.getTransfersByTxId(wallet, record.txid, { budget });
         const match = { sequenceId, ...record.match };
         const found = findTransfer(list.filter((tx) => txidEquals(tx.txid, record.txid!)), match);
         if (found.kind === 'ambiguous') deps.onAmbiguous?.('reconcile');
-        const walletTx = await deps.custody.getWalletTransaction(record.walletId, record.txid).catch(() => null);
+        const walletTx = await deps.custody.getWalletTransaction(record.walletId, record.txid, { budget }).catch((error: unknown) => {
+          if (isCustodyError(error) && error.budgetRefused) throw error;
+          return null;
+        });
         const problems: string[] = [];
         if (found.kind !== 'found') problems.push(`get-transfer by txId: ${found.kind}`);
         if (walletTx && !txidEquals(walletTx.txid, record.txid)) problems.push('wallet transaction txid differs');
@@ -184,6 +191,10 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         }
         await ledger.verified(sequenceId);
       } catch (error) {
+        if (isCustodyError(error) && error.budgetRefused) {
+          log.info({ left: due.length - index }, 'request budget spent by higher classes, the rest next run');
+          return;
+        }
         counts.verifyErrors++;
         log.warn({ err: error, sequenceId }, 'broadcast verification failed, retried next run');
       }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { CustodyPort, WalletRef } from '../../custody/port.ts';
+import { BudgetClass } from '../../custody/budget.ts';
 
 /** How long a probe's finding is kept: a provider changes how it answers rarely, and a probe costs one call. */
 export const NARROWING_PROBE_TTL_MS = 24 * 3_600_000;
@@ -32,7 +33,8 @@ export class LookupNarrowing {
     if (known !== null) return known === '1';
     let narrowed: boolean;
     try {
-      const list = await this.#custody.getTransfersBySequenceId(wallet, `probe-${randomUUID()}`, { signal });
+      const probe = `probe-${randomUUID()}`;
+      const list = await this.#custody.getTransfersBySequenceId(wallet, probe, { signal, budget: { klass: BudgetClass.SETTLE, member: probe } });
       narrowed = list.length === 0;
     } catch {
       return false;

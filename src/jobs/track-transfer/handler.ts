@@ -1,12 +1,13 @@
 import { z } from 'zod';
 import { FailureCode } from '../../../packages/producer/src/events.ts';
 import { op } from '../../ledger/operations.ts';
-import { TRACKING_VIEW, TransferState, type Ledger, type TrackingView } from '../../ledger/ledger.ts';
+import { BROADCAST_VIEW, TRACKING_VIEW, TransferState, type Ledger, type TrackingView } from '../../ledger/ledger.ts';
 import { RetryLater } from '../../queues/outcomes.ts';
 import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, UNMATCHED_POLLS_ALERT, type BackoffProfile } from '../../timing.ts';
 import { LIST_AMOUNT_PLACES } from '../../lib/decimal.ts';
 import type { JobContext } from '../../queues/processor.ts';
-import type { CustodyPort, WalletTransaction } from '../../custody/port.ts';
+import type { CustodyPort, ListedTransfer, WalletTransaction } from '../../custody/port.ts';
+import { BudgetClass } from '../../custody/budget.ts';
 import { CustodyErrorCode, isCustodyError } from '../../custody/errors.ts';
 import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
 import { sequenceIdSchema } from '../../../packages/producer/src/sequence-id.ts';
@@ -27,6 +28,10 @@ export interface TrackDeps {
   onPollFailed?: (streak: number) => void;
   /** UNMATCHED_POLLS_ALERT polls in a row listed a `send` of the wallet that matched nothing (once per transfer). */
   onUnmatched?: () => void;
+  /** The budget turned a poll away: it comes back after `ms` (the stretched poll interval). */
+  onPollStretched?: (ms: number) => void;
+  /** The transfer was broadcast; `calls`: the upstream calls made for it. */
+  onBroadcast?: (calls: number) => void;
 }
 
 export type TrackResult = { outcome: 'broadcast' | 'expired' | 'not-tracking'; sequenceId: string; state?: string };
@@ -58,10 +63,26 @@ export function createTrackHandler(deps: TrackDeps) {
     const deadline = submittedAt + deps.deadlineMs;
     const match: TransferMatch = { sequenceId, ...record.match };
 
+    if (record.txid !== undefined) {
+      // Found with its txid by an earlier run whose wallet-transaction lookup had to wait: no new poll.
+      const found = await deps.ledger.found(sequenceId);
+      if (isListedTransfer(found) && found.txid === record.txid) return broadcast(record, found, log);
+    }
+
     let list;
     try {
-      list = await deps.custody.getTransfersBySequenceId({ walletId: record.walletId, coin: record.coin }, sequenceId);
+      list = await deps.custody.getTransfersBySequenceId({ walletId: record.walletId, coin: record.coin }, sequenceId, {
+        budget: { klass: BudgetClass.POLL, member: sequenceId },
+      });
     } catch (error) {
+      if (isCustodyError(error) && error.budgetRefused) {
+        // The budget is spent by higher classes or by other polls: not a failure. The poll comes back
+        // after the interval the budget gives (stretched by how many transfers compete), holding no
+        // worker slot meanwhile. Never expired for that: the deadline needs a poll that was made.
+        const stretched = error.retryAfterMs ?? deps.pollMinMs;
+        deps.onPollStretched?.(stretched);
+        throw new RetryLater(stretched, 'request budget spent');
+      }
       // Upstream trouble never loses the tracker: count it and poll again later (or expire at the deadline).
       const failures = record.pollFailures + 1;
       await deps.ledger.transition(sequenceId, op.pollFailed(failures));
@@ -120,8 +141,19 @@ export function createTrackHandler(deps: TrackDeps) {
     const sequenceId = record.sequenceId;
     let walletTransaction: WalletTransaction | null = null;
     try {
-      walletTransaction = await deps.custody.getWalletTransaction(record.walletId, transaction.txid);
+      walletTransaction = await deps.custody.getWalletTransaction(record.walletId, transaction.txid, {
+        budget: { klass: BudgetClass.ENRICH, member: sequenceId },
+      });
     } catch (error) {
+      if (isCustodyError(error) && error.budgetRefused) {
+        // Our own budget, not the provider: not an enrichment failure. The found record is kept so the
+        // next run goes straight to this lookup instead of polling again.
+        if (record.txid !== transaction.txid) {
+          await deps.ledger.rememberFound(sequenceId, transaction);
+          await deps.ledger.transition(sequenceId, op.txidFound(transaction.txid));
+        }
+        throw new RetryLater(error.retryAfterMs ?? deps.pollMinMs, 'request budget spent');
+      }
       const final = isCustodyError(error) && (error.code === CustodyErrorCode.NOT_FOUND || !error.retryable);
       const tries = record.enrichFailures + 1;
       if (!final && tries < ENRICH_ATTEMPTS) {
@@ -131,8 +163,15 @@ export function createTrackHandler(deps: TrackDeps) {
       }
       log.info({ code: isCustodyError(error) ? error.code : 'INTERNAL_ERROR' }, 'wallet transaction not available, broadcast without it');
     }
-    const result = await deps.ledger.transition(sequenceId, op.broadcast(transaction.txid, now(), { txid: transaction.txid, transaction, walletTransaction }));
-    if (result.ok) log.info({ txid: transaction.txid }, 'transfer broadcast');
+    const result = await deps.ledger.transitionReading(
+      sequenceId,
+      op.broadcast(transaction.txid, now(), { txid: transaction.txid, transaction, walletTransaction }),
+      BROADCAST_VIEW,
+    );
+    if (result.ok) {
+      deps.onBroadcast?.(result.record.calls);
+      log.info({ txid: transaction.txid, calls: result.record.calls }, 'transfer broadcast');
+    }
     return { outcome: 'broadcast', sequenceId };
   }
 
@@ -159,4 +198,11 @@ export function createTrackHandler(deps: TrackDeps) {
     // The last poll happens at the deadline itself, so a txid that arrives just in time still counts.
     throw new RetryLater(Math.max(1, Math.min(delayMs, deadline - now())), 'no txid yet');
   }
+}
+
+/** A record rememberFound kept (JSON: what identifies it survived; the rest rides along as given). */
+function isListedTransfer(value: unknown): value is ListedTransfer {
+  if (typeof value !== 'object' || value === null) return false;
+  const record = value as Record<string, unknown>;
+  return typeof record.id === 'string' && typeof record.txid === 'string' && record.txid !== '' && Array.isArray(record.outputs);
 }

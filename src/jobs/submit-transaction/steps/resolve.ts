@@ -1,3 +1,4 @@
+import { BudgetClass } from '../../../custody/budget.ts';
 import { TransferState, type TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
 import { findTransfer, type MatchResult } from '../../../transfers/match.ts';
@@ -29,13 +30,23 @@ export async function resolve(run: Run, record: TransferRecord): Promise<Step> {
   return lookBeforeResend(run, held);
 }
 
-/** get-transfer by sequenceId for the transfer's wallet, under the send deadline. */
-async function lookup<T>(run: Run, record: TransferRecord, then: (list: ListedTransfer[], wallet: WalletRef, signal: AbortSignal) => Promise<T>): Promise<T> {
+/**
+ * get-transfer by sequenceId for the transfer's wallet, under the send deadline, in the budget class
+ * `klass`: the lookup before a resend goes with sends (it precedes one), settling an unknown outcome
+ * comes right after them.
+ */
+async function lookup<T>(
+  run: Run,
+  record: TransferRecord,
+  klass: BudgetClass,
+  then: (list: ListedTransfer[], wallet: WalletRef, signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   const payload = storedPayload(record);
   const wallet = { walletId: payload.walletId, coin: payload.coin };
   const deadline = new Deadline(run.deps.sendDeadlineMs);
   try {
-    const list = await run.deps.custody.getTransfersBySequenceId(wallet, record.sequenceId, { signal: deadline.signal });
+    const budget = { klass, member: record.sequenceId };
+    const list = await run.deps.custody.getTransfersBySequenceId(wallet, record.sequenceId, { signal: deadline.signal, budget });
     return await then(list, wallet, deadline.signal);
   } finally {
     deadline.clear();
@@ -51,7 +62,7 @@ async function lookup<T>(run: Run, record: TransferRecord, then: (list: ListedTr
 async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
   let taken: boolean;
   try {
-    taken = await lookup(run, held, async (list) => list.some((tx) => tx.sequenceId === held.sequenceId));
+    taken = await lookup(run, held, BudgetClass.SEND, async (list) => list.some((tx) => tx.sequenceId === held.sequenceId));
   } catch (error) {
     const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
     // No resend without a look: try again later (failed once SUBMIT_ATTEMPTS runs could not look).
@@ -79,7 +90,7 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
   const pastDeadline = ledgerNow - held.unknownSince! >= run.deps.deadlineMs;
   let found: MatchResult;
   try {
-    found = await lookup(run, held, async (list, wallet, signal) => {
+    found = await lookup(run, held, BudgetClass.SETTLE, async (list, wallet, signal) => {
       const match = findTransfer(list, { sequenceId });
       // A record without our sequenceId identifies nothing unless this provider narrows its answers.
       if (match.kind === 'found' && match.transaction.sequenceId !== sequenceId && !(await run.deps.lookupNarrowing.narrows(wallet, signal))) {

@@ -1,0 +1,265 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Cluster, Redis } from 'ioredis';
+import { MAX_RATE_LIMIT_WAIT_MS } from '../timing.ts';
+import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from './errors.ts';
+
+/**
+ * The provider's request budget (CUSTODY_MAX_RPS), shared by every worker process through Redis and
+ * spent by priority. The classes, highest first:
+ *
+ * | class    | calls                                                                       | when the budget is short |
+ * |----------|-----------------------------------------------------------------------------|--------------------------|
+ * | send     | sendTransaction, and the lookup that must precede a resend                  | reserves the next slot, waits up to MAX_RATE_LIMIT_WAIT_MS |
+ * | gate     | the travel-rule setting on the way to a send                               | the same                 |
+ * | settle   | lookups settling a send of unknown outcome                                  | the same                 |
+ * | enrich   | the wallet transaction of a found txid                                      | takes a free slot or is told when to come back |
+ * | poll     | routine get-transfer polls                                                  | the same, after enrich   |
+ * | verify   | reconciliation's re-verification of broadcasts                              | the same, after poll     |
+ *
+ * The first three *reserve*: the schedule (a GCRA "theoretical arrival time" in Redis) moves forward
+ * and the caller sleeps until its slot. The last three never reserve ahead: they take a slot only when
+ * the schedule is not ahead of now, so a send arriving after them waits at most one slot behind them,
+ * and they use every slot the reserving classes leave. Refused, they are told when to come back:
+ * behind what is reserved and behind every requester of their class and the classes above that was
+ * refused recently (a per-class set of waiting members), one slot each. A refused poll is therefore
+ * re-delayed by a stretched interval that grows with the number of transfers competing for what is
+ * left, instead of bouncing at once or holding a worker's concurrency slot while it waits.
+ *
+ * A 429 from the provider moves the schedule to the end of its Retry-After (`pause`): every class of
+ * every process stops, and afterwards the reserving classes take the first slots.
+ */
+export const BudgetClass = {
+  SEND: 'send',
+  GATE: 'gate',
+  SETTLE: 'settle',
+  ENRICH: 'enrich',
+  POLL: 'poll',
+  VERIFY: 'verify',
+} as const;
+export type BudgetClass = (typeof BudgetClass)[keyof typeof BudgetClass];
+
+/** Highest first. */
+export const BUDGET_CLASSES: readonly BudgetClass[] = Object.values(BudgetClass);
+/** The classes that reserve slots ahead (and wait for them); the others only take a free one. */
+export const RESERVING_CLASSES: ReadonlySet<BudgetClass> = new Set([BudgetClass.SEND, BudgetClass.GATE, BudgetClass.SETTLE]);
+/** The classes that never reserve ahead, in priority order (their waiting sets, in Redis). */
+export const OPPORTUNISTIC_CLASSES: readonly BudgetClass[] = BUDGET_CLASSES.filter((c) => !RESERVING_CLASSES.has(c));
+
+export interface BudgetParams {
+  /** ms between two requests (1000 / CUSTODY_MAX_RPS); 0 = no limit (only a provider's 429 pauses). */
+  intervalMs: number;
+  /** Requests the reserving classes may make at once after an idle spell. */
+  burst: number;
+  /** Longest wait a reserving class accepts for its slot. */
+  horizonMs: number;
+}
+
+/** What the budget tells a requester. */
+export type Admission =
+  /** Go after `waitMs` (0: now); the slot is taken. */
+  | { admitted: true; waitMs: number }
+  /** Nothing taken: come back after `retryAfterMs`. */
+  | { admitted: false; retryAfterMs: number };
+
+/** The shared state, as Redis holds it: the schedule and, per opportunistic class, who waits until when. */
+export interface BudgetState {
+  /** The theoretical arrival time of the next free slot (ms, Redis clock). */
+  tat: number;
+  /** Per opportunistic class: member → when its waiting entry lapses (ms). */
+  waiting: Map<BudgetClass, Map<string, number>>;
+}
+
+/**
+ * The scheduler's rules, as a pure function (the Lua script below does exactly this in Redis; a test
+ * runs both over the same random sequences). Mutates `state`.
+ */
+export function admit(state: BudgetState, params: BudgetParams, now: number, klass: BudgetClass, member: string): Admission {
+  const tat = Math.max(state.tat, now);
+  if (RESERVING_CLASSES.has(klass)) {
+    const tolerance = params.intervalMs * (params.burst - 1);
+    const wait = Math.max(0, tat - tolerance - now);
+    if (wait > params.horizonMs) return { admitted: false, retryAfterMs: Math.ceil(wait - params.horizonMs) };
+    state.tat = tat + params.intervalMs;
+    return { admitted: true, waitMs: Math.ceil(wait) };
+  }
+  // Waiting entries that lapsed are gone; those of this class and the classes above count.
+  let ahead = 0;
+  for (const other of OPPORTUNISTIC_CLASSES) {
+    const entries = state.waiting.get(other) ?? new Map<string, number>();
+    for (const [who, until] of entries) if (until < now) entries.delete(who);
+    state.waiting.set(other, entries);
+    if (OPPORTUNISTIC_CLASSES.indexOf(other) <= OPPORTUNISTIC_CLASSES.indexOf(klass)) ahead += entries.size;
+  }
+  const mine = state.waiting.get(klass)!;
+  if (tat <= now) {
+    mine.delete(member);
+    state.tat = tat + params.intervalMs;
+    return { admitted: true, waitMs: 0 };
+  }
+  if (!mine.has(member)) ahead += 1;
+  const retryAfterMs = Math.ceil(tat - now + ahead * Math.max(params.intervalMs, 1));
+  // Kept until well after it should have come back, so a requester that gave up lapses on its own.
+  mine.set(member, now + 2 * retryAfterMs + 1_000);
+  return { admitted: false, retryAfterMs };
+}
+
+/** A provider's 429: nothing is sent before `now + ms`. */
+export function pause(state: BudgetState, now: number, ms: number): void {
+  state.tat = Math.max(state.tat, now + ms);
+}
+
+/*
+ * KEYS[1] the schedule (TAT, ms)   KEYS[2..n-1] the waiting sets of the opportunistic classes, in order
+ * KEYS[n] the ledger record of the transfer the request is made for (its calls are counted there)
+ * ARGV[1] interval ms   ARGV[2] burst   ARGV[3] horizon ms   ARGV[4] class   ARGV[5] member
+ * ARGV[6] '1' when the class reserves   ARGV[7] the class's index among the opportunistic ones (1-based)
+ * ARGV[8] the record's field counting calls ('' = count nothing); an absent record is never created
+ * Returns {1, wait} when admitted, {0, retryAfter} when not.
+ */
+const ADMIT_LUA = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local record = KEYS[#KEYS]
+local function keep(nextTat)
+  redis.call('SET', KEYS[1], string.format('%.17g', nextTat), 'PX', math.ceil(nextTat - now + 60000))
+  if ARGV[8] ~= '' and redis.call('EXISTS', record) == 1 then redis.call('HINCRBY', record, ARGV[8], 1) end
+end
+if ARGV[6] == '1' then
+  local tolerance = interval * (tonumber(ARGV[2]) - 1)
+  local wait = tat - tolerance - now
+  if wait < 0 then wait = 0 end
+  if wait > tonumber(ARGV[3]) then return {0, math.ceil(wait - tonumber(ARGV[3]))} end
+  keep(tat + interval)
+  return {1, math.ceil(wait)}
+end
+local mine = tonumber(ARGV[7]) + 1
+local ahead = 0
+for i = 2, #KEYS - 1 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now)
+  if i <= mine then ahead = ahead + redis.call('ZCARD', KEYS[i]) end
+end
+if tat <= now then
+  redis.call('ZREM', KEYS[mine], ARGV[5])
+  keep(tat + interval)
+  return {1, 0}
+end
+if not redis.call('ZSCORE', KEYS[mine], ARGV[5]) then ahead = ahead + 1 end
+local step = interval
+if step < 1 then step = 1 end
+local retry = math.ceil(tat - now + ahead * step)
+redis.call('ZADD', KEYS[mine], now + 2 * retry + 1000, ARGV[5])
+redis.call('PEXPIRE', KEYS[mine], 2 * retry + 60000)
+return {0, retry}
+`;
+
+/** KEYS[1] the schedule; ARGV[1] pause ms. The schedule moves to now + ms unless it is later already. */
+const PAUSE_LUA = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local until = now + tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < until then redis.call('SET', KEYS[1], string.format('%.17g', until), 'PX', math.ceil(until - now + 60000)) end
+return until
+`;
+
+interface BudgetCommands {
+  custodyBudgetAdmit(...args: Array<string | number>): Promise<[number, number]>;
+  custodyBudgetPause(key: string, ms: number): Promise<number>;
+}
+
+export interface BudgetObserver {
+  /** A slot was taken by `klass` after waiting `waitMs` (0 when free at once). */
+  admitted?(klass: BudgetClass, waitMs: number): void;
+  /** `klass` was refused and told to come back after `retryAfterMs`. */
+  refused?(klass: BudgetClass, retryAfterMs: number): void;
+  /** A provider 429 paused every class for `ms`. */
+  paused?(ms: number): void;
+}
+
+/** The local refusal of an opportunistic class, or of a reserving one whose wait exceeds its horizon. */
+export function budgetRefusal(endpoint: CustodyEndpoint, klass: BudgetClass, retryAfterMs: number): CustodyError {
+  return new CustodyError(CustodyErrorCode.RATE_LIMITED, `${endpoint}: request budget (CUSTODY_MAX_RPS) spent for class ${klass}`, {
+    endpoint,
+    retryAfterMs,
+    // Refused here: nothing was written.
+    maybeProcessed: false,
+    budgetRefused: true,
+  });
+}
+
+/** The budget in Redis; one per worker process, all sharing the same keys. */
+export class RequestBudget {
+  readonly #redis: Redis | Cluster;
+  readonly #scheduleKey: string;
+  readonly #waitingKeys: string[];
+  readonly #params: BudgetParams;
+  readonly #observer: BudgetObserver;
+
+  constructor(redis: Redis | Cluster, scheduleKey: string, requestsPerSecond: number, observer: BudgetObserver = {}) {
+    this.#redis = redis;
+    this.#scheduleKey = scheduleKey;
+    this.#waitingKeys = OPPORTUNISTIC_CLASSES.map((klass) => `${scheduleKey}:waiting:${klass}`);
+    this.#params = budgetParams(requestsPerSecond);
+    this.#observer = observer;
+    if (!('custodyBudgetAdmit' in redis)) {
+      redis.defineCommand('custodyBudgetAdmit', { numberOfKeys: 2 + OPPORTUNISTIC_CLASSES.length, lua: ADMIT_LUA });
+      redis.defineCommand('custodyBudgetPause', { numberOfKeys: 1, lua: PAUSE_LUA });
+    }
+  }
+
+  /**
+   * Asks for a slot; never waits. `count`: the transfer's ledger record and field where the call is
+   * counted when admitted (same hash slot as the budget's keys: one QUEUE_PREFIX).
+   */
+  async ask(klass: BudgetClass, member: string, count?: { key: string; field: string }): Promise<Admission> {
+    const { intervalMs, burst, horizonMs } = this.#params;
+    const reserving = RESERVING_CLASSES.has(klass);
+    const [ok, ms] = await (this.#redis as unknown as BudgetCommands).custodyBudgetAdmit(
+      this.#scheduleKey,
+      ...this.#waitingKeys,
+      count?.key ?? `${this.#scheduleKey}:no-record`,
+      intervalMs,
+      burst,
+      horizonMs,
+      klass,
+      member,
+      reserving ? '1' : '0',
+      reserving ? 0 : OPPORTUNISTIC_CLASSES.indexOf(klass) + 1,
+      count?.field ?? '',
+    );
+    return ok === 1 ? { admitted: true, waitMs: Number(ms) } : { admitted: false, retryAfterMs: Number(ms) };
+  }
+
+  /**
+   * Takes a slot for one request, sleeping for a reserved one; throws CUSTODY_RATE_LIMITED (local,
+   * nothing sent) when refused, and CUSTODY_TIMEOUT (nothing sent) when `signal` ends the wait.
+   */
+  async take(endpoint: CustodyEndpoint, klass: BudgetClass, member: string, signal?: AbortSignal, count?: { key: string; field: string }): Promise<void> {
+    const answer = await this.ask(klass, member, count);
+    if (!answer.admitted) {
+      this.#observer.refused?.(klass, answer.retryAfterMs);
+      throw budgetRefusal(endpoint, klass, answer.retryAfterMs);
+    }
+    this.#observer.admitted?.(klass, answer.waitMs);
+    if (answer.waitMs > 0) {
+      // The slot is reserved and goes unused if the caller's deadline ends the wait: harmless.
+      await sleep(answer.waitMs, undefined, { signal }).catch(() => {
+        throw new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a request slot`, { endpoint, maybeProcessed: false });
+      });
+    }
+  }
+
+  /** A provider's 429 with `Retry-After`: every class of every process stops for `ms`. */
+  async pause(ms: number): Promise<void> {
+    await (this.#redis as unknown as BudgetCommands).custodyBudgetPause(this.#scheduleKey, Math.max(0, Math.ceil(ms)));
+    this.#observer.paused?.(ms);
+  }
+}
+
+export function budgetParams(requestsPerSecond: number): BudgetParams {
+  if (requestsPerSecond <= 0) return { intervalMs: 0, burst: 1, horizonMs: MAX_RATE_LIMIT_WAIT_MS };
+  return { intervalMs: 1000 / requestsPerSecond, burst: Math.max(1, Math.ceil(requestsPerSecond / 10)), horizonMs: MAX_RATE_LIMIT_WAIT_MS };
+}
