@@ -103,9 +103,12 @@ export function admit(state: BudgetState, params: BudgetParams, now: number, kla
   return { admitted: false, retryAfterMs };
 }
 
-/** A provider's 429: nothing is sent before `now + ms`. */
-export function pause(state: BudgetState, now: number, ms: number): void {
-  state.tat = Math.max(state.tat, now + ms);
+/**
+ * A provider's 429: nothing is sent before `now + ms`. The schedule moves past that by the burst
+ * tolerance, so a reserving class's first request lands at the pause's end, not a burst early.
+ */
+export function pause(state: BudgetState, params: BudgetParams, now: number, ms: number): void {
+  state.tat = Math.max(state.tat, now + ms + params.intervalMs * (params.burst - 1));
 }
 
 /*
@@ -114,11 +117,17 @@ export function pause(state: BudgetState, now: number, ms: number): void {
  * ARGV[1] interval ms   ARGV[2] burst   ARGV[3] horizon ms   ARGV[4] class   ARGV[5] member
  * ARGV[6] '1' when the class reserves   ARGV[7] the class's index among the opportunistic ones (1-based)
  * ARGV[8] the record's field counting calls ('' = count nothing); an absent record is never created
+ * ARGV[9] now, ms ('' = Redis TIME; a test passes its own clock)
  * Returns {1, wait} when admitted, {0, retryAfter} when not.
  */
 const ADMIT_LUA = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now
+if ARGV[9] ~= '' then
+  now = tonumber(ARGV[9])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local interval = tonumber(ARGV[1])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
@@ -155,19 +164,27 @@ redis.call('PEXPIRE', KEYS[mine], 2 * retry + 60000)
 return {0, retry}
 `;
 
-/** KEYS[1] the schedule; ARGV[1] pause ms. The schedule moves to now + ms unless it is later already. */
+/**
+ * KEYS[1] the schedule; ARGV[1] pause ms; ARGV[2] now ('' = TIME); ARGV[3] the burst tolerance ms.
+ * The schedule moves to now + ms + tolerance unless it is later already (see pause()).
+ */
 const PAUSE_LUA = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local until = now + tonumber(ARGV[1])
+local now
+if ARGV[2] ~= '' then
+  now = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local pauseEnd = now + tonumber(ARGV[1]) + tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < until then redis.call('SET', KEYS[1], string.format('%.17g', until), 'PX', math.ceil(until - now + 60000)) end
-return until
+if tat < pauseEnd then redis.call('SET', KEYS[1], string.format('%.17g', pauseEnd), 'PX', math.ceil(pauseEnd - now + 60000)) end
+return math.ceil(pauseEnd)
 `;
 
 interface BudgetCommands {
   custodyBudgetAdmit(...args: Array<string | number>): Promise<[number, number]>;
-  custodyBudgetPause(key: string, ms: number): Promise<number>;
+  custodyBudgetPause(key: string, ms: number, now: string, tolerance: number): Promise<number>;
 }
 
 export interface BudgetObserver {
@@ -198,7 +215,11 @@ export class RequestBudget {
   readonly #params: BudgetParams;
   readonly #observer: BudgetObserver;
 
-  constructor(redis: Redis | Cluster, scheduleKey: string, requestsPerSecond: number, observer: BudgetObserver = {}) {
+  readonly #clock: (() => number) | undefined;
+
+  /** `clock`: tests only (the scripts read Redis TIME otherwise). */
+  constructor(redis: Redis | Cluster, scheduleKey: string, requestsPerSecond: number, observer: BudgetObserver = {}, clock?: () => number) {
+    this.#clock = clock;
     this.#redis = redis;
     this.#scheduleKey = scheduleKey;
     this.#waitingKeys = OPPORTUNISTIC_CLASSES.map((klass) => `${scheduleKey}:waiting:${klass}`);
@@ -229,6 +250,7 @@ export class RequestBudget {
       reserving ? '1' : '0',
       reserving ? 0 : OPPORTUNISTIC_CLASSES.indexOf(klass) + 1,
       count?.field ?? '',
+      this.#clock ? String(this.#clock()) : '',
     );
     return ok === 1 ? { admitted: true, waitMs: Number(ms) } : { admitted: false, retryAfterMs: Number(ms) };
   }
@@ -254,8 +276,17 @@ export class RequestBudget {
 
   /** A provider's 429 with `Retry-After`: every class of every process stops for `ms`. */
   async pause(ms: number): Promise<void> {
-    await (this.#redis as unknown as BudgetCommands).custodyBudgetPause(this.#scheduleKey, Math.max(0, Math.ceil(ms)));
+    await (this.#redis as unknown as BudgetCommands).custodyBudgetPause(
+      this.#scheduleKey,
+      Math.max(0, Math.ceil(ms)),
+      this.#clock ? String(this.#clock()) : '',
+      this.#params.intervalMs * (this.#params.burst - 1),
+    );
     this.#observer.paused?.(ms);
+  }
+
+  get params(): Readonly<BudgetParams> {
+    return this.#params;
   }
 }
 

@@ -87,6 +87,8 @@ function controlAnswer(target: ControlTarget, method: string, parts: string[], t
       if (!target.state.setTxid(id ?? '', txid, now)) return failure(404, 'unknown sequenceId');
       return json(200, target.state.view(id ?? '', target.clientId, now));
     }
+    case 'POST txids':
+      return json(200, { released: target.state.releaseAllTxids(now) });
     case 'POST tokens/:id':
       if (id !== 'expire') return NOT_FOUND;
       target.state.expireTokens();

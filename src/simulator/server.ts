@@ -134,9 +134,25 @@ class SimulatorServer implements ControlTarget {
 
   reset(): void {
     this.current = structuredClone(this.initialSettings);
+    this.bucket = { tokens: 0, at: 0, rps: 0 };
     this.state.reset();
     this.faults.clear();
     this.realistic.reset();
+  }
+
+  /** settings.maxRps as a token bucket of one second's worth, refilled continuously. */
+  private bucket = { tokens: 0, at: 0, rps: 0 };
+
+  private withinLimit(now: number): boolean {
+    const rps = this.current.maxRps;
+    if (rps <= 0) return true;
+    const bucket = this.bucket;
+    if (bucket.rps !== rps) Object.assign(bucket, { tokens: rps, at: now, rps });
+    bucket.tokens = Math.min(rps, bucket.tokens + ((now - bucket.at) / 1000) * rps);
+    bucket.at = now;
+    if (bucket.tokens < 1) return false;
+    bucket.tokens -= 1;
+    return true;
   }
 
   private profile(): AnswerProfile {
@@ -190,6 +206,13 @@ class SimulatorServer implements ControlTarget {
       if (!body.tooLarge) return;
       this.state.countOutcome(endpoint, '413');
       write(res, { ...failure(413, 'request body too large'), headers: { connection: 'close' } });
+      return;
+    }
+    if (endpoint !== 'token' && !this.withinLimit(Date.now())) {
+      // The provider's own limit (settings.maxRps): refused before anything is processed.
+      const wait = Math.max(1, Math.ceil((1 - this.bucket.tokens) / this.current.maxRps));
+      this.state.countOutcome(endpoint, '429');
+      write(res, faultAnswer(endpoint, '429', wait));
       return;
     }
     const fault = this.faults.pick(endpoint);

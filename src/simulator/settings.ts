@@ -108,6 +108,11 @@ export interface SimulatorSettings {
   rejectDuplicates: boolean;
   /** Retry-After of injected 429s. */
   retryAfterSec: number;
+  /**
+   * A provider's request limit, per client, over every endpoint but token: past it (a token bucket of
+   * this rate holding one second's worth) the answer is 429 with Retry-After. 0: no limit.
+   */
+  maxRps: number;
   /** Adds `sequenceId` to get-transfer Transactions (upstream API 2.1 has no such field). */
   includeSequenceIdInTransactions: boolean;
   /** How answers are shaped: as documented, or with a real provider's variation. */
@@ -196,6 +201,7 @@ export function defaultSettings(): SimulatorSettings {
     mixedCaseAddresses: false,
     rejectDuplicates: true,
     retryAfterSec: 1,
+    maxRps: 0,
     includeSequenceIdInTransactions: false,
     profile: 'spec',
     fixedAmount: null,
@@ -242,6 +248,7 @@ const SETTINGS_SHAPE: Shape = {
   mixedCaseAddresses: 'bool',
   rejectDuplicates: 'bool',
   retryAfterSec: 'ms',
+  maxRps: 'ms',
   includeSequenceIdInTransactions: 'bool',
   profile: 'profile',
   fixedAmount: 'amountOrNull',

@@ -245,6 +245,19 @@ export class SimState {
     return found;
   }
 
+  /** Every accepted transfer shows its txid from now on (the benchmark's "every txid at once"). Returns how many. */
+  releaseAllTxids(now: number): number {
+    let count = 0;
+    for (const all of this.bySequenceId.values()) {
+      for (const transfer of all) {
+        transfer.visibleAt = Math.min(transfer.visibleAt, now);
+        transfer.txidAt = Math.min(transfer.txidAt, now);
+        count++;
+      }
+    }
+    return count;
+  }
+
   /** Forces the txid (a given one, or the one drawn at acceptance) to show from now on. */
   setTxid(sequenceId: string, txid: string | undefined, now: number): SimTransfer | undefined {
     const transfer = this.first(sequenceId);

@@ -1,0 +1,58 @@
+/**
+ * The request budget's Lua script on a real Redis says exactly what the pure rules say
+ * (src/custody/budget.ts `admit` and `pause`), over random sequences of requests of every class,
+ * members, clock steps and 429 pauses (fast-check; replay with FUZZ_SEED). Also: a call is counted on
+ * the transfer's ledger record when admitted, and never creates a record.
+ */
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { admit, BUDGET_CLASSES, pause, RequestBudget, type Admission, type BudgetClass, type BudgetState } from '../../src/custody/budget.ts';
+import '../fuzz/fc-seed.ts';
+import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
+
+type Step = { kind: 'ask'; klass: BudgetClass; member: string; advance: number } | { kind: 'pause'; ms: number; advance: number };
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 12, arbitrary: fc.record({ kind: fc.constant('ask' as const), klass: fc.constantFrom(...BUDGET_CLASSES), member: fc.constantFrom('a', 'b', 'c', 'd', 'e'), advance: fc.integer({ min: 0, max: 60 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), ms: fc.integer({ min: 0, max: 3_000 }), advance: fc.integer({ min: 0, max: 60 }) }) },
+);
+
+afterAll(closeAllRedis);
+
+describe('request budget: the Lua script against the pure rules', () => {
+  it('answers every request of a random sequence as admit() does', async () => {
+    const redis = newRedis();
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(0, 7, 40, 100, 333), fc.array(step, { minLength: 1, maxLength: 80 }), async (rps, steps) => {
+        let now = 1_700_000_000_000;
+        const budget = new RequestBudget(redis, `${uniquePrefix('budget')}:rate`, rps, {}, () => now);
+        const model: BudgetState = { tat: 0, waiting: new Map() };
+        for (const s of steps) {
+          now += s.advance;
+          if (s.kind === 'pause') {
+            await budget.pause(s.ms);
+            pause(model, budget.params, now, s.ms);
+            continue;
+          }
+          const got: Admission = await budget.ask(s.klass, s.member);
+          const want = admit(model, budget.params, now, s.klass, s.member);
+          expect(got, `${s.klass} ${s.member} at +${now - 1_700_000_000_000} ms, ${rps}/s`).toEqual(want);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('counts an admitted call on the transfer record, and never creates one', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('budget-count');
+    const budget = new RequestBudget(redis, `${prefix}:rate`, 0);
+    const record = `${prefix}:transfer:seq-1`;
+    await redis.hset(record, 'state', 'submitted');
+    await budget.ask('poll', 'seq-1', { key: record, field: 'calls' });
+    await budget.ask('enrich', 'seq-1', { key: record, field: 'calls' });
+    expect(await redis.hget(record, 'calls')).toBe('2');
+    await budget.ask('poll', 'seq-2', { key: `${prefix}:transfer:seq-2`, field: 'calls' });
+    expect(await redis.exists(`${prefix}:transfer:seq-2`)).toBe(0);
+  });
+});
