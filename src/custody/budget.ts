@@ -111,6 +111,17 @@ export function pause(state: BudgetState, params: BudgetParams, now: number, ms:
   state.tat = Math.max(state.tat, now + ms + params.intervalMs * (params.burst - 1));
 }
 
+/** Lua: `now` (ms) from ARGV[index] when a test clock passed one, else Redis TIME. */
+function luaNow(index: number): string {
+  return `local now
+if ARGV[${index}] ~= '' then
+  now = tonumber(ARGV[${index}])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end`;
+}
+
 /*
  * KEYS[1] the schedule (TAT, ms)   KEYS[2..n-1] the waiting sets of the opportunistic classes, in order
  * KEYS[n] the ledger record of the transfer the request is made for (its calls are counted there)
@@ -121,13 +132,7 @@ export function pause(state: BudgetState, params: BudgetParams, now: number, ms:
  * Returns {1, wait} when admitted, {0, retryAfter} when not.
  */
 const ADMIT_LUA = `
-local now
-if ARGV[9] ~= '' then
-  now = tonumber(ARGV[9])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+${luaNow(9)}
 local interval = tonumber(ARGV[1])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
@@ -169,13 +174,7 @@ return {0, retry}
  * The schedule moves to now + ms + tolerance unless it is later already (see pause()).
  */
 const PAUSE_LUA = `
-local now
-if ARGV[2] ~= '' then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+${luaNow(2)}
 local pauseEnd = now + tonumber(ARGV[1]) + tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < pauseEnd then redis.call('SET', KEYS[1], string.format('%.17g', pauseEnd), 'PX', math.ceil(pauseEnd - now + 60000)) end
