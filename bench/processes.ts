@@ -74,11 +74,13 @@ export interface WorkerChildOptions {
   env: Record<string, string>;
   cpuProfDir?: string | undefined;
   echo?: boolean;
+  /** The HTTP port (default: a free one). */
+  httpPort?: number;
 }
 
 /** `node src/worker.ts` (the real composition root), ready once `/readyz` answers 200. */
 export async function startOurWorker(options: WorkerChildOptions): Promise<NodeChild> {
-  const port = await getFreePort();
+  const port = options.httpPort ?? (await getFreePort());
   const child = spawnChild({
     name: options.name,
     role: 'ours',

@@ -6,7 +6,7 @@
  * same function.
  */
 import { describe, expect, it } from 'vitest';
-import { admit, budgetParams, pause, type BudgetClass, type BudgetState } from '../../src/custody/budget.ts';
+import { admit, budgetParams, pause, WAITING_LAPSE_MS, type BudgetClass, type BudgetState } from '../../src/custody/budget.ts';
 
 const R = 40; // requests per second: one slot every 25 ms
 const params = budgetParams(R);
@@ -41,12 +41,13 @@ describe('request budget rules', () => {
     expect(refused).toEqual({ admitted: false, retryAfterMs: 25 });
   });
 
-  it('opportunistic classes take a free slot only: never one ahead of now', () => {
+  it('opportunistic classes take at most the next slot, and only when it is within one interval', () => {
     const state = fresh();
     expect(admit(state, params, T0, 'poll', 'p1')).toEqual({ admitted: true, waitMs: 0 });
-    // The next slot is 25 ms away: a poll does not reserve it.
-    expect(admit(state, params, T0 + 10, 'poll', 'p2').admitted).toBe(false);
-    expect(admit(state, params, T0 + 25, 'poll', 'p2')).toEqual({ admitted: true, waitMs: 0 });
+    // The next slot is 15 ms away: taken. The one after it, 40 ms away: not reserved by a poll.
+    expect(admit(state, params, T0 + 10, 'poll', 'p2')).toEqual({ admitted: true, waitMs: 15 });
+    expect(admit(state, params, T0 + 10, 'poll', 'p3').admitted).toBe(false);
+    expect(admit(state, params, T0 + 25, 'poll', 'p3')).toEqual({ admitted: true, waitMs: 25 });
   });
 
   it('a send arriving after any number of polls waits at most one slot', () => {
@@ -87,32 +88,36 @@ describe('request budget rules', () => {
 
   it('a refused requester is told to come back behind every waiting one of its class and the classes above', () => {
     const state = fresh();
-    admit(state, params, T0, 'poll', 'first'); // takes the free slot: the next is at T0 + 25
+    // Two polls take the next two slots: the schedule is 50 ms ahead.
+    admit(state, params, T0, 'poll', 'first');
+    admit(state, params, T0, 'poll', 'second');
     const answers = ['a', 'b', 'c'].map((member) => admit(state, params, T0 + 1, 'poll', member));
-    // 24 ms until the slot, then one slot per waiting poller (itself included).
+    // 49 ms until the schedule is free, then a third of a slot per poller in line up to itself.
     expect(answers).toEqual([
-      { admitted: false, retryAfterMs: 24 + 25 },
-      { admitted: false, retryAfterMs: 24 + 50 },
-      { admitted: false, retryAfterMs: 24 + 75 },
+      { admitted: false, retryAfterMs: Math.ceil(49 + 25 / 3) },
+      { admitted: false, retryAfterMs: Math.ceil(49 + 50 / 3) },
+      { admitted: false, retryAfterMs: 74 },
     ]);
-    // Asking again does not count the same member twice.
-    expect(admit(state, params, T0 + 1, 'poll', 'a')).toEqual({ admitted: false, retryAfterMs: 24 + 75 });
+    // Asking again keeps its place in line (first refused, first told to come back).
+    expect(admit(state, params, T0 + 1, 'poll', 'a')).toEqual({ admitted: false, retryAfterMs: Math.ceil(49 + 25 / 3) });
     // Enrichment is above polls: waiting polls do not count against it, waiting enrichment counts against polls.
-    expect(admit(state, params, T0 + 1, 'enrich', 'e')).toEqual({ admitted: false, retryAfterMs: 24 + 25 });
-    expect(admit(state, params, T0 + 1, 'poll', 'd')).toEqual({ admitted: false, retryAfterMs: 24 + 5 * 25 });
+    expect(admit(state, params, T0 + 1, 'enrich', 'e')).toEqual({ admitted: false, retryAfterMs: Math.ceil(49 + 25 / 3) });
+    expect(admit(state, params, T0 + 1, 'poll', 'd')).toEqual({ admitted: false, retryAfterMs: Math.ceil(49 + 125 / 3) });
     // Verification is below both.
-    expect(admit(state, params, T0 + 1, 'verify', 'v')).toEqual({ admitted: false, retryAfterMs: 24 + 6 * 25 });
+    expect(admit(state, params, T0 + 1, 'verify', 'v')).toEqual({ admitted: false, retryAfterMs: 99 });
   });
 
   it('waiting entries lapse, so a requester that gave up stops counting', () => {
     const state = fresh();
     admit(state, params, T0, 'poll', 'first');
+    admit(state, params, T0, 'poll', 'second');
     const told = admit(state, params, T0 + 1, 'poll', 'gone');
-    expect(told.admitted).toBe(false);
-    const later = T0 + 1 + 2 * (told.admitted ? 0 : told.retryAfterMs) + 1_001;
-    admit(state, params, later, 'poll', 'taker'); // free slot
-    const next = admit(state, params, later + 1, 'poll', 'other');
-    expect(next).toEqual({ admitted: false, retryAfterMs: 24 + 25 });
+    expect(told).toEqual({ admitted: false, retryAfterMs: 58 });
+    const later = T0 + 1 + WAITING_LAPSE_MS + 1;
+    admit(state, params, later, 'poll', 'taker');
+    admit(state, params, later, 'poll', 'taker2');
+    // Only itself waits now: `gone` lapsed.
+    expect(admit(state, params, later + 1, 'poll', 'other')).toEqual({ admitted: false, retryAfterMs: 58 });
   });
 
   it('a provider 429 stops every class until its Retry-After; reserving classes take the first slots after it', () => {

@@ -1,0 +1,251 @@
+/**
+ * `npm run bench:budget`: the provider's request budget (docs/contract.md section 7). The simulator
+ * enforces a limit of R requests/s (429 + Retry-After past it) and the worker is told the same
+ * (CUSTODY_MAX_RPS=R). Per size:
+ *   1. N transfers are enqueued at once: they are sent, then poll for txids that do not come yet;
+ *   2. once polling has saturated the budget, K new transfers are enqueued at once;
+ *   3. every txid appears at once (POST /_sim/txids).
+ * Reported, each beside its floor: the first N submitted (floor N/R), the K new sends' latency p50/p99
+ * (floor K/R), the last transfer.broadcast after the txids appeared (floor 2(N+K)/R: one poll and one
+ * wallet-transaction lookup each), upstream calls per transfer in phase 3, the provider's 429s, and
+ * the share of the budget used while polls alone spend it.
+ *
+ * Sizes: BUDGET_SIZES="600x40x30,5000x100x100" (N x R x K). Writes bench/results/budget.json and
+ * budget.svg. One worker process, a private redis-server, the simulator as a child process.
+ */
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { acquireRedis } from '../tools/redis/private-redis.ts';
+import { forEachLimited, oursTarget, readStream, sleep, entryMs } from './load.ts';
+import { startOurWorker, startSimulatorProcess, type SimulatorChild } from './processes.ts';
+import { samplePayload } from '../tools/sample-payloads.ts';
+import { machine } from './report.ts';
+import { getFreePort } from '../tools/redis/redis-server.ts';
+
+interface Size {
+  n: number;
+  rps: number;
+  k: number;
+}
+
+interface SizeResult extends Size {
+  firstNSubmittedS: number;
+  firstNFloorS: number;
+  sendLatencyP50S: number;
+  sendLatencyP99S: number;
+  sendFloorS: number;
+  lastBroadcastS: number;
+  lastBroadcastFloorS: number;
+  callsPerTransferPhase3: number;
+  callsByEndpointPhase3: Record<string, number>;
+  provider429s: number;
+  /** Upstream requests per second while polls alone spent the budget, over R. */
+  budgetUsedWhilePolling: number;
+}
+
+const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
+const log = (message: string) => process.stderr.write(`[bench:budget ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+
+function sizes(): Size[] {
+  const text = process.env.BUDGET_SIZES ?? '600x40x30,5000x100x100';
+  return text.split(',').map((part) => {
+    const [n, rps, k] = part.split('x').map(Number);
+    if (!n || !rps || !k) throw new Error(`BUDGET_SIZES: "${part}" is not N x R x K`);
+    return { n, rps, k };
+  });
+}
+
+function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
+}
+
+type Stats = { requests: Record<string, Record<string, number>> };
+
+async function simStats(sim: SimulatorChild): Promise<Stats> {
+  return (await (await fetch(`${sim.url}/_sim/stats`)).json()) as Stats;
+}
+
+function total(stats: Stats, filter: (endpoint: string, outcome: string) => boolean = () => true): number {
+  let sum = 0;
+  for (const [endpoint, outcomes] of Object.entries(stats.requests)) for (const [outcome, count] of Object.entries(outcomes)) if (filter(endpoint, outcome)) sum += count;
+  return sum;
+}
+
+function byEndpoint(before: Stats, after: Stats): Record<string, number> {
+  const result: Record<string, number> = {};
+  for (const endpoint of Object.keys(after.requests)) {
+    const count = total(after, (e) => e === endpoint) - total(before, (e) => e === endpoint);
+    if (count > 0) result[endpoint] = count;
+  }
+  return result;
+}
+
+async function waitFor(what: string, timeoutMs: number, done: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+async function runSize(redisUrl: string, size: Size): Promise<SizeResult> {
+  const { n, rps, k } = size;
+  const prefix = `budget-${n}-${rps}-${Date.now()}`;
+  const sim = await startSimulatorProcess({ SIM_TXID_AFTER: '24h' });
+  await fetch(`${sim.url}/_sim/settings`, { method: 'PATCH', body: JSON.stringify({ maxRps: rps }), headers: { 'content-type': 'application/json' } });
+  const httpPort = await getFreePort();
+  const worker = await startOurWorker({
+    httpPort,
+    name: 'budget-worker',
+    redisUrl,
+    prefix,
+    sim,
+    env: { CUSTODY_MAX_RPS: String(rps), TRACK_POLL_MIN: '500ms', TRACK_POLL_MAX: '5s', SUBMIT_CONCURRENCY: '32', TRACK_CONCURRENCY: '256' },
+  });
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const target = oursTarget(redis, prefix);
+  const submittedAt = new Map<string, number>();
+  const broadcastAt = new Map<string, number>();
+  const reader = readStream(redis, target.stream, '0-0', (event, sequenceId, id) => {
+    if (event === 'transfer.submitted') submittedAt.set(sequenceId, entryMs(id));
+    if (event === 'transfer.broadcast') broadcastAt.set(sequenceId, entryMs(id));
+  });
+  try {
+    const nowMs = async () => {
+      const [s, us] = await redis.time();
+      return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    };
+
+    // 1. N at once.
+    const first = Array.from({ length: n }, () => samplePayload());
+    const t0 = await nowMs();
+    await forEachLimited(first, 64, (p) => target.enqueue(p));
+    log(`${n} enqueued; waiting for their submission (floor ${(n / rps).toFixed(1)} s)`);
+    await waitFor(`${n} submitted`, (n / rps) * 10_000 + 60_000, () => first.every((p) => submittedAt.has(p.halfSigned.sequenceId)));
+    const firstN = Math.max(...first.map((p) => submittedAt.get(p.halfSigned.sequenceId)!)) - t0;
+
+    // Polls alone: measure what they use of the budget over 10 s, after 5 s to settle.
+    await sleep(5_000);
+    const pollStart = await simStats(sim);
+    const pollT = Date.now();
+    await sleep(10_000);
+    const pollEnd = await simStats(sim);
+    const pollRate = (total(pollEnd, (e) => e !== 'token') - total(pollStart, (e) => e !== 'token')) / ((Date.now() - pollT) / 1000);
+
+    // 2. K new sends at once, while polling is saturated.
+    const fresh = Array.from({ length: k }, () => samplePayload());
+    const tk = await nowMs();
+    await Promise.all(fresh.map((p) => target.enqueue(p)));
+    await waitFor(`${k} new submitted`, 120_000, () => fresh.every((p) => submittedAt.has(p.halfSigned.sequenceId)));
+    const latencies = fresh.map((p) => (submittedAt.get(p.halfSigned.sequenceId)! - tk) / 1000);
+
+    // 3. Every txid at once.
+    const all = [...first, ...fresh];
+    const before = await simStats(sim);
+    const tx = await nowMs();
+    await fetch(`${sim.url}/_sim/txids`, { method: 'POST' });
+    log(`txids released; waiting for ${all.length} broadcasts (floor ${((2 * all.length) / rps).toFixed(1)} s)`);
+    await waitFor(`${all.length} broadcast`, ((2 * all.length) / rps) * 10_000 + 60_000, () => all.every((p) => broadcastAt.has(p.halfSigned.sequenceId)));
+    const broadcastTimes = all.map((p) => (broadcastAt.get(p.halfSigned.sequenceId)! - tx) / 1000);
+    const lastBroadcast = Math.max(...broadcastTimes) * 1000;
+    log(`broadcast after the txids: p10 ${quantile(broadcastTimes, 0.1)} s, p50 ${quantile(broadcastTimes, 0.5)} s, p90 ${quantile(broadcastTimes, 0.9)} s`);
+    const metrics = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+    log(metrics.split('\n').filter((line) => /^custody_budget_(used|refused)_total|^custody_worker_jobs_total\{queue="track-transfer"|^custody_track_poll_stretch_seconds_(sum|count)/.test(line)).join('\n'));
+    const after = await simStats(sim);
+    const phase3 = byEndpoint(before, after);
+    const calls = Object.entries(phase3).filter(([e]) => e !== 'token').reduce((sum, [, c]) => sum + c, 0);
+
+    return {
+      ...size,
+      firstNSubmittedS: firstN / 1000,
+      firstNFloorS: n / rps,
+      sendLatencyP50S: quantile(latencies, 0.5),
+      sendLatencyP99S: quantile(latencies, 0.99),
+      sendFloorS: k / rps,
+      lastBroadcastS: lastBroadcast / 1000,
+      lastBroadcastFloorS: (2 * all.length) / rps,
+      callsPerTransferPhase3: calls / all.length,
+      callsByEndpointPhase3: phase3,
+      provider429s: total(after, (_, outcome) => outcome === '429'),
+      budgetUsedWhilePolling: pollRate / rps,
+    };
+  } finally {
+    await reader.stop();
+    await target.close();
+    redis.disconnect();
+    await worker.stop(10_000);
+    await sim.process.stop(5_000);
+  }
+}
+
+function ratio(value: number, floor: number): string {
+  return `${value.toFixed(2)} s (floor ${floor.toFixed(2)} s, ×${(value / floor).toFixed(2)})`;
+}
+
+function format(result: SizeResult): string {
+  return [
+    `N=${result.n} R=${result.rps}/s K=${result.k}`,
+    `  first N submitted:  ${ratio(result.firstNSubmittedS, result.firstNFloorS)}   goal ≤ ×1.3`,
+    `  new sends p50:      ${ratio(result.sendLatencyP50S, result.sendFloorS)}`,
+    `  new sends p99:      ${ratio(result.sendLatencyP99S, result.sendFloorS)}   goal ≤ ×2`,
+    `  last broadcast:     ${ratio(result.lastBroadcastS, result.lastBroadcastFloorS)}   goal ≤ ×1.2`,
+    `  calls per transfer from txid to broadcast: ${result.callsPerTransferPhase3.toFixed(2)}   goal ≤ 2.2   ${JSON.stringify(result.callsByEndpointPhase3)}`,
+    `  provider 429s:      ${result.provider429s}   goal 0`,
+    `  budget used by polls alone: ${(result.budgetUsedWhilePolling * 100).toFixed(1)} %   goal ≥ 90 %`,
+  ].join('\n');
+}
+
+/** Measured over floor for each figure and size, as bars (1 = the floor). */
+function chart(results: SizeResult[]): string {
+  const figures: Array<[string, (r: SizeResult) => number, number]> = [
+    ['first N submitted', (r) => r.firstNSubmittedS / r.firstNFloorS, 1.3],
+    ['new sends p99', (r) => r.sendLatencyP99S / r.sendFloorS, 2],
+    ['last broadcast', (r) => r.lastBroadcastS / r.lastBroadcastFloorS, 1.2],
+    ['calls/transfer ÷ 2', (r) => r.callsPerTransferPhase3 / 2, 1.1],
+  ];
+  const width = 720;
+  const rowH = 26;
+  const left = 170;
+  const scale = (x: number) => left + Math.min(x, 3) * ((width - left - 20) / 3);
+  const colors = ['#4e79a7', '#f28e2b', '#59a14f'];
+  const rows: string[] = [];
+  let y = 40;
+  for (const [label, value, goal] of figures) {
+    rows.push(`<text x="10" y="${y + 12}" font-size="12">${label}</text>`);
+    results.forEach((r, i) => {
+      const v = value(r);
+      rows.push(`<rect x="${left}" y="${y + i * 10}" width="${scale(v) - left}" height="9" fill="${colors[i % colors.length]}"/>`);
+      rows.push(`<text x="${scale(v) + 4}" y="${y + i * 10 + 8}" font-size="9">×${v.toFixed(2)}</text>`);
+    });
+    rows.push(`<line x1="${scale(goal)}" x2="${scale(goal)}" y1="${y - 2}" y2="${y + results.length * 10 + 2}" stroke="#e15759" stroke-dasharray="3,2"/>`);
+    y += rowH + results.length * 10;
+  }
+  const legend = results.map((r, i) => `<text x="${left + i * 180}" y="20" font-size="11" fill="${colors[i % colors.length]}">N=${r.n} R=${r.rps}/s K=${r.k}</text>`).join('');
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${y + 20}" font-family="sans-serif">
+<rect width="100%" height="100%" fill="white"/>${legend}
+<line x1="${scale(1)}" x2="${scale(1)}" y1="28" y2="${y}" stroke="#333"/>
+<text x="${scale(1) - 10}" y="${y + 14}" font-size="10">floor</text>
+${rows.join('\n')}
+<text x="${left}" y="${y + 14}" font-size="10">measured ÷ floor (dashed: goal)</text>
+</svg>
+`;
+}
+
+const redis = await acquireRedis({ noContainers: true });
+try {
+  const results: SizeResult[] = [];
+  for (const size of sizes()) {
+    log(`size N=${size.n} R=${size.rps}/s K=${size.k}`);
+    const result = await runSize(redis.url, size);
+    results.push(result);
+    process.stdout.write(`${format(result)}\n`);
+  }
+  mkdirSync(RESULTS, { recursive: true });
+  writeFileSync(`${RESULTS}budget.json`, `${JSON.stringify({ finishedAt: new Date().toISOString(), machine: machine(), results }, null, 2)}\n`);
+  writeFileSync(`${RESULTS}budget.svg`, chart(results));
+  log('wrote bench/results/budget.json and budget.svg');
+} finally {
+  await redis.stop();
+}
