@@ -5,7 +5,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { jobIdFor, TransferProducer } from '../packages/producer/src/producer.ts';
-import { samplePayload, type SamplePayload } from '../tools/sample-payloads.ts';
+import { samplePayload, type ValidSamplePayload } from '../tools/sample-payloads.ts';
 
 export const SUBMIT_QUEUE = 'submit-transaction';
 export const TRACK_QUEUE = 'track-transfer';
@@ -32,7 +32,7 @@ export interface SubmitTarget {
   readonly stream: string;
   /** The submit queue, for pause/resume and counts. */
   readonly queue: Queue;
-  enqueue(payload: SamplePayload): Promise<void>;
+  enqueue(payload: ValidSamplePayload): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -71,7 +71,7 @@ export function bareTarget(redis: Redis, prefix: string): SubmitTarget {
   };
 }
 
-export function payloads(count: number): SamplePayload[] {
+export function payloads(count: number): ValidSamplePayload[] {
   return Array.from({ length: count }, () => samplePayload());
 }
 

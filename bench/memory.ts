@@ -8,7 +8,7 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { samplePayload } from '../tools/sample-payloads.ts';
+import { samplePayload, type ValidSamplePayload } from '../tools/sample-payloads.ts';
 import { trackJobId } from '../src/queues/names.ts';
 import { forEachLimited, sleep, SUBMIT_QUEUE, TRACK_QUEUE, waitForStreamLength, type SubmitTarget } from './load.ts';
 
@@ -96,7 +96,7 @@ export async function measureMemory(redis: Redis, target: SubmitTarget, tracked:
     const started = performance.now();
 
     // Payloads made on the fly: 100 000 of them held at once would only weigh on the load generator.
-    function* generate(): Generator<ReturnType<typeof samplePayload>> {
+    function* generate(): Generator<ValidSamplePayload> {
       for (let i = 0; i < tracked; i++) yield samplePayload();
     }
     let sample = '';

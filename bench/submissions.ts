@@ -9,7 +9,7 @@
  *    before the enqueue call to the moment a stream reader (XREAD BLOCK) sees its event.
  */
 import type { Redis } from 'ioredis';
-import type { SamplePayload } from '../tools/sample-payloads.ts';
+import type { ValidSamplePayload } from '../tools/sample-payloads.ts';
 import { cpuWindow, type CpuShare } from './cpu.ts';
 import { commandWindow, type CommandCounts } from './redis-stats.ts';
 import { entryMs, forEachLimited, lastEntryId, readStream, settlesWithin, sleep, waitForStreamLength, type SubmitTarget } from './load.ts';
@@ -63,14 +63,14 @@ function drainTimeoutMs(jobs: number): number {
 }
 
 /** Runs `jobs` through the target and waits for all their events (JIT, connections, token). */
-export async function warmUp(redis: Redis, target: SubmitTarget, jobs: SamplePayload[]): Promise<void> {
+export async function warmUp(redis: Redis, target: SubmitTarget, jobs: ValidSamplePayload[]): Promise<void> {
   const start = await redis.xlen(target.stream);
   await forEachLimited(jobs, ENQUEUE_PARALLEL, target.enqueue);
   await waitForStreamLength(redis, target.stream, start + jobs.length, drainTimeoutMs(jobs.length), `${target.label} warm-up`);
 }
 
 /** One backlog: enqueued into the paused queue, then drained; the clock runs from resume to the last event. */
-export async function throughputRound(redis: Redis, target: SubmitTarget, backlog: SamplePayload[]): Promise<ThroughputRound> {
+export async function throughputRound(redis: Redis, target: SubmitTarget, backlog: ValidSamplePayload[]): Promise<ThroughputRound> {
   await target.queue.pause();
   await forEachLimited(backlog, ENQUEUE_PARALLEL, target.enqueue);
   const before = await redis.xlen(target.stream);
@@ -101,7 +101,7 @@ function percentile(sorted: number[], p: number): number {
   return sorted[index]!;
 }
 
-export async function measureLatency(redis: Redis, target: SubmitTarget, perSecond: number, seconds: number, jobs: SamplePayload[]): Promise<LatencyResult> {
+export async function measureLatency(redis: Redis, target: SubmitTarget, perSecond: number, seconds: number, jobs: ValidSamplePayload[]): Promise<LatencyResult> {
   const total = Math.min(jobs.length, Math.max(1, Math.round(perSecond * seconds)));
   const enqueuedAt = new Map<string, number>();
   const latencies: number[] = [];

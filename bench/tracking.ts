@@ -12,7 +12,7 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { SamplePayload } from '../tools/sample-payloads.ts';
+import type { ValidSamplePayload } from '../tools/sample-payloads.ts';
 import { cpuWindow, type CpuShare } from './cpu.ts';
 import { commandWindow, type CommandCounts } from './redis-stats.ts';
 import type { SimulatorChild } from './processes.ts';
@@ -51,7 +51,7 @@ export function trackQueue(redis: Redis, prefix: string): Queue {
  * Ours: K transfers through the real submit path into tracking, with the tracking queue paused (the
  * running worker has TRACK_POLL_MIN = TRACK_POLL_MAX = the poll interval).
  */
-export async function prepareOurTracking(redis: Redis, target: SubmitTarget, queue: Queue, transfers: SamplePayload[]): Promise<void> {
+export async function prepareOurTracking(redis: Redis, target: SubmitTarget, queue: Queue, transfers: ValidSamplePayload[]): Promise<void> {
   await queue.pause();
   const start = await redis.xlen(target.stream);
   await forEachLimited(transfers, 128, target.enqueue);
@@ -62,7 +62,7 @@ export async function prepareOurTracking(redis: Redis, target: SubmitTarget, que
  * Has the simulator accept `transfers` (sendTransaction straight from the load generator), so that
  * the bare tracker's get-transfer finds each one as ours does.
  */
-export async function acceptTransfers(sim: SimulatorChild, transfers: SamplePayload[]): Promise<void> {
+export async function acceptTransfers(sim: SimulatorChild, transfers: ValidSamplePayload[]): Promise<void> {
   const token = (await (
     await fetch(`${sim.url}/oauth/token`, {
       method: 'POST',
@@ -82,7 +82,7 @@ export async function acceptTransfers(sim: SimulatorChild, transfers: SamplePayl
 }
 
 /** Bare: one tracking job per transfer (accepted by the simulator beforehand, see acceptTransfers). */
-export async function prepareBareTracking(queue: Queue, transfers: SamplePayload[]): Promise<void> {
+export async function prepareBareTracking(queue: Queue, transfers: ValidSamplePayload[]): Promise<void> {
   await queue.pause();
   const jobs = transfers.map((payload) => ({
     name: TRACK_QUEUE,

@@ -28,6 +28,17 @@ export interface SamplePayload {
   [extra: string]: unknown;
 }
 
+/** A sample whose overrides are typed as the schema's input: what `TransferProducer.submit()` takes. */
+export type ValidSamplePayload = SubmitPayloadInput & { halfSigned: { txBase64: string; txHex: string; sequenceId: string } };
+
+/**
+ * Overrides typed as the schema's input give a `ValidSamplePayload` (submit() takes it as is); any other
+ * override value (a test of rejection) gives the loose `SamplePayload`, which must be cast to be submitted.
+ */
+export function samplePayload(overrides?: Partial<Omit<SubmitPayloadInput, 'halfSigned'>> & { sequenceId?: string }): ValidSamplePayload;
+export function samplePayload(
+  overrides: Partial<Record<Exclude<keyof SubmitPayloadInput, 'halfSigned'>, unknown>> & { sequenceId?: string },
+): SamplePayload;
 export function samplePayload(
   overrides: Partial<Record<Exclude<keyof SubmitPayloadInput, 'halfSigned'>, unknown>> & { sequenceId?: string } = {},
 ): SamplePayload {

@@ -35,7 +35,7 @@ import { buildUser } from '../../src/simulator/records.ts';
 import { basicAuthorization } from '../../src/custody/spec/auth.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { versionProblems, workerEnv } from '../helpers/harness.ts';
-import { samplePayload, sampleSend, type SamplePayload } from '../../tools/sample-payloads.ts';
+import { samplePayload, sampleSend, type ValidSamplePayload } from '../../tools/sample-payloads.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type ExitInfo, type WorkerProcess } from '../helpers/worker-process.ts';
@@ -422,7 +422,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
       }
     }
   };
-  const submitWithRetry = async (payload: SamplePayload) => {
+  const submitWithRetry = async (payload: ValidSamplePayload) => {
     if (foreignClient && random() < scenario.foreignShare!) await sendForeign(payload.halfSigned.sequenceId);
     // A submit cut off by the Redis crash is simply repeated: the job id derived from the sequenceId (and one
     // sequenceId being one transfer) makes it idempotent; submit() rejects within its bound while Redis is down.

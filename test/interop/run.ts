@@ -33,7 +33,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { EVENT_TYPES, parseStreamEntry, TransferProducer, type TransferEvent } from '../../packages/producer/src/index.ts';
+import { EVENT_TYPES, parseStreamEntry, TransferProducer, type SubmitPayloadInput, type TransferEvent } from '../../packages/producer/src/index.ts';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../../tools/redis/private-redis.ts';
@@ -353,7 +353,8 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
     } else {
       check(`${file}: valid for producer.py --check`, line?.status === 'valid' && line.sequenceId === sequenceId, JSON.stringify(line ?? lines));
       skip(`${file}: enqueued by the Python bullmq client`, 'bullmq not installed');
-      jobIds.set(sequenceId, await nodeProducer.submit(payloads[file]));
+      // A valid file's body, typed loosely because it is written to disk as JSON; submit() validates it again.
+      jobIds.set(sequenceId, await nodeProducer.submit(payloads[file] as SubmitPayloadInput));
     }
   }
   const refused = bySource.get(join(dir, 'invalid.json'));
@@ -457,7 +458,7 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
   //    transfer enqueued again from the other language stays one transfer.
   if (mode === 'full') {
     const before = (await eventsOf(client, stream)).filter((event) => event.sequenceId === normal).length;
-    const nodeJobId = await nodeProducer.submit(payloads['normal.json']);
+    const nodeJobId = await nodeProducer.submit(payloads['normal.json'] as SubmitPayloadInput);
     check('the Node TransferProducer derives the same job id as producer.py (transfer-<sequenceId>)', nodeJobId === jobIds.get(normal), `node: ${nodeJobId}, python: ${jobIds.get(normal)}`);
     await waitFor(
       `the Node duplicate of ${normal} to be processed`,

@@ -151,8 +151,11 @@ export async function main(): Promise<string> {
       default: break;
     }
   }
+  // @ts-expect-error submit() takes a SubmitPayloadInput: an empty object does not compile
+  await producer.submit({}).catch(() => undefined);
   try {
-    await producer.submit({});
+    // A payload from outside (parsed JSON) is cast on purpose; submit() validates it at run time.
+    await producer.submit(JSON.parse('{}') as SubmitPayloadInput);
   } catch (error) {
     if (error instanceof InvalidPayloadError) { const issues: Array<{ path: string; message: string }> = error.issues; void issues; }
     else if (error instanceof ProducerUnavailableError) { const maybe: boolean = error.maybeEnqueued; void maybe; }
@@ -255,7 +258,20 @@ describe('the tarball', () => {
     const section = readme.slice(readme.indexOf('\n## Producer package'));
     const example = /```ts\n([\s\S]*?)```/.exec(section.slice(0, section.indexOf('\n## ', 1)))?.[1];
     expect(example, 'a ```ts block in the README section "Producer package"').toBeDefined();
-    await writeFile(join(project, 'readme-example.ts'), `declare const payload: unknown;\ndeclare const sequenceId: string;\n${example}\nexport {};\n`);
+    // submit() takes a SubmitPayloadInput: the payload is declared as one.
+    await writeFile(
+      join(project, 'readme-example.ts'),
+      `declare const payload: import('custody-transfer-producer').SubmitPayloadInput;\ndeclare const sequenceId: string;\n${example}\nexport {};\n`,
+    );
+    // The package README's consumer example (section "Consuming every event"), with its one free name declared.
+    const own = await readFile(join(PACKAGE_DIR, 'README.md'), 'utf8');
+    const consuming = own.slice(own.indexOf('\n## Consuming every event'));
+    const consumerExample = /```ts\n([\s\S]*?)```/.exec(consuming.slice(0, consuming.indexOf('\n## ', 1)))?.[1];
+    expect(consumerExample, 'a ```ts block in the package README section "Consuming every event"').toBeDefined();
+    await writeFile(
+      join(project, 'readme-consumer-example.ts'),
+      `declare function markSent(sequenceId: string, txid: string, entryId: string): Promise<void>;\n${consumerExample}\nexport {};\n`,
+    );
     for (const [resolution, module] of [['node16', 'node16'], ['bundler', 'preserve']] as const) {
       const config = `tsconfig.${resolution}.json`;
       await writeFile(
@@ -273,7 +289,7 @@ describe('the tarball', () => {
             types: ['node'],
             typeRoots: [join(ROOT, 'node_modules/@types')],
           },
-          files: ['consumer.ts', 'readme-example.ts'],
+          files: ['consumer.ts', 'readme-example.ts', 'readme-consumer-example.ts'],
         }),
       );
       const checked = await run(NODE24, [TSC, '-p', config], { cwd: project });

@@ -147,7 +147,7 @@ describe('Redis unreachable', () => {
     const refused = modes.map(() => samplePayload());
     try {
       for (const [i, { producer }] of modes.entries()) {
-        expectUnavailable(await timed(producer.submit(refused[i])), 'submit');
+        expectUnavailable(await timed(producer.submit(refused[i]!)), 'submit');
       }
     } finally {
       await server.restart();

@@ -5,16 +5,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { EventType } from '../../packages/producer/src/events.ts';
-import { jobIdFor } from '../../packages/producer/src/producer.ts';
+import { jobIdFor, type SubmitPayloadInput } from '../../packages/producer/src/producer.ts';
 
 export type SampleKind = 'normal' | 'duplicate' | 'blocked' | 'invalid';
 
-export interface SampleJob {
-  jobId: string;
-  data: unknown;
-  /** `producer`: through the typed producer (validated); `queue`: added raw, as a careless producer would. */
-  via: 'producer' | 'queue';
-}
+/** `producer`: through the typed producer (validated); `queue`: added raw, as a careless producer would. */
+export type SampleJob = { jobId: string; data: SubmitPayloadInput; via: 'producer' } | { jobId: string; data: unknown; via: 'queue' };
 
 export interface Sample {
   kind: SampleKind;
@@ -42,11 +38,11 @@ function halfSignedTx(): { txHex: string; txBase64: string } {
   return { txHex: bytes.toString('hex'), txBase64: bytes.toString('base64') };
 }
 
-function validPayload(sequenceId: string, index: number, reference: string | undefined): Record<string, unknown> {
+function validPayload(sequenceId: string, index: number, reference: string | undefined): SubmitPayloadInput {
   const tx = halfSignedTx();
   return {
     walletId: 310 + (index % 3),
-    coin: COINS[index % COINS.length],
+    coin: COINS[index % COINS.length]!,
     txHex: tx.txHex,
     halfSigned: { txBase64: tx.txBase64, txHex: tx.txHex, sequenceId },
     ...(reference ? { travelRule: { reference } } : {}),

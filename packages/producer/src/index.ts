@@ -6,3 +6,4 @@ export { submitPayloadSchema, parseSubmitPayload, SUBMIT_TRANSACTION } from './p
 export type { SubmitPayload } from './payload.ts';
 export { SEQUENCE_ID, sequenceIdSchema } from './sequence-id.ts';
 export * from './events.ts';
+export * from './consumer.ts';

@@ -19,3 +19,12 @@ export function tombstoneKey(prefix: string, sequenceId: string): string {
 export function defaultEventsStream(prefix: string): string {
   return `${prefix}:transfer-events`;
 }
+
+/**
+ * Where a `TransferEvents` consumer group records what it handled: one key per event under this,
+ * `<prefix>:events:seen:<group>:<sequenceId>:<version>` (events of no transfer: `...:@<entry id>`), each
+ * with its own TTL.
+ */
+export function seenKey(prefix: string, group: string): string {
+  return `${prefix}:events:seen:${group}`;
+}

@@ -127,7 +127,7 @@ export class TransferProducer {
    * - EnqueueError (`ENQUEUE_FAILED`) when BullMQ refuses the job (its error as `cause`);
    * - ProducerClosedError (`PRODUCER_CLOSED`) after close().
    */
-  async submit(input: SubmitPayloadInput | unknown, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<string> {
+  async submit(input: SubmitPayloadInput, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<string> {
     const parsed = parseSubmitPayload(input);
     if (!parsed.ok) throw new InvalidPayloadError(parsed.issues);
     this.#assertOpen();
@@ -146,7 +146,7 @@ export class TransferProducer {
    * submit() does. (A transfer that ends between the check and the add is still one transfer: the job
    * completes without a send and without an event.)
    */
-  async trySubmit(input: SubmitPayloadInput | unknown, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<SubmitReceipt> {
+  async trySubmit(input: SubmitPayloadInput, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<SubmitReceipt> {
     const parsed = parseSubmitPayload(input);
     if (!parsed.ok) throw new InvalidPayloadError(parsed.issues);
     this.#assertOpen();

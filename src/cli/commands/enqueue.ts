@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { loadQueueConfig } from '../../config/config.ts';
-import { parseSubmitPayload, SUBMIT_TRANSACTION } from '../../../packages/producer/src/payload.ts';
+import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayloadInput } from '../../../packages/producer/src/payload.ts';
 import { EnqueueError, InvalidPayloadError, ProducerUnavailableError, TransferProducer } from '../../../packages/producer/src/producer.ts';
 import type { Command } from '../command.ts';
 import { CliError, invalidInput } from '../errors.ts';
@@ -47,7 +47,8 @@ Examples:
     const jobId = await withRedis(config.redis, out, async (redis) => {
       const producer = new TransferProducer({ connection: redis, prefix: config.queue.prefix, eventsStream: config.queue.eventsStream });
       try {
-        return await producer.submit(data);
+        // `data` is the JSON parseSubmitPayload accepted above; submit() validates it again.
+        return await producer.submit(data as SubmitPayloadInput);
       } catch (error) {
         if (error instanceof InvalidPayloadError) throw invalidInput('INVALID_PAYLOAD', 'invalid submit-transaction payload, nothing enqueued', error.issues);
         if (error instanceof ProducerUnavailableError) throw new CliError('REDIS_ERROR', `redis: ${error.message}`, ExitCode.FAILURE);

@@ -1,0 +1,280 @@
+/**
+ * TransferEvents (packages/producer/src/consumer.ts), the events-stream consumer, against the real test
+ * Redis. Entries are written with XADD in the worker's field layout (src/ledger/transition.lua:
+ * event, sequenceId, walletId, coin, version, at, data, metadata), including duplicates of one
+ * (sequenceId, version), as a worker replaying a publication would.
+ *
+ * The guarantee under test: every entry is handed to a handler of each group at least once (a handler
+ * that throws, or a consumer that dies, leaves the entry pending and another consumer claims it); and
+ * once a handler resolved and the consumer recorded it (seen marker + XACK in one MULTI), that
+ * (sequenceId, version) is never handed to a handler of the group again. The one case of a second call:
+ * a consumer that died after its handler ran but before it recorded the event.
+ */
+import type { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  TransferEvents,
+  TransferProducer,
+  type ConsumeErrorInfo,
+  type ConsumeHandle,
+  type TransferEvent,
+} from '../../packages/producer/src/index.ts';
+import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
+
+const consumers: TransferEvents[] = [];
+const handles: ConsumeHandle[] = [];
+
+afterEach(async () => {
+  await Promise.all(handles.splice(0).map((handle) => handle.stop()));
+  await Promise.all(consumers.splice(0).map((events) => events.close()));
+  await closeAllRedis();
+});
+
+function eventsOn(redis: Redis, prefix: string): TransferEvents {
+  const events = new TransferEvents({ connection: redis, prefix });
+  consumers.push(events);
+  return events;
+}
+
+function track(handle: ConsumeHandle): ConsumeHandle {
+  handles.push(handle);
+  return handle;
+}
+
+/** One entry as the worker's transition.lua writes it (a transfer.submitted recovered as duplicate). */
+async function publish(redis: Redis, stream: string, sequenceId: string, version: number): Promise<string> {
+  return (await redis.xadd(
+    stream,
+    '*',
+    'event', 'transfer.submitted',
+    'sequenceId', sequenceId,
+    'walletId', '310',
+    'coin', 'eth',
+    'version', String(version),
+    'at', new Date().toISOString(),
+    'data', JSON.stringify({ transfer: null, recoveredBy: 'duplicate' }),
+    'metadata', JSON.stringify({ orderId: `A-${sequenceId}` }),
+  ))!;
+}
+
+/** A system event as the ledger writes it: no transfer (sequenceId empty, version 0). */
+async function publishReconcile(redis: Redis, stream: string): Promise<string> {
+  const data = {
+    checked: 1, resubmitted: 0, trackersRestored: 0, unrecoverable: 0, verified: 1, mismatches: 0,
+    verifyErrors: 0, retentionRemoved: 0, staleIndexRemoved: 0, interrupted: false, durationMs: 3,
+  };
+  return (await redis.xadd(
+    stream, '*',
+    'event', 'reconcile.completed', 'sequenceId', '', 'walletId', '', 'coin', '', 'version', '0',
+    'at', new Date().toISOString(), 'data', JSON.stringify(data), 'metadata', '',
+  ))!;
+}
+
+const keyOf = (event: TransferEvent): string => (event.sequenceId === '' ? `@${event.id}` : `${event.sequenceId}:${event.version}`);
+
+async function pendingCount(redis: Redis, stream: string, group: string): Promise<number> {
+  const summary = (await redis.xpending(stream, group)) as [number, ...unknown[]];
+  return summary[0];
+}
+
+/** Entries of the group not yet delivered to any consumer (Redis 7 `lag`). */
+async function lag(redis: Redis, stream: string, group: string): Promise<number | null> {
+  const groups = (await redis.xinfo('GROUPS', stream)) as unknown[][];
+  const info = groups.map((fields) => Object.fromEntries(Array.from({ length: fields.length / 2 }, (_, i) => [fields[2 * i], fields[2 * i + 1]])));
+  return (info.find((g) => g.name === group)?.lag as number | null | undefined) ?? null;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('TransferEvents', () => {
+  it('hands 200 entries to one consumer: each (sequenceId, version) once, duplicates skipped, every entry acknowledged', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-once');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    const published: string[] = [];
+    // 188 distinct transfer events (94 transfers x versions 1, 2), 10 republished copies (one right
+    // after its original, in the same batch; the others in later batches) and 2 system events.
+    for (let t = 0; t < 94; t++) {
+      for (const version of [1, 2]) {
+        published.push(await publish(redis, stream, `seq-${t}`, version));
+        if (t === 3 && version === 2) published.push(await publish(redis, stream, `seq-${t}`, version));
+      }
+      if (t === 40) published.push(await publishReconcile(redis, stream));
+    }
+    for (let t = 0; t < 9; t++) published.push(await publish(redis, stream, `seq-${t * 10}`, 1 + (t % 2)));
+    published.push(await publishReconcile(redis, stream));
+    expect(published).toHaveLength(200);
+
+    const calls = new Map<string, number>();
+    const errors: Array<{ error: Error; info: ConsumeErrorInfo }> = [];
+    track(
+      events.consume({ group: 'g1', consumer: 'c1', from: '0', batch: 50, onError: (error, info) => errors.push({ error, info }) }, async (event, entryId) => {
+        expect(entryId).toBe(event.id);
+        calls.set(keyOf(event), (calls.get(keyOf(event)) ?? 0) + 1);
+      }),
+    );
+
+    await expect.poll(async () => (await lag(redis, stream, 'g1')) === 0 && (await pendingCount(redis, stream, 'g1')) === 0, { timeout: 10_000 }).toBe(true);
+    expect(errors).toEqual([]);
+    expect(calls.size).toBe(190);
+    expect([...calls.values()].every((n) => n === 1)).toBe(true);
+    expect([...calls.keys()].filter((key) => key.startsWith('@'))).toHaveLength(2);
+
+    // A second group gets every event too, each once.
+    const other = new Map<string, number>();
+    track(events.consume({ group: 'g2', consumer: 'c1', from: '0' }, async (event) => void other.set(keyOf(event), (other.get(keyOf(event)) ?? 0) + 1)));
+    await expect.poll(() => other.size, { timeout: 10_000 }).toBe(190);
+    expect([...other.values()].every((n) => n === 1)).toBe(true);
+  });
+
+  it('a consumer that dies mid-batch: another of the group claims its entries (XAUTOCLAIM); recorded ones are never handled again', async () => {
+    const prefix = uniquePrefix('consumer-crash');
+    const setup = newRedis();
+    const stream = `${prefix}:transfer-events`;
+    const N = 100;
+    for (let i = 1; i <= N; i++) await publish(setup, stream, `seq-${i}`, 1);
+
+    const handledBy = { A: [] as string[], B: [] as string[] };
+    // Consumer A handles k entries, then "dies" inside the handler of entry k+1: its side effect done
+    // (logged), never resolving, so the entry is neither recorded nor acknowledged. Its connection is
+    // then dropped, as a killed process's would be.
+    const k = 25;
+    const connA = newRedis();
+    let crashed = false;
+    let hung: ((error: Error) => void) | undefined;
+    const a = eventsOn(connA, prefix);
+    const handleA = track(
+      a.consume({ group: 'g', consumer: 'A', from: '0', batch: 20, claimIdleMs: 60_000 }, async (event) => {
+        // Once dead, the process runs no handler at all (this only matters after the test releases it).
+        if (crashed) throw new Error('consumer A is dead');
+        handledBy.A.push(keyOf(event));
+        if (handledBy.A.length <= k) return;
+        crashed = true;
+        await new Promise<void>((_, reject) => {
+          hung = reject;
+        });
+      }),
+    );
+    await expect.poll(() => crashed, { timeout: 10_000 }).toBe(true);
+    connA.disconnect();
+
+    // B, same group, claims entries idle for 300 ms: A's unacknowledged batch.
+    const b = eventsOn(newRedis(), prefix);
+    track(
+      b.consume({ group: 'g', consumer: 'B', batch: 20, claimIdleMs: 300, blockMs: 200 }, async (event) => {
+        handledBy.B.push(keyOf(event));
+      }),
+    );
+    await expect.poll(async () => (await lag(setup, stream, 'g')) === 0 && (await pendingCount(setup, stream, 'g')) === 0, { timeout: 15_000 }).toBe(true);
+
+    const all = new Set([...handledBy.A, ...handledBy.B]);
+    // At least once: every entry was handled by someone.
+    expect(all.size).toBe(N);
+    // A recorded its first k: B never got them.
+    const recordedByA = handledBy.A.slice(0, k);
+    expect(handledBy.B.filter((key) => recordedByA.includes(key))).toEqual([]);
+    // The entry A was handling when it died was handled but not recorded: B handles it again. That is the
+    // only entry handed to handlers twice; every other one exactly once.
+    const diedOn = handledBy.A[k]!;
+    expect(handledBy.B).toContain(diedOn);
+    expect(new Set(handledBy.B).size).toBe(handledBy.B.length);
+    expect(handledBy.A.length + handledBy.B.length).toBe(N + 1);
+    // A's batch (entries 21-40, minus the k-20 it recorded) came to B through XAUTOCLAIM.
+    expect(handledBy.B).toEqual(expect.arrayContaining(Array.from({ length: 40 - k }, (_, i) => `seq-${k + 1 + i}:1`)));
+
+    // Releasing the dead consumer's handler changes nothing: its calls fail, nothing is acknowledged twice.
+    hung?.(new Error('consumer A is dead'));
+    await handleA.stop();
+    expect(new Set([...handledBy.A, ...handledBy.B]).size).toBe(N);
+  });
+
+  it('stop() finishes the batch being handled, acknowledges it and resolves; a restart goes on from there', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-stop');
+    const events = eventsOn(redis, prefix);
+    for (let i = 1; i <= 30; i++) await publish(redis, events.stream, `seq-${i}`, 1);
+
+    const handled: string[] = [];
+    let stopping: Promise<void> | undefined;
+    const handle = events.consume({ group: 'g', consumer: 'c', from: '0', batch: 10 }, async (event) => {
+      await sleep(20);
+      handled.push(keyOf(event));
+      if (handled.length === 5) stopping = handle.stop();
+    });
+    await expect.poll(() => stopping !== undefined, { timeout: 10_000 }).toBe(true);
+    await stopping;
+    await handle.done;
+    // The whole batch of 10, not one more, and all of it acknowledged.
+    expect(handled).toHaveLength(10);
+    expect(await pendingCount(redis, events.stream, 'g')).toBe(0);
+
+    // Restarted under the same name: the other 20, none again.
+    const restarted = track(events.consume({ group: 'g', consumer: 'c', batch: 10 }, async (event) => void handled.push(keyOf(event))));
+    await expect.poll(() => handled.length, { timeout: 10_000 }).toBe(30);
+    expect(new Set(handled).size).toBe(30);
+
+    // stop() while the loop waits on its blocking read resolves at once, not after blockMs.
+    const idle = events.consume({ group: 'idle', consumer: 'c', blockMs: 5_000 }, async () => undefined);
+    await sleep(300);
+    const started = Date.now();
+    await idle.stop();
+    expect(Date.now() - started).toBeLessThan(1_000);
+    await restarted.stop();
+    await restarted.stop();
+  });
+
+  it('an unparsable entry is acknowledged and reported, a throwing handler is reported and retried; the loop goes on', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-errors');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    await publish(redis, stream, 'seq-1', 1);
+    const notOurs = (await redis.xadd(stream, '*', 'foo', 'bar'))!;
+    const badJson = (await redis.xadd(
+      stream, '*',
+      'event', 'transfer.submitted', 'sequenceId', 'seq-x', 'walletId', '310', 'coin', 'eth', 'version', '1',
+      'at', new Date().toISOString(), 'data', '{not json', 'metadata', '',
+    ))!;
+    const flaky = await publish(redis, stream, 'seq-2', 1);
+    await publish(redis, stream, 'seq-3', 1);
+
+    const handled: string[] = [];
+    const errors: Array<{ message: string; info: ConsumeErrorInfo }> = [];
+    let failures = 0;
+    track(
+      events.consume(
+        { group: 'g', consumer: 'c', from: '0', claimIdleMs: 200, blockMs: 100, onError: (error, info) => errors.push({ message: error.message, info }) },
+        async (event) => {
+          if (event.sequenceId === 'seq-2' && failures++ === 0) throw new Error('downstream unavailable');
+          handled.push(keyOf(event));
+        },
+      ),
+    );
+    await expect.poll(() => handled.length, { timeout: 10_000 }).toBe(3);
+    expect(handled).toEqual(['seq-1:1', 'seq-3:1', 'seq-2:1']);
+    expect(errors.map((e) => e.info)).toEqual([
+      { stage: 'parse', entryId: notOurs },
+      { stage: 'parse', entryId: badJson },
+      { stage: 'handler', entryId: flaky },
+    ]);
+    expect(errors[2]!.message).toBe('downstream unavailable');
+    await expect.poll(() => pendingCount(redis, stream, 'g'), { timeout: 5_000 }).toBe(0);
+  });
+});
+
+/** Type-level checks, never called: `tsc --noEmit` fails if the producer's typing regresses. */
+export async function typeChecks(producer: TransferProducer, events: TransferEvents): Promise<void> {
+  // @ts-expect-error submit() takes a SubmitPayloadInput: a bare walletId is not one
+  await producer.submit({ walletId: 'x' });
+  // @ts-expect-error trySubmit() too
+  await producer.trySubmit({ walletId: 'x' });
+  // @ts-expect-error the handler must return a promise
+  events.consume({ group: 'g', consumer: 'c' }, () => undefined);
+  events.consume({ group: 'g', consumer: 'c' }, async (event) => {
+    if (event.event === 'transfer.broadcast') {
+      const txid: string = event.data.txid;
+      void txid;
+    }
+  });
+}
