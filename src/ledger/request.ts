@@ -58,7 +58,6 @@ export type TransitionResult<R = TransferRecord> =
       ended?: Tombstone;
     };
 
-
 /** The ledger-wide settings a request carries (the script has no configuration of its own). */
 export interface RequestContext {
   /** Approximate MAXLEN of the events stream. */
@@ -81,7 +80,12 @@ export interface RequestTarget {
  * The request as transition.lua reads it (see the script's header for each name). Numbers that the
  * script hands to Redis go as text: cjson reads numbers as doubles.
  */
-export function encodeRequest(request: TransitionRequest, target: RequestTarget, context: RequestContext, read: '*' | readonly string[]): string {
+export function encodeRequest(
+  request: TransitionRequest,
+  target: RequestTarget,
+  context: RequestContext,
+  read: '*' | readonly string[],
+): string {
   let payload = '';
   const set: string[] = [];
   for (const [field, value] of Object.entries(request.set ?? {})) {
@@ -92,31 +96,40 @@ export function encodeRequest(request: TransitionRequest, target: RequestTarget,
   const incr: Record<string, number> = {};
   for (const [field, by] of Object.entries(request.increment ?? {})) if (by !== 0) incr[field] = by;
   const { clock } = target;
-  return JSON.stringify({
-    seq: target.eventSequenceId,
-    from: request.from,
-    to: request.to,
-    terminal: TERMINAL_STATES.has(request.to),
-    now: clock === undefined ? '' : String(clock),
-    at: new Date(clock ?? Date.now()).toISOString(),
-    event: request.event?.type ?? '',
-    data: request.event ? JSON.stringify(request.event.data) : '',
-    maxLen: String(context.eventsMaxLen),
-    retention: String(context.retentionMs),
-    member: target.indexMember,
-    lease: { mode: lease?.mode ?? '', owner: lease && lease.mode !== 'free' ? lease.owner : '', ms: String(lease?.mode === 'take' ? lease.ms : 0) },
-    operator: request.operator === true,
-    unset: request.unset ?? [],
-    incr,
-    absent: request.requireAbsent ?? [],
-    stamp: request.stamp ?? [],
-    stampOnce: request.stampOnce ?? [],
-    read,
-    payload,
-    tracker: request.trackerPending === true,
-    tombstoneTtl: String(context.tombstoneTtlMs),
-    set,
-  });
+  // A lone surrogate (job data is not trusted) would be written as a `\ud800` escape, which cjson
+  // refuses; on the wire as positional arguments it became U+FFFD, and it still does.
+  return JSON.stringify(
+    {
+      seq: target.eventSequenceId,
+      from: request.from,
+      to: request.to,
+      terminal: TERMINAL_STATES.has(request.to),
+      now: clock === undefined ? '' : String(clock),
+      at: new Date(clock ?? Date.now()).toISOString(),
+      event: request.event?.type ?? '',
+      data: request.event ? JSON.stringify(request.event.data) : '',
+      maxLen: String(context.eventsMaxLen),
+      retention: String(context.retentionMs),
+      member: target.indexMember,
+      lease: {
+        mode: lease?.mode ?? '',
+        owner: lease && lease.mode !== 'free' ? lease.owner : '',
+        ms: String(lease?.mode === 'take' ? lease.ms : 0),
+      },
+      operator: request.operator === true,
+      unset: request.unset ?? [],
+      incr,
+      absent: request.requireAbsent ?? [],
+      stamp: request.stamp ?? [],
+      stampOnce: request.stampOnce ?? [],
+      read,
+      payload,
+      tracker: request.trackerPending === true,
+      tombstoneTtl: String(context.tombstoneTtlMs),
+      set,
+    },
+    (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value),
+  );
 }
 
 /**
