@@ -23,7 +23,10 @@ export default tseslint.config(
       // A module that imports itself through others cannot be read, or loaded, in one order.
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
       // `_name` marks a value destructured away on purpose (e.g. `raw` dropped from a record).
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
     },
   },
   {
@@ -31,7 +34,10 @@ export default tseslint.config(
     // deadline.ts); src/custody/spec/ is one implementation, wired in src/app.ts and used by the CLI.
     files: ['src/jobs/**/*.ts', 'src/transfers/**/*.ts', 'src/ledger/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/custody/spec/**'], message: 'domain code uses src/custody/port.ts, not a provider implementation' }] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/custody/spec/**'], message: 'domain code uses src/custody/port.ts, not a provider implementation' }] },
+      ],
     },
   },
   {

@@ -35,7 +35,12 @@ const redis = new Redis(required('BARE_REDIS_URL'), { maxRetriesPerRequest: null
 const pool = new Pool(required('BARE_SIM_URL'), { connections: Number(required('BARE_CONNECTIONS')), keepAliveTimeout: 30_000 });
 
 async function post(path: string, headers: Record<string, string>, body: string): Promise<string> {
-  const response = await pool.request({ method: 'POST', path, headers: { 'content-type': 'application/json', accept: 'application/json', ...headers }, body });
+  const response = await pool.request({
+    method: 'POST',
+    path,
+    headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
+    body,
+  });
   const text = await response.body.text();
   if (response.statusCode !== 200) throw new Error(`${path}: HTTP ${response.statusCode}`);
   return text;
@@ -68,14 +73,30 @@ if (mode === 'submit') {
       { authorization },
       JSON.stringify({ txHex: data.txHex, halfSigned: data.halfSigned }),
     );
-    await redis.xadd(stream, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'event', 'transfer.submitted', 'sequenceId', data.halfSigned.sequenceId, 'data', answer);
+    await redis.xadd(
+      stream,
+      'MAXLEN',
+      '~',
+      EVENTS_MAXLEN,
+      '*',
+      'event',
+      'transfer.submitted',
+      'sequenceId',
+      data.halfSigned.sequenceId,
+      'data',
+      answer,
+    );
   };
 } else if (mode === 'track') {
   const authorization = `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`;
   queueName = 'track-transfer';
   processor = async (job, token) => {
     const data = job.data as TrackData;
-    await post('/api/wallet/get-transfer', { authorization }, JSON.stringify({ wallet: { walletId: data.walletId, coin: data.coin }, sequenceId: data.sequenceId }));
+    await post(
+      '/api/wallet/get-transfer',
+      { authorization },
+      JSON.stringify({ wallet: { walletId: data.walletId, coin: data.coin }, sequenceId: data.sequenceId }),
+    );
     await job.moveToDelayed(Date.now() + trackDelayMs, token);
     throw new DelayedError();
   };

@@ -69,7 +69,8 @@ async function simStats(sim: SimulatorChild): Promise<Stats> {
 
 function total(stats: Stats, filter: (endpoint: string, outcome: string) => boolean = () => true): number {
   let sum = 0;
-  for (const [endpoint, outcomes] of Object.entries(stats.requests)) for (const [outcome, count] of Object.entries(outcomes)) if (filter(endpoint, outcome)) sum += count;
+  for (const [endpoint, outcomes] of Object.entries(stats.requests))
+    for (const [outcome, count] of Object.entries(outcomes)) if (filter(endpoint, outcome)) sum += count;
   return sum;
 }
 
@@ -94,7 +95,11 @@ async function runSize(redisUrl: string, size: Size): Promise<SizeResult> {
   const { n, rps, k } = size;
   const prefix = `budget-${n}-${rps}-${Date.now()}`;
   const sim = await startSimulatorProcess({ SIM_TXID_AFTER: '24h' });
-  await fetch(`${sim.url}/_sim/settings`, { method: 'PATCH', body: JSON.stringify({ maxRps: rps }), headers: { 'content-type': 'application/json' } });
+  await fetch(`${sim.url}/_sim/settings`, {
+    method: 'PATCH',
+    body: JSON.stringify({ maxRps: rps }),
+    headers: { 'content-type': 'application/json' },
+  });
   const httpPort = await getFreePort();
   const worker = await startOurWorker({
     httpPort,
@@ -102,7 +107,13 @@ async function runSize(redisUrl: string, size: Size): Promise<SizeResult> {
     redisUrl,
     prefix,
     sim,
-    env: { CUSTODY_MAX_RPS: String(rps), TRACK_POLL_MIN: '500ms', TRACK_POLL_MAX: '5s', SUBMIT_CONCURRENCY: '32', TRACK_CONCURRENCY: '256' },
+    env: {
+      CUSTODY_MAX_RPS: String(rps),
+      TRACK_POLL_MIN: '500ms',
+      TRACK_POLL_MAX: '5s',
+      SUBMIT_CONCURRENCY: '32',
+      TRACK_CONCURRENCY: '256',
+    },
   });
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
   const target = oursTarget(redis, prefix);
@@ -147,15 +158,30 @@ async function runSize(redisUrl: string, size: Size): Promise<SizeResult> {
     const tx = await nowMs();
     await fetch(`${sim.url}/_sim/txids`, { method: 'POST' });
     log(`txids released; waiting for ${all.length} broadcasts (floor ${((2 * all.length) / rps).toFixed(1)} s)`);
-    await waitFor(`${all.length} broadcast`, ((2 * all.length) / rps) * 10_000 + 60_000, () => all.every((p) => broadcastAt.has(p.halfSigned.sequenceId)));
+    await waitFor(`${all.length} broadcast`, ((2 * all.length) / rps) * 10_000 + 60_000, () =>
+      all.every((p) => broadcastAt.has(p.halfSigned.sequenceId)),
+    );
     const broadcastTimes = all.map((p) => (broadcastAt.get(p.halfSigned.sequenceId)! - tx) / 1000);
     const lastBroadcast = Math.max(...broadcastTimes) * 1000;
-    log(`broadcast after the txids: p10 ${quantile(broadcastTimes, 0.1)} s, p50 ${quantile(broadcastTimes, 0.5)} s, p90 ${quantile(broadcastTimes, 0.9)} s`);
+    log(
+      `broadcast after the txids: p10 ${quantile(broadcastTimes, 0.1)} s, p50 ${quantile(broadcastTimes, 0.5)} s, p90 ${quantile(broadcastTimes, 0.9)} s`,
+    );
     const metrics = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
-    log(metrics.split('\n').filter((line) => /^custody_budget_(used|refused)_total|^custody_worker_jobs_total\{queue="track-transfer"|^custody_track_poll_stretch_seconds_(sum|count)/.test(line)).join('\n'));
+    log(
+      metrics
+        .split('\n')
+        .filter((line) =>
+          /^custody_budget_(used|refused)_total|^custody_worker_jobs_total\{queue="track-transfer"|^custody_track_poll_stretch_seconds_(sum|count)/.test(
+            line,
+          ),
+        )
+        .join('\n'),
+    );
     const after = await simStats(sim);
     const phase3 = byEndpoint(before, after);
-    const calls = Object.entries(phase3).filter(([e]) => e !== 'token').reduce((sum, [, c]) => sum + c, 0);
+    const calls = Object.entries(phase3)
+      .filter(([e]) => e !== 'token')
+      .reduce((sum, [, c]) => sum + c, 0);
 
     return {
       ...size,
@@ -219,10 +245,17 @@ function chart(results: SizeResult[]): string {
       rows.push(`<rect x="${left}" y="${y + i * 10}" width="${scale(v) - left}" height="9" fill="${colors[i % colors.length]}"/>`);
       rows.push(`<text x="${scale(v) + 4}" y="${y + i * 10 + 8}" font-size="9">×${v.toFixed(2)}</text>`);
     });
-    rows.push(`<line x1="${scale(goal)}" x2="${scale(goal)}" y1="${y - 2}" y2="${y + results.length * 10 + 2}" stroke="#e15759" stroke-dasharray="3,2"/>`);
+    rows.push(
+      `<line x1="${scale(goal)}" x2="${scale(goal)}" y1="${y - 2}" y2="${y + results.length * 10 + 2}" stroke="#e15759" stroke-dasharray="3,2"/>`,
+    );
     y += rowH + results.length * 10;
   }
-  const legend = results.map((r, i) => `<text x="${left + i * 180}" y="20" font-size="11" fill="${colors[i % colors.length]}">N=${r.n} R=${r.rps}/s K=${r.k}</text>`).join('');
+  const legend = results
+    .map(
+      (r, i) =>
+        `<text x="${left + i * 180}" y="20" font-size="11" fill="${colors[i % colors.length]}">N=${r.n} R=${r.rps}/s K=${r.k}</text>`,
+    )
+    .join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${y + 20}" font-family="sans-serif">
 <rect width="100%" height="100%" fill="white"/>${legend}
 <line x1="${scale(1)}" x2="${scale(1)}" y1="28" y2="${y}" stroke="#333"/>
@@ -243,7 +276,10 @@ try {
     process.stdout.write(`${format(result)}\n`);
   }
   mkdirSync(RESULTS, { recursive: true });
-  writeFileSync(`${RESULTS}budget.json`, `${JSON.stringify({ finishedAt: new Date().toISOString(), machine: machine(), results }, null, 2)}\n`);
+  writeFileSync(
+    `${RESULTS}budget.json`,
+    `${JSON.stringify({ finishedAt: new Date().toISOString(), machine: machine(), results }, null, 2)}\n`,
+  );
   writeFileSync(`${RESULTS}budget.svg`, chart(results));
   log('wrote bench/results/budget.json and budget.svg');
 } finally {

@@ -24,7 +24,7 @@ function text(x: number, y: number, content: string, attributes = ''): string {
 function niceCeiling(value: number, steps: readonly number[] = [1, 2, 5, 10]): number {
   if (!(value > 0)) return 1;
   const power = 10 ** Math.floor(Math.log10(value));
-  return (steps.map((step) => step * power).find((bound) => bound >= value) ?? 10 * power);
+  return steps.map((step) => step * power).find((bound) => bound >= value) ?? 10 * power;
 }
 
 /** Finer bounds for an axis whose four ticks should still be round numbers. */
@@ -51,13 +51,26 @@ function yAxis(x: number, max: number, label: (value: number) => string): string
 }
 
 /** Bars per round, ours beside bare, with the medians (the figures) as dashed lines. */
-function roundsPanel(x: number, title: string, unit: string, sides: Record<Side, number[]>, medians: Record<Side, number>, ratio: number): string[] {
+function roundsPanel(
+  x: number,
+  title: string,
+  unit: string,
+  sides: Record<Side, number[]>,
+  medians: Record<Side, number>,
+  ratio: number,
+): string[] {
   const max = niceCeiling(Math.max(...sides.ours, ...sides.bare));
   const rounds = Math.max(sides.ours.length, sides.bare.length);
   const slot = PANEL.width / rounds;
   const bar = Math.min(28, slot / 3);
   const height = (value: number) => ((PANEL.bottom - PANEL.top) * value) / max;
-  const parts = [...frame(x, title, `median ${unit}: ours ${thousands(medians.ours)}, bare ${thousands(medians.bare)}\nours ÷ bare ${ratio.toFixed(2)} (dashed: medians)`)];
+  const parts = [
+    ...frame(
+      x,
+      title,
+      `median ${unit}: ours ${thousands(medians.ours)}, bare ${thousands(medians.bare)}\nours ÷ bare ${ratio.toFixed(2)} (dashed: medians)`,
+    ),
+  ];
   parts.push(...yAxis(x, max, thousands));
   for (let round = 0; round < rounds; round++) {
     const centre = x + slot * (round + 0.5);
@@ -65,13 +78,17 @@ function roundsPanel(x: number, title: string, unit: string, sides: Record<Side,
       const value = sides[side][round];
       if (value === undefined) return;
       const left = centre - bar + index * bar;
-      parts.push(`<rect x="${fixed(left)}" y="${fixed(PANEL.bottom - height(value))}" width="${fixed(bar - 2)}" height="${fixed(height(value))}" fill="${COLOURS[side]}"><title>${side} round ${round + 1}: ${thousands(value)} ${unit}</title></rect>`);
+      parts.push(
+        `<rect x="${fixed(left)}" y="${fixed(PANEL.bottom - height(value))}" width="${fixed(bar - 2)}" height="${fixed(height(value))}" fill="${COLOURS[side]}"><title>${side} round ${round + 1}: ${thousands(value)} ${unit}</title></rect>`,
+      );
     });
     parts.push(text(centre, PANEL.bottom + 14, `round ${round + 1}`, 'font-size="10" text-anchor="middle" fill="#57606a"'));
   }
   for (const side of ['ours', 'bare'] as const) {
     const y = PANEL.bottom - height(medians[side]);
-    parts.push(`<line x1="${x}" y1="${fixed(y)}" x2="${x + PANEL.width}" y2="${fixed(y)}" stroke="${COLOURS[side]}" stroke-dasharray="4 3"/>`);
+    parts.push(
+      `<line x1="${x}" y1="${fixed(y)}" x2="${x + PANEL.width}" y2="${fixed(y)}" stroke="${COLOURS[side]}" stroke-dasharray="4 3"/>`,
+    );
   }
   return parts;
 }
@@ -86,7 +103,7 @@ function latencyPanel(x: number, result: BenchResult): string[] {
   parts.push(...yAxis(x, top, (value) => `${fixed(value)} ms`));
   // The x axis stretches the tail: position = -log10(100 - p), so p50, p90, p99, p99.9 are evenly spaced.
   const span = 3.3;
-  const xOf = (p: number) => x + (PANEL.width * Math.min(span, -Math.log10(Math.max(100 - p, 0.05) / 100) )) / span;
+  const xOf = (p: number) => x + (PANEL.width * Math.min(span, -Math.log10(Math.max(100 - p, 0.05) / 100))) / span;
   const yOf = (ms: number) => PANEL.bottom - ((PANEL.bottom - PANEL.top) * Math.min(ms, top)) / top;
   for (const p of [0, 50, 90, 99, 99.9]) {
     parts.push(`<line x1="${fixed(xOf(p))}" y1="${PANEL.bottom}" x2="${fixed(xOf(p))}" y2="${PANEL.bottom + 4}" stroke="#57606a"/>`);
@@ -104,7 +121,9 @@ function latencyPanel(x: number, result: BenchResult): string[] {
  * measured rate (undefined when the lowest rate misses already). A rate where bare alone had a bad
  * window must not hide a miss at a lower one.
  */
-export function latencyKnee(points: ReadonlyArray<{ fraction: number; ours: { p99Ms: number }; bare: { p99Ms: number } }>): number | undefined {
+export function latencyKnee(
+  points: ReadonlyArray<{ fraction: number; ours: { p99Ms: number }; bare: { p99Ms: number } }>,
+): number | undefined {
   let knee: number | undefined;
   for (const point of [...points].sort((a, b) => a.fraction - b.fraction)) {
     if (point.ours.p99Ms > 1.3 * point.bare.p99Ms) break;
@@ -119,7 +138,8 @@ function sweepPanel(x: number, result: BenchResult): string[] {
   const maxRate = niceCeiling(Math.max(...points.map((point) => point.offeredPerSecond)), FINE_STEPS);
   const top = niceCeiling(Math.max(...points.flatMap((point) => [point.ours.p99Ms, point.bare.p99Ms])));
   const upTo = latencyKnee(points);
-  const knee = upTo === undefined ? 'ours p99 > 1.3 × bare at the lowest rate' : `ours p99 ≤ 1.3 × bare at every rate up to ${upTo} × ours' max`;
+  const knee =
+    upTo === undefined ? 'ours p99 > 1.3 × bare at the lowest rate' : `ours p99 ≤ 1.3 × bare at every rate up to ${upTo} × ours' max`;
   const subtitle = `p99 solid, p50 dashed; same rates both sides\n${knee}`;
   const parts = [...frame(x, 'latency against offered rate', subtitle)];
   parts.push(...yAxis(x, top, (value) => `${fixed(value)} ms`));
@@ -130,12 +150,19 @@ function sweepPanel(x: number, result: BenchResult): string[] {
     parts.push(text(xOf(rate), PANEL.bottom + 14, `${thousands(rate)}/s`, 'font-size="10" text-anchor="middle" fill="#57606a"'));
   }
   for (const side of ['bare', 'ours'] as const) {
-    for (const [key, dash] of [['p99Ms', ''], ['p50Ms', ' stroke-dasharray="4 3"']] as const) {
+    for (const [key, dash] of [
+      ['p99Ms', ''],
+      ['p50Ms', ' stroke-dasharray="4 3"'],
+    ] as const) {
       const line = points.map((point) => `${fixed(xOf(point.offeredPerSecond))},${fixed(yOf(point[side][key]))}`).join(' ');
-      parts.push(`<polyline data-sweep="${key}" points="${line}" fill="none" stroke="${COLOURS[side]}" stroke-width="2"${dash}><title>${side} ${key.slice(0, 3)}</title></polyline>`);
+      parts.push(
+        `<polyline data-sweep="${key}" points="${line}" fill="none" stroke="${COLOURS[side]}" stroke-width="2"${dash}><title>${side} ${key.slice(0, 3)}</title></polyline>`,
+      );
     }
     for (const point of points) {
-      parts.push(`<circle cx="${fixed(xOf(point.offeredPerSecond))}" cy="${fixed(yOf(point[side].p99Ms))}" r="3" fill="${COLOURS[side]}"><title>${side} at ${thousands(point.offeredPerSecond)}/s: p99 ${point[side].p99Ms.toFixed(1)} ms</title></circle>`);
+      parts.push(
+        `<circle cx="${fixed(xOf(point.offeredPerSecond))}" cy="${fixed(yOf(point[side].p99Ms))}" r="3" fill="${COLOURS[side]}"><title>${side} at ${thousands(point.offeredPerSecond)}/s: p99 ${point[side].p99Ms.toFixed(1)} ms</title></circle>`,
+      );
     }
   }
   return parts;
@@ -172,7 +199,14 @@ export function chart(result: BenchResult): string {
     parts.push(`<rect x="${x}" y="${legendY - 9}" width="12" height="12" fill="${COLOURS[side]}"/>`);
     parts.push(text(x + 18, legendY + 1, side === 'ours' ? 'ours (src/worker.ts)' : 'bare BullMQ worker (1 POST + 1 XADD)'));
   });
-  parts.push(text(WIDTH - 10, legendY + 1, `${result.machine.cores} cores, ${result.versions.node}, Redis ${result.versions.redis}${result.quick ? ', BENCH_QUICK (figures meaningless)' : ''}`, 'font-size="10" text-anchor="end" fill="#57606a"'));
+  parts.push(
+    text(
+      WIDTH - 10,
+      legendY + 1,
+      `${result.machine.cores} cores, ${result.versions.node}, Redis ${result.versions.redis}${result.quick ? ', BENCH_QUICK (figures meaningless)' : ''}`,
+      'font-size="10" text-anchor="end" fill="#57606a"',
+    ),
+  );
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
 }

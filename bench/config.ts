@@ -59,9 +59,13 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 1): n
 function fractions(env: NodeJS.ProcessEnv, name: string, fallback: number[]): number[] {
   const text = env[name];
   if (text === undefined) return fallback;
-  const parts = text.split(',').map((part) => part.trim()).filter((part) => part !== '');
+  const parts = text
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part !== '');
   for (const part of parts) {
-    if (!/^0?\.\d+$/.test(part) || Number(part) <= 0) throw new Error(`${name}: must be a comma-separated list of fractions between 0 and 1, e.g. 0.1,0.3`);
+    if (!/^0?\.\d+$/.test(part) || Number(part) <= 0)
+      throw new Error(`${name}: must be a comma-separated list of fractions between 0 and 1, e.g. 0.1,0.3`);
   }
   return [...new Set(parts.map(Number))].sort((a, b) => a - b);
 }

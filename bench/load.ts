@@ -122,7 +122,9 @@ export function readStream(
   let position = cursor;
   const loop = (async () => {
     while (running) {
-      const reply = (await reader.xread('COUNT', 1000, 'BLOCK', 200, 'STREAMS', stream, position)) as Array<[string, Array<[string, string[]]>]> | null;
+      const reply = (await reader.xread('COUNT', 1000, 'BLOCK', 200, 'STREAMS', stream, position)) as Array<
+        [string, Array<[string, string[]]>]
+      > | null;
       for (const [, entries] of reply ?? []) {
         for (const [id, fields] of entries) {
           position = id;

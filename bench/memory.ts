@@ -109,7 +109,10 @@ export async function measureMemory(redis: Redis, target: SubmitTarget, tracked:
     await waitFor(
       async () => {
         // Completed submit jobs are not counted: how many stay is the worker's retention policy.
-        const [submit, track] = await Promise.all([submitQueue.getJobCounts('active', 'wait', 'prioritized'), trackQueue.getJobCounts('delayed')]);
+        const [submit, track] = await Promise.all([
+          submitQueue.getJobCounts('active', 'wait', 'prioritized'),
+          trackQueue.getJobCounts('delayed'),
+        ]);
         return submit.active === 0 && submit.wait === 0 && submit.prioritized === 0 && track.delayed === tracked;
       },
       timeoutMs,

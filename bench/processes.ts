@@ -57,8 +57,17 @@ export interface SimulatorChild {
 }
 
 /** `node src/simulator/main.ts` on a free port; `env` holds its SIM_* settings. */
-export async function startSimulatorProcess(env: Record<string, string>, options: { cpuProfDir?: string | undefined; echo?: boolean } = {}): Promise<SimulatorChild> {
-  const child = spawnChild({ name: 'simulator', role: 'simulator', script: SIMULATOR_SCRIPT, env: { SIMULATOR_PORT: '0', ...env }, ...options });
+export async function startSimulatorProcess(
+  env: Record<string, string>,
+  options: { cpuProfDir?: string | undefined; echo?: boolean } = {},
+): Promise<SimulatorChild> {
+  const child = spawnChild({
+    name: 'simulator',
+    role: 'simulator',
+    script: SIMULATOR_SCRIPT,
+    env: { SIMULATOR_PORT: '0', ...env },
+    ...options,
+  });
   const line = await child.waitForLog('custody simulator listening');
   const { url } = JSON.parse(line) as { url: string };
   return { url, clientId: DEFAULT_CLIENT_ID, clientSecret: DEFAULT_CLIENT_SECRET, process: child };

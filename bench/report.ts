@@ -161,7 +161,9 @@ const ms = (value: number) => value.toFixed(2);
 export function format(result: BenchResult): string {
   const out: string[] = [];
   const { machine: m, versions: v, submissions: s, latency: l, tracking: t, memory: mem } = result;
-  out.push(`custody-transfer-worker benchmark${result.quick ? ' (BENCH_QUICK: tiny sizes, figures not meaningful)' : ''}, ${result.finishedAt}`);
+  out.push(
+    `custody-transfer-worker benchmark${result.quick ? ' (BENCH_QUICK: tiny sizes, figures not meaningful)' : ''}, ${result.finishedAt}`,
+  );
   out.push(`machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`);
   out.push(`node ${v.node}, redis ${v.redis} (${result.redis.source}), bullmq ${v.bullmq}, ioredis ${v.ioredis}, undici ${v.undici}`);
   out.push('');
@@ -172,7 +174,12 @@ export function format(result: BenchResult): string {
   out.push(
     table([
       ['', 'jobs/round', 'rounds (per second)', 'median/s', 'other CPU'],
-      ...([['ours', s.ours], ['bare BullMQ (1 POST + 1 XADD)', s.bare]] as const).map(([label, side]) => [
+      ...(
+        [
+          ['ours', s.ours],
+          ['bare BullMQ (1 POST + 1 XADD)', s.bare],
+        ] as const
+      ).map(([label, side]) => [
         label,
         n0(side.rounds[0]?.jobs ?? 0),
         side.rounds.map((round) => n0(round.perSecond)).join(' / '),
@@ -182,15 +189,31 @@ export function format(result: BenchResult): string {
       ['ratio ours ÷ bare', '', '', n2(s.ratio), ''],
     ]),
   );
-  out.push(cpuPerJob('submission', [['ours', s.ours.rounds], ['bare', s.bare.rounds]], (round) => round.jobs));
-  out.push(`Redis commands per submission (median round; inside scripts included): ours ${describeCommands(medianRound(s.ours.rounds, (r) => r.perSecond)?.redisCommands)}`);
+  out.push(
+    cpuPerJob(
+      'submission',
+      [
+        ['ours', s.ours.rounds],
+        ['bare', s.bare.rounds],
+      ],
+      (round) => round.jobs,
+    ),
+  );
+  out.push(
+    `Redis commands per submission (median round; inside scripts included): ours ${describeCommands(medianRound(s.ours.rounds, (r) => r.perSecond)?.redisCommands)}`,
+  );
   out.push(`  bare ${describeCommands(medianRound(s.bare.rounds, (r) => r.perSecond)?.redisCommands)}`);
   out.push('');
   out.push(`latency enqueue → transfer.submitted seen on the stream, paced at half of ours' maximum (${n0(l.ours.offeredPerSecond)}/s)`);
   out.push(
     table([
       ['', 'jobs', 'offered/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'mean ms', 'worker CPU', 'other CPU'],
-      ...([['ours', l.ours, 'ours'], ['bare (same rate)', l.bare, 'bare']] as const).map(([label, r, side]) => [
+      ...(
+        [
+          ['ours', l.ours, 'ours'],
+          ['bare (same rate)', l.bare, 'bare'],
+        ] as const
+      ).map(([label, r, side]) => [
         label,
         n0(r.count),
         n0(r.offeredPerSecond),
@@ -205,7 +228,7 @@ export function format(result: BenchResult): string {
     ]),
   );
   if (result.latencySweep.length > 1) {
-    out.push('latency at other offered rates (fractions of ours\' maximum; both sides at the same rate, ours first)');
+    out.push("latency at other offered rates (fractions of ours' maximum; both sides at the same rate, ours first)");
     out.push(
       table([
         ['offered/s', 'fraction', 'ours p50', 'ours p99', 'bare p50', 'bare p99', 'p99 ours ÷ bare', 'ours CPU', 'other CPU'],
@@ -228,7 +251,12 @@ export function format(result: BenchResult): string {
   out.push(
     table([
       ['', 'transfers', 'rounds (per second)', 'median/s', 'errors', 'other CPU'],
-      ...([['ours', t.ours], ['bare BullMQ (1 POST + re-delay)', t.bare]] as const).map(([label, side]) => [
+      ...(
+        [
+          ['ours', t.ours],
+          ['bare BullMQ (1 POST + re-delay)', t.bare],
+        ] as const
+      ).map(([label, side]) => [
         label,
         n0(side.transfers),
         side.rounds.map((round) => n0(round.pollsPerSecond)).join(' / '),
@@ -239,8 +267,19 @@ export function format(result: BenchResult): string {
       ['ratio ours ÷ bare', '', '', n2(t.ratio), '', ''],
     ]),
   );
-  out.push(cpuPerJob('poll', [['ours', t.ours.rounds], ['bare', t.bare.rounds]], (round) => round.polls));
-  out.push(`Redis commands per poll (median round; inside scripts included): ours ${describeCommands(medianRound(t.ours.rounds, (r) => r.pollsPerSecond)?.redisCommands)}`);
+  out.push(
+    cpuPerJob(
+      'poll',
+      [
+        ['ours', t.ours.rounds],
+        ['bare', t.bare.rounds],
+      ],
+      (round) => round.polls,
+    ),
+  );
+  out.push(
+    `Redis commands per poll (median round; inside scripts included): ours ${describeCommands(medianRound(t.ours.rounds, (r) => r.pollsPerSecond)?.redisCommands)}`,
+  );
   out.push(`  bare ${describeCommands(medianRound(t.bare.rounds, (r) => r.pollsPerSecond)?.redisCommands)}`);
   out.push('');
   out.push(
@@ -254,7 +293,10 @@ export function format(result: BenchResult): string {
       ...mem.breakdown.map((p) => [p.part, n0(p.bytesPerTransfer), p.encoding]),
     ]),
   );
-  out.push('largest hash fields of one transfer: ' + mem.largestFields.map((f) => `${f.key.split(':').slice(-2, -1)[0]}.${f.field} ${f.bytes} B`).join(', '));
+  out.push(
+    'largest hash fields of one transfer: ' +
+      mem.largestFields.map((f) => `${f.key.split(':').slice(-2, -1)[0]}.${f.field} ${f.bytes} B`).join(', '),
+  );
   out.push('');
   out.push('targets (measured, not asserted)');
   out.push(

@@ -136,7 +136,9 @@ async function main(): Promise<void> {
     targetsToClose.push(ours, bare);
     const oursSubmit = await ourWorker('ours-submit', ours.prefix, submitEnv);
     const bareSubmit = await bareWorker('bare-submit', 'submit', bare, config.submitConcurrency);
-    log(`submissions: ${config.warmup} warm-up, then ${config.rounds} round(s) of ${config.submissions} per side at concurrency ${config.submitConcurrency}`);
+    log(
+      `submissions: ${config.warmup} warm-up, then ${config.rounds} round(s) of ${config.submissions} per side at concurrency ${config.submitConcurrency}`,
+    );
     await warmUp(redis, ours, payloads(config.warmup));
     await warmUp(redis, bare, payloads(config.warmup));
     const oursRounds: ThroughputRound[] = [];
@@ -193,7 +195,9 @@ async function main(): Promise<void> {
     const oursTrackQueue = trackQueue(redis, tracking.prefix);
     const bareTrackQueue = trackQueue(redis, bare.prefix);
     queuesToClose.push(oursTrackQueue, bareTrackQueue);
-    log(`tracking: ${config.trackTransfers} transfers per side, concurrency ${config.trackConcurrency}, poll every ${pollEvery}, ${config.rounds} round(s) of ${config.seconds} s`);
+    log(
+      `tracking: ${config.trackTransfers} transfers per side, concurrency ${config.trackConcurrency}, poll every ${pollEvery}, ${config.rounds} round(s) of ${config.seconds} s`,
+    );
     await prepareOurTracking(redis, tracking, oursTrackQueue, payloads(config.trackTransfers));
     const bareTracked = payloads(config.trackTransfers);
     await acceptTransfers(sim, bareTracked);
@@ -201,15 +205,30 @@ async function main(): Promise<void> {
     const oursTrackRounds: TrackingRound[] = [];
     const bareTrackRounds: TrackingRound[] = [];
     for (let round = 1; round <= config.rounds; round++) {
-      oursTrackRounds.push(await trackingRound(redis, sim.url, oursTrackQueue, config.trackTransfers, config.trackWarmupSeconds, config.seconds));
-      bareTrackRounds.push(await trackingRound(redis, sim.url, bareTrackQueue, bareTracked.length, config.trackWarmupSeconds, config.seconds));
-      log(`round ${round}: ours ${Math.round(oursTrackRounds.at(-1)!.pollsPerSecond)} polls/s, bare ${Math.round(bareTrackRounds.at(-1)!.pollsPerSecond)} polls/s`);
+      oursTrackRounds.push(
+        await trackingRound(redis, sim.url, oursTrackQueue, config.trackTransfers, config.trackWarmupSeconds, config.seconds),
+      );
+      bareTrackRounds.push(
+        await trackingRound(redis, sim.url, bareTrackQueue, bareTracked.length, config.trackWarmupSeconds, config.seconds),
+      );
+      log(
+        `round ${round}: ours ${Math.round(oursTrackRounds.at(-1)!.pollsPerSecond)} polls/s, bare ${Math.round(bareTrackRounds.at(-1)!.pollsPerSecond)} polls/s`,
+      );
     }
     const unexpected = await eventsOtherThan(redis, tracking.stream, ['transfer.submitted', 'reconcile.completed']);
-    if (unexpected.length > 0) throw new Error(`ours tracking: unexpected events ${unexpected.slice(0, 5).join(', ')} (did a txid appear?)`);
+    if (unexpected.length > 0)
+      throw new Error(`ours tracking: unexpected events ${unexpected.slice(0, 5).join(', ')} (did a txid appear?)`);
     const trackingResult = {
-      ours: { transfers: config.trackTransfers, pollsPerSecond: median(oursTrackRounds.map((round) => round.pollsPerSecond)), rounds: oursTrackRounds },
-      bare: { transfers: bareTracked.length, pollsPerSecond: median(bareTrackRounds.map((round) => round.pollsPerSecond)), rounds: bareTrackRounds },
+      ours: {
+        transfers: config.trackTransfers,
+        pollsPerSecond: median(oursTrackRounds.map((round) => round.pollsPerSecond)),
+        rounds: oursTrackRounds,
+      },
+      bare: {
+        transfers: bareTracked.length,
+        pollsPerSecond: median(bareTrackRounds.map((round) => round.pollsPerSecond)),
+        rounds: bareTrackRounds,
+      },
       ratio: 0,
     };
     trackingResult.ratio = trackingResult.ours.pollsPerSecond / trackingResult.bare.pollsPerSecond;
@@ -270,7 +289,10 @@ async function main(): Promise<void> {
     };
     const notes: string[] = [];
     if (config.quick) notes.push('BENCH_QUICK=1: sizes too small for the figures to mean anything; run without it to measure.');
-    if (config.redisUrl) notes.push('BENCH_REDIS_URL: a Redis shared with whatever else uses it; memory is a used_memory difference and includes their changes.');
+    if (config.redisUrl)
+      notes.push(
+        'BENCH_REDIS_URL: a Redis shared with whatever else uses it; memory is a used_memory difference and includes their changes.',
+      );
     if (config.redisArgs.length > 0) notes.push(`redis-server started with ${config.redisArgs.join(' ')}`);
     if (config.workerScript) notes.push(`worker measured: ${config.workerScript} (not this checkout's src/worker.ts)`);
     if (config.cpuProfDir) notes.push(`CPU profiles of the children in ${config.cpuProfDir} (profiling slows every figure down).`);
@@ -278,7 +300,15 @@ async function main(): Promise<void> {
       notes.push('get-transfer answered errors during a tracking window: see the errors column.');
     }
     const busiest = Math.max(
-      ...[...oursRounds, ...bareRounds, ...oursTrackRounds, ...bareTrackRounds, oursLatency, bareLatency, ...latencySweep.flatMap((point) => [point.ours, point.bare])].map((window) => window.cpu?.otherCores ?? 0),
+      ...[
+        ...oursRounds,
+        ...bareRounds,
+        ...oursTrackRounds,
+        ...bareTrackRounds,
+        oursLatency,
+        bareLatency,
+        ...latencySweep.flatMap((point) => [point.ours, point.bare]),
+      ].map((window) => window.cpu?.otherCores ?? 0),
     );
     if (busiest >= 0.2) {
       notes.push(

@@ -92,7 +92,10 @@ export async function throughputRound(redis: Redis, target: SubmitTarget, backlo
 const CURVE_POINTS = [
   ...Array.from({ length: 19 }, (_, index) => index * 5),
   ...Array.from({ length: 9 }, (_, index) => 91 + index),
-  99.5, 99.8, 99.9, 100,
+  99.5,
+  99.8,
+  99.9,
+  100,
 ];
 
 function percentile(sorted: number[], p: number): number {
@@ -101,7 +104,13 @@ function percentile(sorted: number[], p: number): number {
   return sorted[index]!;
 }
 
-export async function measureLatency(redis: Redis, target: SubmitTarget, perSecond: number, seconds: number, jobs: ValidSamplePayload[]): Promise<LatencyResult> {
+export async function measureLatency(
+  redis: Redis,
+  target: SubmitTarget,
+  perSecond: number,
+  seconds: number,
+  jobs: ValidSamplePayload[],
+): Promise<LatencyResult> {
   const total = Math.min(jobs.length, Math.max(1, Math.round(perSecond * seconds)));
   const enqueuedAt = new Map<string, number>();
   const latencies: number[] = [];

@@ -96,7 +96,14 @@ export async function prepareBareTracking(queue: Queue, transfers: ValidSamplePa
   });
 }
 
-export async function trackingRound(redis: Redis, simUrl: string, queue: Queue, transfers: number, warmupSeconds: number, seconds: number): Promise<TrackingRound> {
+export async function trackingRound(
+  redis: Redis,
+  simUrl: string,
+  queue: Queue,
+  transfers: number,
+  warmupSeconds: number,
+  seconds: number,
+): Promise<TrackingRound> {
   await queue.resume();
   try {
     await sleep(warmupSeconds * 1000);
@@ -110,7 +117,15 @@ export async function trackingRound(redis: Redis, simUrl: string, queue: Queue, 
     const share = cpu.end();
     const polls = last.total - first.total;
     const redisCommands = await commands.end(Math.max(1, polls));
-    return { transfers, seconds: elapsed, polls, pollsPerSecond: polls / elapsed, errors: polls - (last.ok - first.ok), cpu: share, redisCommands };
+    return {
+      transfers,
+      seconds: elapsed,
+      polls,
+      pollsPerSecond: polls / elapsed,
+      errors: polls - (last.ok - first.ok),
+      cpu: share,
+      redisCommands,
+    };
   } finally {
     await queue.pause();
   }

@@ -57,7 +57,10 @@ function skippedRecordsReporter(logger: Logger, metrics: Metrics) {
     for (const record of skipped) metrics.skippedRecords.inc({ endpoint, ours: String(record.ours) });
     const ours = skipped.filter((record) => record.ours);
     if (ours.length > 0) {
-      logger.error({ endpoint, paths: ours.flatMap((record) => record.paths) }, 'the upstream record of this transfer fails the schema and is skipped: it cannot be matched');
+      logger.error(
+        { endpoint, paths: ours.flatMap((record) => record.paths) },
+        'the upstream record of this transfer fails the schema and is skipped: it cannot be matched',
+      );
     }
     const now = Date.now();
     if (now - (lastLogged.get(endpoint) ?? 0) < SKIPPED_RECORD_LOG_INTERVAL_MS) {
@@ -65,7 +68,12 @@ function skippedRecordsReporter(logger: Logger, metrics: Metrics) {
       return;
     }
     logger.warn(
-      { endpoint, skipped: skipped.length, paths: [...new Set(skipped.flatMap((record) => record.paths))].slice(0, 10), suppressed: suppressed.get(endpoint) ?? 0 },
+      {
+        endpoint,
+        skipped: skipped.length,
+        paths: [...new Set(skipped.flatMap((record) => record.paths))].slice(0, 10),
+        suppressed: suppressed.get(endpoint) ?? 0,
+      },
       'upstream records failing the schema skipped',
     );
     lastLogged.set(endpoint, now);
@@ -86,7 +94,15 @@ async function closeWorkers(workers: Worker[], inFlight: InFlight): Promise<void
   const closing = Promise.all(workers.map((worker) => worker.close()));
   const drained = inFlight.idle().then(() => new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref()));
   const finished = await Promise.race([closing.then(() => true), drained.then(() => false)]);
-  if (!finished) await Promise.all(workers.map((worker) => withTimeout(worker.disconnect().catch(() => undefined), CLOSE_GRACE_MS)));
+  if (!finished)
+    await Promise.all(
+      workers.map((worker) =>
+        withTimeout(
+          worker.disconnect().catch(() => undefined),
+          CLOSE_GRACE_MS,
+        ),
+      ),
+    );
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {

@@ -23,7 +23,10 @@ export async function refreshScrapeGauges(app: App, metrics: Metrics): Promise<v
 
 async function refresh(app: App, metrics: Metrics): Promise<void> {
   const ledgerNow = await app.ledger.now();
-  const [stale, active] = await Promise.all([app.ledger.staleByState(ledgerNow - STALE_TRANSFER_AGE_MS, STALE_SCAN_LIMIT), app.ledger.activeSummary()]);
+  const [stale, active] = await Promise.all([
+    app.ledger.staleByState(ledgerNow - STALE_TRANSFER_AGE_MS, STALE_SCAN_LIMIT),
+    app.ledger.activeSummary(),
+  ]);
   for (const state of NON_TERMINAL_STATES) metrics.staleTransfers.set({ state }, stale[state] ?? 0);
   metrics.activeTransfers.set(active.count);
   metrics.oldestActiveAge.set(active.oldestChangeAt === undefined ? 0 : Math.max(0, ledgerNow - active.oldestChangeAt) / 1000);

@@ -167,7 +167,7 @@ function declareMetrics() {
     }),
     budgetPauses: new Counter({
       name: 'custody_budget_pauses_total',
-      help: "Provider 429 answers that paused every class of the budget for their Retry-After.",
+      help: 'Provider 429 answers that paused every class of the budget for their Retry-After.',
       registers: [registry],
     }),
     callsPerTransfer: new Histogram({

@@ -41,8 +41,17 @@ export interface RedisTuning {
  * One connection per call. BullMQ workers need `maxRetriesPerRequest: null` (blocking commands must
  * wait out a Redis restart instead of failing); the same suits our own commands, which sit in jobs.
  */
-export function createRedis(config: Pick<RedisConnection, 'url' | 'clusterNodes'> & Partial<Pick<RedisConnection, 'sentinel'>>, name = 'custody-worker', tuning: RedisTuning = {}): RedisClient {
-  const options: RedisOptions & { replyMapping?: 'legacy' } = { maxRetriesPerRequest: null, connectionName: name, enableReadyCheck: true, ...tuning };
+export function createRedis(
+  config: Pick<RedisConnection, 'url' | 'clusterNodes'> & Partial<Pick<RedisConnection, 'sentinel'>>,
+  name = 'custody-worker',
+  tuning: RedisTuning = {},
+): RedisClient {
+  const options: RedisOptions & { replyMapping?: 'legacy' } = {
+    maxRetriesPerRequest: null,
+    connectionName: name,
+    enableReadyCheck: true,
+    ...tuning,
+  };
   if (config.clusterNodes) {
     const url = new URL(config.url);
     return new Cluster(config.clusterNodes, {

@@ -44,17 +44,21 @@ export async function startTracing(config: Pick<Config, 'telemetry'>, logger: Lo
 }
 
 function traced<T>(tracer: Tracer, endpoint: string, call: () => Promise<T>): Promise<T> {
-  return tracer.startActiveSpan(`custody ${endpoint}`, { kind: SpanKind.CLIENT, attributes: { 'custody.endpoint': endpoint } }, async (span) => {
-    try {
-      return await call();
-    } catch (error) {
-      // Only the code: messages of upstream errors are ours and secret-free, but codes are enough here.
-      const code = (error as { code?: unknown }).code;
-      span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : 'error' });
-      if (typeof code === 'string') span.setAttribute('custody.error_code', code);
-      throw error;
-    } finally {
-      span.end();
-    }
-  });
+  return tracer.startActiveSpan(
+    `custody ${endpoint}`,
+    { kind: SpanKind.CLIENT, attributes: { 'custody.endpoint': endpoint } },
+    async (span) => {
+      try {
+        return await call();
+      } catch (error) {
+        // Only the code: messages of upstream errors are ours and secret-free, but codes are enough here.
+        const code = (error as { code?: unknown }).code;
+        span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : 'error' });
+        if (typeof code === 'string') span.setAttribute('custody.error_code', code);
+        throw error;
+      } finally {
+        span.end();
+      }
+    },
+  );
 }

@@ -271,7 +271,10 @@ export function spawnNodeScript(script: string, options: NodeScriptOptions = {})
     output: () => captured.text('both'),
     tail,
     waitForLog(substring, timeoutMs = waitTimeoutMs) {
-      const past = captured.text('both').split('\n').find((line) => line.includes(substring));
+      const past = captured
+        .text('both')
+        .split('\n')
+        .find((line) => line.includes(substring));
       if (past !== undefined) return Promise.resolve(past);
       return waitUntil(
         (line) => (line !== undefined && line.includes(substring) ? line : undefined),
@@ -290,7 +293,10 @@ export function spawnNodeScript(script: string, options: NodeScriptOptions = {})
     waitForExit(timeoutMs = options.exitTimeoutMs ?? 30_000) {
       if (exitInfo) return Promise.resolve(exitInfo);
       return new Promise<ExitInfo>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${name} (pid ${pid}) still running after ${timeoutMs} ms; last output:\n${tail()}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`${name} (pid ${pid}) still running after ${timeoutMs} ms; last output:\n${tail()}`)),
+          timeoutMs,
+        );
         void exited.then((info) => {
           clearTimeout(timer);
           resolve(info);
@@ -302,7 +308,11 @@ export function spawnNodeScript(script: string, options: NodeScriptOptions = {})
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           handle.kill('SIGKILL');
-          reject(new Error(`${name} (pid ${pid}) did not exit within ${timeoutMs} ms; stdout:\n${captured.text('stdout')}\nstderr:\n${captured.text('stderr')}`));
+          reject(
+            new Error(
+              `${name} (pid ${pid}) did not exit within ${timeoutMs} ms; stdout:\n${captured.text('stdout')}\nstderr:\n${captured.text('stderr')}`,
+            ),
+          );
         }, timeoutMs);
       });
       try {

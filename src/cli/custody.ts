@@ -60,7 +60,11 @@ export function sequenceIdArgument(values: OptionValues): string {
  */
 export async function withCustody<T>(env: NodeJS.ProcessEnv, out: Output, work: (client: CustodyClient) => Promise<T>): Promise<T> {
   const { custody } = loadConfig(env);
-  out.addSecrets(custody.clientSecret, custody.accessToken, basicAuthorization(custody.clientId, custody.clientSecret).replace(/^Basic /, ''));
+  out.addSecrets(
+    custody.clientSecret,
+    custody.accessToken,
+    basicAuthorization(custody.clientId, custody.clientSecret).replace(/^Basic /, ''),
+  );
   // No shared rate limiter (CUSTODY_MAX_RPS): an operator's single lookup should not need Redis.
   const client = new CustodyClient({ ...custody });
   try {

@@ -15,7 +15,13 @@ export class CliError extends Error {
   readonly issues: Issue[];
   /** Facts for scripts (a state, a delay), printed one per line in readable mode. */
   readonly details: Record<string, string | number | boolean>;
-  constructor(code: string, message: string, exitCode: ExitCode, issues: Issue[] = [], details: Record<string, string | number | boolean> = {}) {
+  constructor(
+    code: string,
+    message: string,
+    exitCode: ExitCode,
+    issues: Issue[] = [],
+    details: Record<string, string | number | boolean> = {},
+  ) {
     super(message);
     this.name = 'CliError';
     this.code = code;

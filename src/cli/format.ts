@@ -16,7 +16,10 @@ export function show(value: unknown): string {
 
 /** One readable line per event: stream id, time, type, transfer, then the event's phrase (events/format.ts). */
 export function eventLine(event: TransferEvent): string {
-  const who = event.event === 'reconcile.completed' ? '' : ` ${event.sequenceId || '(no sequenceId)'} wallet=${show(event.walletId)} coin=${show(event.coin)} v${event.version}`;
+  const who =
+    event.event === 'reconcile.completed'
+      ? ''
+      : ` ${event.sequenceId || '(no sequenceId)'} wallet=${show(event.walletId)} coin=${show(event.coin)} v${event.version}`;
   const phrase = eventPhrase(event);
   return `${event.id} ${event.at} ${event.event}${who}${phrase ? ` ${phrase}` : ''}`;
 }

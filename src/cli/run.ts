@@ -67,7 +67,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
     return report(out, usageError(`missing ${command.positionals.names} (usage: custody-worker ${command.synopsis})`));
   }
   if (positionals.length > command.positionals.max) {
-    return report(out, usageError(`unexpected argument "${positionals[command.positionals.max]}" (usage: custody-worker ${command.synopsis})`));
+    return report(
+      out,
+      usageError(`unexpected argument "${positionals[command.positionals.max]}" (usage: custody-worker ${command.synopsis})`),
+    );
   }
 
   try {

@@ -31,8 +31,7 @@ const optionalHttpUrl = () =>
       .optional(),
   );
 
-const requiredSecret = () =>
-  z.preprocess((v) => (v === '' ? undefined : v), z.string({ error: 'required' }));
+const requiredSecret = () => z.preprocess((v) => (v === '' ? undefined : v), z.string({ error: 'required' }));
 
 const integer = (fallback: number, min: number, max: number) =>
   z.preprocess(
@@ -71,21 +70,22 @@ const redisUrl = z.preprocess(
   z.string().refine((v) => URL.canParse(v) && /^rediss?:$/.test(new URL(v).protocol), 'must be a redis:// or rediss:// URL'),
 );
 
-const hostPorts = () => z.preprocess(
-  (v) => (v === '' ? undefined : v),
-  z
-    .string()
-    .transform((v, ctx) => {
-      const nodes = v.split(',').map((part) => part.trim());
-      const parsed = nodes.map((node) => /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(node));
-      if (parsed.some((m) => m === null || Number(m[2]) > 65535)) {
-        ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of host:port' });
-        return z.NEVER;
-      }
-      return parsed.map((m) => ({ host: m![1]!.replace(/^\[|\]$/g, ''), port: Number(m![2]) }));
-    })
-    .optional(),
-);
+const hostPorts = () =>
+  z.preprocess(
+    (v) => (v === '' ? undefined : v),
+    z
+      .string()
+      .transform((v, ctx) => {
+        const nodes = v.split(',').map((part) => part.trim());
+        const parsed = nodes.map((node) => /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(node));
+        if (parsed.some((m) => m === null || Number(m[2]) > 65535)) {
+          ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of host:port' });
+          return z.NEVER;
+        }
+        return parsed.map((m) => ({ host: m![1]!.replace(/^\[|\]$/g, ''), port: Number(m![2]) }));
+      })
+      .optional(),
+  );
 
 /** A comma-separated list of names, each trimmed; unset or empty means none. */
 const nameList = () =>
@@ -108,69 +108,65 @@ const queuePrefix = z.preprocess(
 );
 
 /** The environment as the contract names it (docs/contract.md section 2), one key per variable. */
-const envSchema = z
-  .object({
-    REDIS_URL: redisUrl,
-    REDIS_CLUSTER_NODES: hostPorts(),
-    REDIS_SENTINELS: hostPorts(),
-    REDIS_SENTINEL_MASTER: z.preprocess(
-      (v) => (v === undefined || v === '' ? 'mymaster' : v),
-      z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 of letters, digits and ._-'),
-    ),
-    REDIS_SENTINEL_PASSWORD: text(),
-    REDIS_PASSWORD: text(),
-    REDIS_MIN_REPLICAS: integer(0, 0, 16),
-    REDIS_REPLICA_TIMEOUT: duration('1s', 1),
-    QUEUE_PREFIX: queuePrefix,
-    EVENTS_STREAM: text(),
-    EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
+const envSchema = z.object({
+  REDIS_URL: redisUrl,
+  REDIS_CLUSTER_NODES: hostPorts(),
+  REDIS_SENTINELS: hostPorts(),
+  REDIS_SENTINEL_MASTER: z.preprocess(
+    (v) => (v === undefined || v === '' ? 'mymaster' : v),
+    z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 of letters, digits and ._-'),
+  ),
+  REDIS_SENTINEL_PASSWORD: text(),
+  REDIS_PASSWORD: text(),
+  REDIS_MIN_REPLICAS: integer(0, 0, 16),
+  REDIS_REPLICA_TIMEOUT: duration('1s', 1),
+  QUEUE_PREFIX: queuePrefix,
+  EVENTS_STREAM: text(),
+  EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
 
-    CUSTODY_SDK_URL: httpUrl('an http(s) URL'),
-    CUSTODY_BASE_URL: httpUrl('an http(s) URL'),
-    CUSTODY_CLIENT_ID: requiredSecret(),
-    CUSTODY_CLIENT_SECRET: requiredSecret(),
-    CUSTODY_TOKEN_URL: optionalHttpUrl(),
-    CUSTODY_TOKEN_AUDIENCE: text(),
-    CUSTODY_ACCESS_TOKEN: text(),
-    CUSTODY_TIMEOUT: duration('15s', 100),
-    CUSTODY_CONNECT_TIMEOUT: duration('5s', 100),
-    CUSTODY_MAX_RPS: integer(0, 0, 1_000_000),
-    CUSTODY_CONNECTIONS: integer(64, 1, 4096),
+  CUSTODY_SDK_URL: httpUrl('an http(s) URL'),
+  CUSTODY_BASE_URL: httpUrl('an http(s) URL'),
+  CUSTODY_CLIENT_ID: requiredSecret(),
+  CUSTODY_CLIENT_SECRET: requiredSecret(),
+  CUSTODY_TOKEN_URL: optionalHttpUrl(),
+  CUSTODY_TOKEN_AUDIENCE: text(),
+  CUSTODY_ACCESS_TOKEN: text(),
+  CUSTODY_TIMEOUT: duration('15s', 100),
+  CUSTODY_CONNECT_TIMEOUT: duration('5s', 100),
+  CUSTODY_MAX_RPS: integer(0, 0, 1_000_000),
+  CUSTODY_CONNECTIONS: integer(64, 1, 4096),
 
-    HTTP_HOST: z.preprocess((v) => (v === undefined || v === '' ? '127.0.0.1' : v), z.string()),
-    HTTP_PORT: integer(3000, 0, 65535),
-    DASHBOARD_USER: text(),
-    DASHBOARD_PASSWORD: text(),
-    DASHBOARD_READ_ONLY: bool(true),
-    DASHBOARD_METADATA_KEYS: nameList(),
-    LOG_LEVEL: z.preprocess(
-      (v) => (v === undefined || v === '' ? 'info' : v),
-      z.enum(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`),
-    ),
+  HTTP_HOST: z.preprocess((v) => (v === undefined || v === '' ? '127.0.0.1' : v), z.string()),
+  HTTP_PORT: integer(3000, 0, 65535),
+  DASHBOARD_USER: text(),
+  DASHBOARD_PASSWORD: text(),
+  DASHBOARD_READ_ONLY: bool(true),
+  DASHBOARD_METADATA_KEYS: nameList(),
+  LOG_LEVEL: z.preprocess((v) => (v === undefined || v === '' ? 'info' : v), z.enum(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`)),
 
-    SUBMIT_CONCURRENCY: integer(16, 1, 10_000),
-    TRACK_CONCURRENCY: integer(64, 1, 10_000),
-    SUBMIT_ATTEMPTS: integer(8, 1, 1_000),
-    SUBMIT_RETRY_BASE: duration('1s', 1),
-    SUBMIT_RETRY_MAX: duration('60s', 1),
-    UNRESOLVED_AFTER: duration('10m', 1),
-    JOB_LOCK_DURATION: duration('30s', 1_000),
-    JOB_MAX_STALLED: integer(5, 0, 1_000),
-    TRAVEL_RULE_CACHE_TTL: duration('30s', 0),
-    TRACK_POLL_MIN: duration('2s', 10),
-    TRACK_POLL_MAX: duration('60s', 10),
-    TRACK_DEADLINE: duration('24h', 1_000),
-    RECONCILE_EVERY: duration('5m', 1_000),
-    RECONCILE_GRACE: duration('2m', 0),
-    RETENTION: duration('30d', 1_000),
-    TOMBSTONE_RETENTION: duration('3650d', 1_000),
-    JOB_RETENTION: duration('1d', 1_000),
-    JOB_KEEP_COMPLETED: integer(1_000, 0, 10_000_000),
-    SHUTDOWN_TIMEOUT: duration('30s', 1_000),
+  SUBMIT_CONCURRENCY: integer(16, 1, 10_000),
+  TRACK_CONCURRENCY: integer(64, 1, 10_000),
+  SUBMIT_ATTEMPTS: integer(8, 1, 1_000),
+  SUBMIT_RETRY_BASE: duration('1s', 1),
+  SUBMIT_RETRY_MAX: duration('60s', 1),
+  UNRESOLVED_AFTER: duration('10m', 1),
+  JOB_LOCK_DURATION: duration('30s', 1_000),
+  JOB_MAX_STALLED: integer(5, 0, 1_000),
+  TRAVEL_RULE_CACHE_TTL: duration('30s', 0),
+  TRACK_POLL_MIN: duration('2s', 10),
+  TRACK_POLL_MAX: duration('60s', 10),
+  TRACK_DEADLINE: duration('24h', 1_000),
+  RECONCILE_EVERY: duration('5m', 1_000),
+  RECONCILE_GRACE: duration('2m', 0),
+  RETENTION: duration('30d', 1_000),
+  TOMBSTONE_RETENTION: duration('3650d', 1_000),
+  JOB_RETENTION: duration('1d', 1_000),
+  JOB_KEEP_COMPLETED: integer(1_000, 0, 10_000_000),
+  SHUTDOWN_TIMEOUT: duration('30s', 1_000),
 
-    OTEL_EXPORTER_OTLP_ENDPOINT: optionalHttpUrl(),
-    OTEL_SERVICE_NAME: z.preprocess((v) => (v === undefined || v === '' ? 'custody-transfer-worker' : v), z.string().max(256)),
-  });
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalHttpUrl(),
+  OTEL_SERVICE_NAME: z.preprocess((v) => (v === undefined || v === '' ? 'custody-transfer-worker' : v), z.string().max(256)),
+});
 
 /**
  * Rules across variables. They read the raw text (defaults applied by hand) so that they are reported
@@ -222,7 +218,11 @@ export function clusterSlotProblems(prefix: string, eventsStream: string | undef
     keys.reconcileLock,
     keys.lookupNarrowing(310, 'eth'),
     // BullMQ's keys: <prefix>:<queue>:<suffix or job id>.
-    ...Object.values(QueueName).flatMap((queue) => [`${prefix}:${queue}:wait`, `${prefix}:${queue}:meta`, `${prefix}:${queue}:Qn4xfxmEoGQ6LcqXYkS6oB`]),
+    ...Object.values(QueueName).flatMap((queue) => [
+      `${prefix}:${queue}:wait`,
+      `${prefix}:${queue}:meta`,
+      `${prefix}:${queue}:Qn4xfxmEoGQ6LcqXYkS6oB`,
+    ]),
   ];
   if (owned.some((key) => keySlot(key) !== slot)) {
     return [`QUEUE_PREFIX: its hash tag must come before anything else in braces, so that every key under it hashes to one slot ${wanted}`];
@@ -326,9 +326,7 @@ export class ConfigError extends Error {
 /** Parses the environment once. Only this module reads the environment. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
   const result = envSchema.safeParse(env);
-  const problems = result.success
-    ? []
-    : result.error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
+  const problems = result.success ? [] : result.error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
   problems.push(...crossProblems(env));
   if (result.success && result.data.TRACK_POLL_MAX < result.data.TRACK_POLL_MIN) {
     problems.push('TRACK_POLL_MAX: must not be smaller than TRACK_POLL_MIN');
@@ -373,12 +371,22 @@ const queueEnvSchema = envSchema.pick({
 });
 
 /** Where Redis is: a URL, a Cluster's nodes, or Sentinels and the master's name (with passwords). */
-function redisConnection(env: Pick<z.infer<typeof envSchema>, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_MASTER' | 'REDIS_SENTINEL_PASSWORD' | 'REDIS_PASSWORD'>) {
+function redisConnection(
+  env: Pick<
+    z.infer<typeof envSchema>,
+    'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_MASTER' | 'REDIS_SENTINEL_PASSWORD' | 'REDIS_PASSWORD'
+  >,
+) {
   return {
     url: env.REDIS_URL,
     clusterNodes: env.REDIS_CLUSTER_NODES,
     sentinel: env.REDIS_SENTINELS
-      ? { nodes: env.REDIS_SENTINELS, master: env.REDIS_SENTINEL_MASTER, sentinelPassword: env.REDIS_SENTINEL_PASSWORD, password: env.REDIS_PASSWORD }
+      ? {
+          nodes: env.REDIS_SENTINELS,
+          master: env.REDIS_SENTINEL_MASTER,
+          sentinelPassword: env.REDIS_SENTINEL_PASSWORD,
+          password: env.REDIS_PASSWORD,
+        }
       : undefined,
   };
 }
@@ -389,7 +397,9 @@ function redisConnection(env: Pick<z.infer<typeof envSchema>, 'REDIS_URL' | 'RED
  */
 export type RedisConnection = ReturnType<typeof redisConnection>;
 
-export function loadQueueConfig(env: NodeJS.ProcessEnv = process.env): Readonly<{ redis: RedisConnection; queue: Omit<Config['queue'], 'eventsMaxLen'> }> {
+export function loadQueueConfig(
+  env: NodeJS.ProcessEnv = process.env,
+): Readonly<{ redis: RedisConnection; queue: Omit<Config['queue'], 'eventsMaxLen'> }> {
   const result = queueEnvSchema.safeParse(env);
   const problems = result.success ? [] : issueLines(result.error);
   if (env.REDIS_CLUSTER_NODES) problems.push(...clusterSlotProblems(env.QUEUE_PREFIX || 'bull', env.EVENTS_STREAM || undefined));

@@ -279,7 +279,13 @@ export class RequestBudget {
    * Takes a slot for one request, sleeping for a reserved one; throws CUSTODY_RATE_LIMITED (local,
    * nothing sent) when refused, and CUSTODY_TIMEOUT (nothing sent) when `signal` ends the wait.
    */
-  async take(endpoint: CustodyEndpoint, klass: BudgetClass, member: string, signal?: AbortSignal, count?: { key: string; field: string }): Promise<void> {
+  async take(
+    endpoint: CustodyEndpoint,
+    klass: BudgetClass,
+    member: string,
+    signal?: AbortSignal,
+    count?: { key: string; field: string },
+  ): Promise<void> {
     const answer = await this.ask(klass, member, count);
     if (!answer.admitted) {
       this.#observer.refused?.(klass, answer.retryAfterMs);
@@ -289,7 +295,10 @@ export class RequestBudget {
     if (answer.waitMs > 0) {
       // The slot is reserved and goes unused if the caller's deadline ends the wait: harmless.
       await sleep(answer.waitMs, undefined, { signal }).catch(() => {
-        throw new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a request slot`, { endpoint, maybeProcessed: false });
+        throw new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a request slot`, {
+          endpoint,
+          maybeProcessed: false,
+        });
       });
     }
   }

@@ -27,7 +27,9 @@ export function eventPhrase(event: TransferEvent, options: PhraseOptions = {}): 
       return `txid ${id(event.data.txid)}`;
     case 'transfer.rejected': {
       const { code, issues } = event.data;
-      const listed = brief ? [...new Set(issues.map((issue) => issue.path))].join(', ') : issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+      const listed = brief
+        ? [...new Set(issues.map((issue) => issue.path))].join(', ')
+        : issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
       return `${code} (${listed})`;
     }
     case 'transfer.blocked': {
@@ -55,7 +57,11 @@ export function eventPhrase(event: TransferEvent, options: PhraseOptions = {}): 
   }
 }
 
-function submittedPhrase(data: EventData['transfer.submitted'], id: (value: string) => string, withText: (phrase: string, text: string) => string): string {
+function submittedPhrase(
+  data: EventData['transfer.submitted'],
+  id: (value: string) => string,
+  withText: (phrase: string, text: string) => string,
+): string {
   if (data.transfer !== null) {
     const { id: upstreamId, amount, destinationAddress } = data.transfer;
     return `upstream id ${upstreamId}, amount ${amount} to ${id(destinationAddress)}`;

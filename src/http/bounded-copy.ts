@@ -30,7 +30,9 @@ type Container = Record<string, unknown> | unknown[];
 export function boundedCopyWithoutUser(value: unknown, limits: Readonly<CopyLimits> = DASHBOARD_COPY_LIMITS): unknown {
   let budget = limits.nodes;
   const copyScalar = (inner: unknown): unknown =>
-    typeof inner === 'string' && inner.length > limits.stringLength ? `${inner.slice(0, limits.stringLength)}… ${TRUNCATED} (${inner.length} characters)` : inner;
+    typeof inner === 'string' && inner.length > limits.stringLength
+      ? `${inner.slice(0, limits.stringLength)}… ${TRUNCATED} (${inner.length} characters)`
+      : inner;
   const isContainer = (inner: unknown): inner is Container => inner !== null && typeof inner === 'object';
   // Objects without a prototype: a key named `__proto__` (JSON.parse makes it an own key) stays a key.
   const empty = (inner: Container): Container => (Array.isArray(inner) ? [] : (Object.create(null) as Record<string, unknown>));

@@ -20,7 +20,12 @@ const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
  * and without any `user` object; in job data, `travelRule` values and every `metadata` value whose key
  * is not in `metadataKeys` (DASHBOARD_METADATA_KEYS) are shown as `[redacted]` (job-view.ts).
  */
-export async function registerDashboard(server: FastifyInstance, app: App, readOnly: boolean, metadataKeys: readonly string[]): Promise<void> {
+export async function registerDashboard(
+  server: FastifyInstance,
+  app: App,
+  readOnly: boolean,
+  metadataKeys: readonly string[],
+): Promise<void> {
   const adapter = new FastifyAdapter();
   adapter.setBasePath(DASHBOARD_PATH);
   const queues = Object.entries(app.queues).map(([name, queue]) => {
@@ -35,7 +40,9 @@ export async function registerDashboard(server: FastifyInstance, app: App, readO
     if (readOnly) {
       scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
         if (READ_METHODS.has(request.method)) return;
-        return reply.code(403).send({ error: 'READ_ONLY', message: 'the dashboard is read-only (DASHBOARD_READ_ONLY=false allows changes)' });
+        return reply
+          .code(403)
+          .send({ error: 'READ_ONLY', message: 'the dashboard is read-only (DASHBOARD_READ_ONLY=false allows changes)' });
       });
     }
     await scope.register(adapter.registerPlugin(), { prefix: DASHBOARD_PATH });

@@ -21,7 +21,11 @@ const isContainer = (value: unknown): value is Container => value !== null && ty
 // Objects without a prototype, as in the bounded copy: a key named `__proto__` stays a key.
 const empty = (value: Container): Container => (Array.isArray(value) ? [] : (Object.create(null) as Record<string, unknown>));
 
-export function redactJobData(data: unknown, metadataKeys: readonly string[], limits: Readonly<CopyLimits> = DASHBOARD_COPY_LIMITS): unknown {
+export function redactJobData(
+  data: unknown,
+  metadataKeys: readonly string[],
+  limits: Readonly<CopyLimits> = DASHBOARD_COPY_LIMITS,
+): unknown {
   if (!isContainer(data) || Array.isArray(data)) return data;
   if (!Object.hasOwn(data, 'metadata') && !Object.hasOwn(data, 'travelRule')) return data;
   const shown = new Set(metadataKeys);

@@ -45,7 +45,10 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
 
   server.get('/readyz', async (_request, reply) => {
     const redisOk = await Promise.race([
-      app.redis.ping().then(() => true, () => false),
+      app.redis.ping().then(
+        () => true,
+        () => false,
+      ),
       new Promise<boolean>((resolve) => setTimeout(resolve, READY_PING_TIMEOUT_MS, false).unref()),
     ]);
     const workersOk = app.running();

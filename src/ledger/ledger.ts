@@ -154,13 +154,20 @@ export class Ledger {
   ): Promise<TransitionResult> {
     // A rejected job keeps no payload; its payload key (same hash slot) is never written.
     const key = this.#keys.jobRejection(jobId);
-    return this.#run(key, `${key}:payload`, common.sequenceId, '', {
-      from: [NO_RECORD],
-      to: TransferState.REJECTED,
-      set: { jobId, walletId: common.walletId, coin: common.coin, metadata: common.metadata },
-      stamp: ['createdAt'],
-      event: { type: 'transfer.rejected', data },
-    }, undefined);
+    return this.#run(
+      key,
+      `${key}:payload`,
+      common.sequenceId,
+      '',
+      {
+        from: [NO_RECORD],
+        to: TransferState.REJECTED,
+        set: { jobId, walletId: common.walletId, coin: common.coin, metadata: common.metadata },
+        stamp: ['createdAt'],
+        event: { type: 'transfer.rejected', data },
+      },
+      undefined,
+    );
   }
 
   /**
@@ -177,7 +184,24 @@ export class Ledger {
       this.#keys.systemEventRun(runId),
       this.#options.eventsMaxLen,
       SYSTEM_EVENT_RUN_TTL_MS,
-      ...['event', type, 'sequenceId', '', 'walletId', '', 'coin', '', 'version', '0', 'at', at, 'data', JSON.stringify(data), 'metadata', ''],
+      ...[
+        'event',
+        type,
+        'sequenceId',
+        '',
+        'walletId',
+        '',
+        'coin',
+        '',
+        'version',
+        '0',
+        'at',
+        at,
+        'data',
+        JSON.stringify(data),
+        'metadata',
+        '',
+      ],
     );
     return String(id);
   }
@@ -227,7 +251,10 @@ export class Ledger {
 
   /** How many transfers are not terminal, and the last change of the least recently changed one (ms, Redis time). */
   async activeSummary(): Promise<{ count: number; oldestChangeAt: number | undefined }> {
-    const [count, oldest] = await Promise.all([this.#redis.zcard(this.#keys.active), this.#redis.zrange(this.#keys.active, '0', '0', 'WITHSCORES')]);
+    const [count, oldest] = await Promise.all([
+      this.#redis.zcard(this.#keys.active),
+      this.#redis.zrange(this.#keys.active, '0', '0', 'WITHSCORES'),
+    ]);
     return { count, oldestChangeAt: oldest[1] === undefined ? undefined : Number(oldest[1]) };
   }
 
@@ -283,8 +310,22 @@ export class Ledger {
     return withRedisLock(this.#redis, this.#keys.reconcileLock, ttlMs, renewMs, task);
   }
 
-  async #run(key: string, payloadKey: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: undefined): Promise<TransitionResult>;
-  async #run<T>(key: string, payloadKey: string, eventSequenceId: string, indexMember: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>>;
+  async #run(
+    key: string,
+    payloadKey: string,
+    eventSequenceId: string,
+    indexMember: string,
+    request: TransitionRequest,
+    view: undefined,
+  ): Promise<TransitionResult>;
+  async #run<T>(
+    key: string,
+    payloadKey: string,
+    eventSequenceId: string,
+    indexMember: string,
+    request: TransitionRequest,
+    view: RecordView<T>,
+  ): Promise<TransitionResult<T>>;
   async #run<T>(
     key: string,
     payloadKey: string,

@@ -60,7 +60,11 @@ export interface Release {
 
 export const op = {
   /** An invalid job with a usable sequenceId: `transfer.rejected`, once, unless a record or tombstone exists. */
-  reject(jobId: string, described: { walletId: string; coin: string; metadata: string }, data: EventData['transfer.rejected']): TransitionRequest {
+  reject(
+    jobId: string,
+    described: { walletId: string; coin: string; metadata: string },
+    data: EventData['transfer.rejected'],
+  ): TransitionRequest {
     return {
       from: [NO_RECORD],
       to: TransferState.REJECTED,
@@ -89,12 +93,22 @@ export const op = {
 
   /** The travel-rule setting could not be read: counted, retried later. */
   gateUnavailable(failures: number): TransitionRequest {
-    return { from: [TransferState.RECEIVED], to: TransferState.RECEIVED, set: { failures, lastError: FailureCode.TRAVEL_RULE_UNAVAILABLE } };
+    return {
+      from: [TransferState.RECEIVED],
+      to: TransferState.RECEIVED,
+      set: { failures, lastError: FailureCode.TRAVEL_RULE_UNAVAILABLE },
+    };
   },
 
   /** The travel-rule setting could not be read SUBMIT_ATTEMPTS times: `transfer.failed`, nothing was sent. */
   gateFailed(failures: number, data: EventData['transfer.failed']): TransitionRequest {
-    return { from: [TransferState.RECEIVED], to: TransferState.FAILED, set: { failures }, unset: ['payload'], event: { type: 'transfer.failed', data } };
+    return {
+      from: [TransferState.RECEIVED],
+      to: TransferState.FAILED,
+      set: { failures },
+      unset: ['payload'],
+      event: { type: 'transfer.failed', data },
+    };
   },
 
   block(decision: GateDecision): TransitionRequest {
@@ -113,7 +127,13 @@ export const op = {
 
   /** Takes (or renews) the send lease and marks a send in flight, counted. */
   takeSend(from: typeof TransferState.GATED | typeof TransferState.SUBMITTING, owner: LeaseOwner, leaseMs: number): TransitionRequest {
-    return { from: [from], to: TransferState.SUBMITTING, lease: { mode: 'take', owner, ms: leaseMs }, set: { pending: 1 }, increment: { sends: 1 } };
+    return {
+      from: [from],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'take', owner, ms: leaseMs },
+      set: { pending: 1 },
+      increment: { sends: 1 },
+    };
   },
 
   /** Takes (or renews) the send lease of a transfer in `submitting`, sending nothing yet. */
@@ -141,7 +161,9 @@ export const op = {
     return {
       ...op.release(owner, release),
       stampOnce: ['unknownSince'],
-      ...(unresolved ? { requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved', data: unresolved } } : {}),
+      ...(unresolved
+        ? { requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved', data: unresolved } }
+        : {}),
     };
   },
 
@@ -197,7 +219,14 @@ export const op = {
     const common = { from: [TransferState.SUBMITTING], lease: { mode: 'free' }, operator: true } as const;
     if (event.type === 'transfer.submitted') {
       // Recorded with the resolution: if adding the tracking job fails, reconciliation adds it.
-      return { ...common, to: TransferState.SUBMITTED, stamp: ['submittedAt'], unset: ['payload', 'lastError', ...LEASE_FIELDS], event, trackerPending: true };
+      return {
+        ...common,
+        to: TransferState.SUBMITTED,
+        stamp: ['submittedAt'],
+        unset: ['payload', 'lastError', ...LEASE_FIELDS],
+        event,
+        trackerPending: true,
+      };
     }
     return { ...common, to: TransferState.FAILED, unset: ['payload', ...LEASE_FIELDS], event };
   },
@@ -241,7 +270,12 @@ export const op = {
   },
 
   broadcast(txid: string, at: number, data: EventData['transfer.broadcast']): TransitionRequest {
-    return { from: [TransferState.SUBMITTED], to: TransferState.BROADCAST, set: { txid, broadcastAt: at }, event: { type: 'transfer.broadcast', data } };
+    return {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.BROADCAST,
+      set: { txid, broadcastAt: at },
+      event: { type: 'transfer.broadcast', data },
+    };
   },
 
   /** Tracking: TRACK_DEADLINE passed without a txid. */

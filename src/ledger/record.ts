@@ -11,7 +11,6 @@ export function parseTombstone(text: string): Tombstone {
   return { state: text.slice(0, at) as TransferState, version: Number(text.slice(at + 1)) };
 }
 
-
 /** The ledger hash as stored: all text. Field names are the ones the Lua script and handlers use. */
 export interface TransferRecord {
   sequenceId: string;
@@ -107,7 +106,10 @@ export interface RecordView<T> {
   build(sequenceId: string, values: ReadonlyArray<string | null | undefined>): T;
 }
 
-function recordView<K extends keyof TransferRecord>(fields: readonly string[], keys: readonly K[]): RecordView<Pick<TransferRecord, K | 'sequenceId'>> {
+function recordView<K extends keyof TransferRecord>(
+  fields: readonly string[],
+  keys: readonly K[],
+): RecordView<Pick<TransferRecord, K | 'sequenceId'>> {
   return {
     fields,
     build(sequenceId, values) {
@@ -128,17 +130,43 @@ function recordView<K extends keyof TransferRecord>(fields: readonly string[], k
 export const NO_VIEW = recordView([], []);
 
 /** What a runner that holds the send lease needs to act on the send's outcome (see the submit handler). */
-export const SEND_VIEW = recordView(['sends', 'failures', 'unknownSince', 'unresolvedAt'], ['sends', 'failures', 'unknownSince', 'unresolvedAt']);
+export const SEND_VIEW = recordView(
+  ['sends', 'failures', 'unknownSince', 'unresolvedAt'],
+  ['sends', 'failures', 'unknownSince', 'unresolvedAt'],
+);
 export type SendView = Pick<TransferRecord, 'sequenceId' | 'sends' | 'failures' | 'unknownSince' | 'unresolvedAt'>;
 
 /** What one tracking poll needs (see the track handler). */
 export const TRACKING_VIEW = recordView(
-  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'matchTransactionId', 'matchAddress', 'matchAmount', 'txid'],
+  [
+    'state',
+    'walletId',
+    'coin',
+    'submittedAt',
+    'updatedAt',
+    'pollFailures',
+    'unmatchedPolls',
+    'enrichFailures',
+    'matchTransactionId',
+    'matchAddress',
+    'matchAmount',
+    'txid',
+  ],
   ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'match', 'txid'],
 );
 export type TrackingView = Pick<
   TransferRecord,
-  'sequenceId' | 'state' | 'walletId' | 'coin' | 'submittedAt' | 'updatedAt' | 'pollFailures' | 'unmatchedPolls' | 'enrichFailures' | 'match' | 'txid'
+  | 'sequenceId'
+  | 'state'
+  | 'walletId'
+  | 'coin'
+  | 'submittedAt'
+  | 'updatedAt'
+  | 'pollFailures'
+  | 'unmatchedPolls'
+  | 'enrichFailures'
+  | 'match'
+  | 'txid'
 >;
 
 /** What a broadcast transition reads back: the calls made for the transfer (the metric). */
@@ -188,4 +216,3 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     calls: num(hash[CALLS_FIELD]),
   };
 }
-

@@ -27,4 +27,3 @@ export const NON_TERMINAL_STATES: readonly TransferState[] = Object.values(Trans
 
 /** `-` in an expected-state list: the transfer has no record yet. */
 export const NO_RECORD = '-';
-

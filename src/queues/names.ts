@@ -35,4 +35,3 @@ export function legacyTrackJobId(sequenceId: string): string {
 export function trackJobOptions(sequenceId: string, delayMs: number): JobsOptions {
   return { jobId: trackJobId(sequenceId), delay: delayMs, attempts: undefined };
 }
-

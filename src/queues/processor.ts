@@ -91,7 +91,9 @@ export function createProcessor<R>(handler: Handler<R>, options: ProcessorOption
       }
       if (job.name !== options.jobName) {
         options.onRefused?.(options.queue, 'job_name');
-        throw new UnrecoverableError(`job name "${job.name.slice(0, 64)}" is not "${options.jobName}": this queue processes only that name`);
+        throw new UnrecoverableError(
+          `job name "${job.name.slice(0, 64)}" is not "${options.jobName}": this queue processes only that name`,
+        );
       }
       return await handler({ job, token, log });
     } catch (error) {

@@ -34,9 +34,7 @@ export async function handleControl(target: ControlTarget, req: IncomingMessage,
     answer = controlAnswer(target, req.method ?? 'GET', path.split('/').slice(2), body.text);
   } catch (error) {
     answer =
-      error instanceof SettingsError || error instanceof ControlInputError
-        ? failure(400, error.message)
-        : failure(500, 'internal error');
+      error instanceof SettingsError || error instanceof ControlInputError ? failure(400, error.message) : failure(500, 'internal error');
   }
   write(res, answer);
 }

@@ -63,17 +63,9 @@ export function readSimulatorEnv(env: NodeJS.ProcessEnv): SimulatorEnv {
   if (narrowResults !== undefined) settings.narrowResults = narrowResults;
   const mixedCase = check('SIM_MIXED_CASE', bool, 'true or false');
   if (mixedCase !== undefined) settings.mixedCaseAddresses = mixedCase;
-  const profile = check(
-    'SIM_PROFILE',
-    (text) => SIM_PROFILES.find((name) => name === text.toLowerCase()),
-    SIM_PROFILES.join(' or '),
-  );
+  const profile = check('SIM_PROFILE', (text) => SIM_PROFILES.find((name) => name === text.toLowerCase()), SIM_PROFILES.join(' or '));
   if (profile !== undefined) settings.profile = profile satisfies SimProfile;
-  const outgoingTxn = check(
-    'SIM_TRAVEL_RULE_OUTGOING',
-    (text) => (text === '0' || text === '1' ? Number(text) : undefined),
-    '0 or 1',
-  );
+  const outgoingTxn = check('SIM_TRAVEL_RULE_OUTGOING', (text) => (text === '0' || text === '1' ? Number(text) : undefined), '0 or 1');
   const mandatory = check('SIM_TRAVEL_RULE_MANDATORY', bool, 'true or false');
   if (outgoingTxn !== undefined || mandatory !== undefined) {
     settings.travelRule = {};

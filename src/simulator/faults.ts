@@ -114,9 +114,7 @@ export function faultAnswer(endpoint: SimEndpoint, kind: FaultKind, retryAfterSe
     case '401':
       return {
         status: 401,
-        body: JSON.stringify(
-          endpoint === 'token' ? { error: 'invalid_client' } : { success: false, message: 'unauthorized' },
-        ),
+        body: JSON.stringify(endpoint === 'token' ? { error: 'invalid_client' } : { success: false, message: 'unauthorized' }),
       };
     case '400':
       return { status: 400, body: JSON.stringify({ success: false, message: 'bad request (simulated)' }) };

@@ -22,10 +22,4 @@ export type {
   TravelRuleSetting,
 } from './settings.ts';
 export type { SendCount, SimulatorStats, TransferView } from './state.ts';
-export type {
-  SubmitRecord,
-  TransactionRecord,
-  TransferParty,
-  WalletRecord,
-  WalletTransactionRecord,
-} from './records.ts';
+export type { SubmitRecord, TransactionRecord, TransferParty, WalletRecord, WalletTransactionRecord } from './records.ts';

@@ -35,8 +35,6 @@ try {
   process.on('SIGINT', stop);
 } catch (error) {
   const code = (error as NodeJS.ErrnoException).code;
-  process.stderr.write(
-    `${JSON.stringify({ msg: 'custody simulator failed to start', code, error: (error as Error).message })}\n`,
-  );
+  process.stderr.write(`${JSON.stringify({ msg: 'custody simulator failed to start', code, error: (error as Error).message })}\n`);
   process.exit(1);
 }

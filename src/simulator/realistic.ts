@@ -21,22 +21,8 @@
  * with their count since the last reset.
  */
 import { createHash } from 'node:crypto';
-import {
-  buildWallet,
-  formatUnits,
-  mixCase,
-  sha256Hex,
-  unitsToNumber,
-  usdOf,
-  walletAddress,
-} from './records.ts';
-import type {
-  SubmitRecord,
-  TransactionRecord,
-  TransferParty,
-  WalletRecord,
-  WalletTransactionRecord,
-} from './records.ts';
+import { buildWallet, formatUnits, mixCase, sha256Hex, unitsToNumber, usdOf, walletAddress } from './records.ts';
+import type { SubmitRecord, TransactionRecord, TransferParty, WalletRecord, WalletTransactionRecord } from './records.ts';
 import type { TravelRuleSetting } from './settings.ts';
 import type { SimTransfer } from './state.ts';
 
@@ -322,9 +308,7 @@ export class RealisticProfile implements AnswerProfile {
     if (oneIn(draw, 'explorer-null', 3)) out.explorerLink = null;
     if (oneIn(draw, 'walletid-text', 3)) out.walletid = String(record.walletid);
     // upstream API 2.5: "or a literal marker word when external"
-    out.externaladdress = oneIn(draw, 'external-word', 4)
-      ? 'external'
-      : respell(record.externaladdress, draw, 'external:case');
+    out.externaladdress = oneIn(draw, 'external-word', 4) ? 'external' : respell(record.externaladdress, draw, 'external:case');
     Object.assign(out, extras(draw, 'wallet-tx', `/api/wallet/${record.walletid}/txid/${record.txid}`));
     return { result: out };
   }
@@ -339,9 +323,7 @@ export class RealisticProfile implements AnswerProfile {
     const first = draw('first', OTHER_SLOTS);
     // A record with a listed transfer's destination and amount would make the transfer ambiguous to a
     // matcher. Separate hash domains make that impossible by accident; this makes it impossible.
-    const pairs = new Set(
-      listed.map(({ derived }) => pairKey(derived.destination, formatUnits(derived.amountUnits, derived.scale))),
-    );
+    const pairs = new Set(listed.map(({ derived }) => pairKey(derived.destination, formatUnits(derived.amountUnits, derived.scale))));
     const records: OtherRecord[] = [];
     for (let index = 0; index < count; index += 1) {
       const record = otherRecord(walletId, coin, (first + index) % OTHER_SLOTS);

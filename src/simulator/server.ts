@@ -259,9 +259,7 @@ class SimulatorServer implements ControlTarget {
       case 'sendTransaction':
         return this.bearerAuthorized(req, now) ? this.sendTransaction(route.walletId, text, now) : UNAUTHORIZED;
       case 'getWalletTransaction':
-        return this.bearerAuthorized(req, now)
-          ? this.getWalletTransaction(route.walletId, route.txid, now)
-          : UNAUTHORIZED;
+        return this.bearerAuthorized(req, now) ? this.getWalletTransaction(route.walletId, route.txid, now) : UNAUTHORIZED;
     }
   }
 
@@ -288,11 +286,7 @@ class SimulatorServer implements ControlTarget {
       }
       fields = parsed.value;
     }
-    if (
-      fields.grant_type !== 'client_credentials' ||
-      fields.client_id !== this.clientId ||
-      fields.client_secret !== this.clientSecret
-    ) {
+    if (fields.grant_type !== 'client_credentials' || fields.client_id !== this.clientId || fields.client_secret !== this.clientSecret) {
       return json(401, { error: 'invalid_client' });
     }
     const lifetime = this.current.tokenLifetimeSec;
@@ -366,13 +360,7 @@ class SimulatorServer implements ControlTarget {
     for (const field of ['txBase64', 'txHex', 'sequenceId'] as const) {
       if (!nonEmptyString(halfSigned[field])) return failure(400, `halfSigned.${field} must be a non-empty string`);
     }
-    const result = this.state.accept(
-      Number(walletIdText),
-      txHex,
-      halfSigned as HalfSigned,
-      this.current,
-      now,
-    );
+    const result = this.state.accept(Number(walletIdText), txHex, halfSigned as HalfSigned, this.current, now);
     if (!result.accepted) {
       return failure(409, `transaction with sequenceId ${String(halfSigned.sequenceId)} was already submitted`);
     }

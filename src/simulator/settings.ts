@@ -5,13 +5,7 @@
 
 export type SimEndpoint = 'token' | 'getTransfer' | 'sendTransaction' | 'getWalletTransaction' | 'isEnabled';
 
-export const SIM_ENDPOINTS: readonly SimEndpoint[] = [
-  'token',
-  'getTransfer',
-  'sendTransaction',
-  'getWalletTransaction',
-  'isEnabled',
-];
+export const SIM_ENDPOINTS: readonly SimEndpoint[] = ['token', 'getTransfer', 'sendTransaction', 'getWalletTransaction', 'isEnabled'];
 
 export type FaultKind =
   | '5xx'
@@ -356,10 +350,7 @@ export function parseFaultPlan(input: unknown): FaultPlan | null {
     plan.kinds = [...(kinds as FaultKind[])];
   }
   if (sequence !== undefined) {
-    if (
-      !Array.isArray(sequence) ||
-      !sequence.every((entry) => entry === 'ok' || FAULT_KINDS.includes(entry as FaultKind))
-    ) {
+    if (!Array.isArray(sequence) || !sequence.every((entry) => entry === 'ok' || FAULT_KINDS.includes(entry as FaultKind))) {
       throw new SettingsError(`fault plan.sequence: must be an array of ok, ${FAULT_KINDS.join(', ')}`);
     }
     plan.sequence = [...(sequence as Array<FaultKind | 'ok'>)];

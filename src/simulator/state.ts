@@ -68,10 +68,7 @@ export interface TransferView {
 }
 
 function emptyRequests(): Record<SimEndpoint, Record<string, number>> {
-  return Object.fromEntries(SIM_ENDPOINTS.map((endpoint) => [endpoint, {}])) as Record<
-    SimEndpoint,
-    Record<string, number>
-  >;
+  return Object.fromEntries(SIM_ENDPOINTS.map((endpoint) => [endpoint, {}])) as Record<SimEndpoint, Record<string, number>>;
 }
 
 export type AcceptResult = { accepted: true; transfer: SimTransfer } | { accepted: false };
@@ -155,13 +152,7 @@ export class SimState {
    * Records a send. Synchronous, so two concurrent sends of one sequenceId cannot both pass the
    * duplicate check.
    */
-  accept(
-    walletId: number,
-    txHex: string,
-    halfSigned: HalfSigned,
-    settings: SimulatorSettings,
-    now: number,
-  ): AcceptResult {
+  accept(walletId: number, txHex: string, halfSigned: HalfSigned, settings: SimulatorSettings, now: number): AcceptResult {
     const sequenceId = halfSigned.sequenceId;
     const count = this.sendCount(sequenceId);
     const existing = this.bySequenceId.get(sequenceId);
@@ -226,13 +217,7 @@ export class SimState {
    * Up to `limit` newest visible transfers of the wallet, of the given coin (or of a coin not yet
    * known), other than `exclude`. Scans from the newest so a busy wallet costs only `limit` steps.
    */
-  othersInWallet(
-    walletId: number,
-    coin: string,
-    exclude: ReadonlySet<SimTransfer>,
-    limit: number,
-    now: number,
-  ): SimTransfer[] {
+  othersInWallet(walletId: number, coin: string, exclude: ReadonlySet<SimTransfer>, limit: number, now: number): SimTransfer[] {
     const inWallet = this.byWallet.get(walletId);
     const found: SimTransfer[] = [];
     if (!inWallet) return found;

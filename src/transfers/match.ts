@@ -12,10 +12,7 @@ export interface TransferMatch {
   amount?: string;
 }
 
-export type MatchResult =
-  | { kind: 'found'; transaction: Transaction }
-  | { kind: 'none' }
-  | { kind: 'ambiguous'; candidates: number };
+export type MatchResult = { kind: 'found'; transaction: Transaction } | { kind: 'none' } | { kind: 'ambiguous'; candidates: number };
 
 /**
  * Picks the transaction that is this transfer from a get-transfer answer, which upstream API 4.1 does not
@@ -45,7 +42,9 @@ export function findTransfer(list: readonly Transaction[] | TransactionList, mat
     const address = match.destinationAddress.toLowerCase();
     const amount = match.amount;
     return decide(
-      sends.filter((tx) => tx.outputs.some((out) => out.address.toLowerCase() === address && decimalEqualsAtPlaces(out.amount, amount, LIST_AMOUNT_PLACES))),
+      sends.filter((tx) =>
+        tx.outputs.some((out) => out.address.toLowerCase() === address && decimalEqualsAtPlaces(out.amount, amount, LIST_AMOUNT_PLACES)),
+      ),
     );
   }
   if (match.transactionId !== undefined) return { kind: 'none' };

@@ -59,15 +59,26 @@ describe('npm run bench (BENCH_QUICK=1)', () => {
     expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
     const rounds = (side: string) => (at(result, side) as unknown[]).length;
     const bars = [...svg.matchAll(/<rect x="[^"]+" y="[^"]+" width="[^"]+" height="[^"]+" fill="#(1f6feb|8b949e)"><title>/g)];
-    expect(bars).toHaveLength(rounds('submissions.ours.rounds') + rounds('submissions.bare.rounds') + rounds('tracking.ours.rounds') + rounds('tracking.bare.rounds'));
+    expect(bars).toHaveLength(
+      rounds('submissions.ours.rounds') +
+        rounds('submissions.bare.rounds') +
+        rounds('tracking.ours.rounds') +
+        rounds('tracking.bare.rounds'),
+    );
     const curves = [...svg.matchAll(/<polyline points="([^"]+)"/g)].map((match) => match[1]!.split(' '));
     expect(curves).toHaveLength(2);
     // The sweep: its points (BENCH_QUICK measures one fraction, plus the half-load point) in the JSON,
     // the table and the fourth panel (p99 and p50 per side).
-    const sweep = result.latencySweep as Array<{ fraction: number; offeredPerSecond: number; ours: { p99Ms: number }; bare: { p99Ms: number } }>;
+    const sweep = result.latencySweep as Array<{
+      fraction: number;
+      offeredPerSecond: number;
+      ours: { p99Ms: number };
+      bare: { p99Ms: number };
+    }>;
     expect(sweep.map((point) => point.fraction)).toEqual([0.25, 0.5]);
     for (const point of sweep) {
-      for (const value of [point.offeredPerSecond, point.ours.p99Ms, point.bare.p99Ms]) expect(Number.isFinite(value) && value > 0).toBe(true);
+      for (const value of [point.offeredPerSecond, point.ours.p99Ms, point.bare.p99Ms])
+        expect(Number.isFinite(value) && value > 0).toBe(true);
     }
     expect(sweep[1]!.ours.p99Ms).toBe(at(result, 'latency.ours.p99Ms'));
     const sweepLines = [...svg.matchAll(/<polyline data-sweep="(p99Ms|p50Ms)" points="([^"]+)"/g)];

@@ -69,7 +69,8 @@ describe('chaos: 3 workers, SIGKILLs, a Redis crash, expired tokens and upstream
 
     // ---- the run really was chaotic (else it proves little)
     expectChaos(run);
-    for (const kind of ['5xx', 'timeout', '429', 'malformed'] as const) expect(run.faultsPerKind[kind] ?? 0, `${kind} faults injected`).toBeGreaterThan(0);
+    for (const kind of ['5xx', 'timeout', '429', 'malformed'] as const)
+      expect(run.faultsPerKind[kind] ?? 0, `${kind} faults injected`).toBeGreaterThan(0);
     const unauthorized = (stats.requests.sendTransaction['401'] ?? 0) + (stats.requests.getWalletTransaction['401'] ?? 0);
     expect(unauthorized, 'expired tokens were met with 401').toBeGreaterThan(0);
 

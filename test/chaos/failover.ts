@@ -97,7 +97,12 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     const probe = new Redis(primary.url, { maxRetriesPerRequest: 1 });
     probe.on('error', () => undefined); // the primary is killed later
     clients.push(probe);
-    await until('both replicas in sync', 15_000, async () => ((await probe.info('replication')).includes('connected_slaves:2') ? true : undefined), 100);
+    await until(
+      'both replicas in sync',
+      15_000,
+      async () => ((await probe.info('replication')).includes('connected_slaves:2') ? true : undefined),
+      100,
+    );
     for (let i = 0; i < 3; i++) sentinels.push(await startSentinel(primary.port, dir));
     const sentinelList = sentinels.map((s) => ({ host: '127.0.0.1', port: s.port }));
     const ask = new Redis({ port: sentinels[0]!.port, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
@@ -117,11 +122,16 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     for (const sentinel of sentinels) {
       const one = new Redis({ port: sentinel.port, maxRetriesPerRequest: 1 });
       one.on('error', () => undefined);
-      await until(`Sentinel ${sentinel.port} sees its peers and the replicas`, 30_000, async () => {
-        const flat = (await one.call('SENTINEL', 'master', 'mymaster')) as string[];
-        const info = Object.fromEntries(flat.flatMap((v, i) => (i % 2 === 0 ? [[v, flat[i + 1]]] : [])));
-        return info['num-other-sentinels'] === '2' && info['num-slaves'] === '2' ? true : undefined;
-      }, 200);
+      await until(
+        `Sentinel ${sentinel.port} sees its peers and the replicas`,
+        30_000,
+        async () => {
+          const flat = (await one.call('SENTINEL', 'master', 'mymaster')) as string[];
+          const info = Object.fromEntries(flat.flatMap((v, i) => (i % 2 === 0 ? [[v, flat[i + 1]]] : [])));
+          return info['num-other-sentinels'] === '2' && info['num-slaves'] === '2' ? true : undefined;
+        },
+        200,
+      );
       one.disconnect();
     }
 
@@ -168,7 +178,9 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       let cursor = '0';
       while (consuming) {
         try {
-          const answer = (await reader.xread('COUNT', 1000, 'BLOCK', 500, 'STREAMS', `${prefix}:transfer-events`, cursor)) as Array<[string, Array<[string, string[]]>]> | null;
+          const answer = (await reader.xread('COUNT', 1000, 'BLOCK', 500, 'STREAMS', `${prefix}:transfer-events`, cursor)) as Array<
+            [string, Array<[string, string[]]>]
+          > | null;
           for (const [, entries] of answer ?? []) {
             for (const entry of entries) {
               cursor = entry[0];
@@ -214,17 +226,27 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
         if (victim) {
           const at = Date.now();
           await victim.kill();
-          const promoted = await until('a new master', 30_000, async () => {
-            const port = await masterPort();
-            return port !== undefined && port !== victim.port ? port : undefined;
-          }, 100);
+          const promoted = await until(
+            'a new master',
+            30_000,
+            async () => {
+              const port = await masterPort();
+              return port !== undefined && port !== victim.port ? port : undefined;
+            },
+            100,
+          );
           failovers.push({ atMs: at - started, killedPort: victim.port, newMasterPort: promoted, tookMs: Date.now() - at });
           // The old master comes back: Sentinel makes it a replica of the new one, and the next
           // failover waits until it is in sync again.
           await victim.restart();
           const master = new Redis({ port: promoted, maxRetriesPerRequest: 1 });
           master.on('error', () => undefined);
-          await until('two replicas in sync again', 30_000, async () => ((await master.info('replication')).match(/slave\d+:.*state=online/g)?.length === 2 ? true : undefined), 200).catch(() => undefined);
+          await until(
+            'two replicas in sync again',
+            30_000,
+            async () => ((await master.info('replication')).match(/slave\d+:.*state=online/g)?.length === 2 ? true : undefined),
+            200,
+          ).catch(() => undefined);
           master.disconnect();
         }
       }
@@ -283,7 +305,9 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
           // What a next look needs: the ledger record and where its submit job is.
           const record = await connection.hgetall(`${prefix}:transfer:${id}`).catch(() => ({}));
           const jobId = (record as Record<string, string>).jobId;
-          const jobState = jobId ? await submitQueue.getJobState(jobId).catch((error: Error) => `unreadable: ${error.message}`) : 'no job id';
+          const jobState = jobId
+            ? await submitQueue.getJobState(jobId).catch((error: Error) => `unreadable: ${error.message}`)
+            : 'no job id';
           samples.push(`${id}: job ${jobState}; ${JSON.stringify({ ...record, payload: undefined })}`);
         }
       }
@@ -296,7 +320,10 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     const finalByKey = new Map(events.map((e) => [`${e.sequenceId}@${e.version}`, e]));
     let versionsChangedOrLost = 0;
     for (const [key, seen] of live) if (finalByKey.get(key)?.event !== seen.event) versionsChangedOrLost++;
-    const replicaWaitRefusals = workers.reduce((n, w) => n + w.output().split('replicas did not acknowledge the send in flight').length - 1, 0);
+    const replicaWaitRefusals = workers.reduce(
+      (n, w) => n + w.output().split('replicas did not acknowledge the send in flight').length - 1,
+      0,
+    );
 
     return {
       minReplicas: scenario.minReplicas,

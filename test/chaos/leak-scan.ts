@@ -85,6 +85,9 @@ export async function keyspaceHaystacks(redis: Redis, pattern: string): Promise<
 function flatten(value: unknown): string {
   if (value === null || value === undefined) return '';
   if (Array.isArray(value)) return value.map(flatten).join('\n');
-  if (typeof value === 'object') return Object.entries(value).map(([k, v]) => `${k}\n${flatten(v)}`).join('\n');
+  if (typeof value === 'object')
+    return Object.entries(value)
+      .map(([k, v]) => `${k}\n${flatten(v)}`)
+      .join('\n');
   return String(value);
 }

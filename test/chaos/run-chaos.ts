@@ -313,9 +313,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
       return { replaceStatus: status };
     });
   }
-  const foreignClient = scenario.foreignShare
-    ? simulatorClient(sim, { connections: 4 })
-    : undefined;
+  const foreignClient = scenario.foreignShare ? simulatorClient(sim, { connections: 4 }) : undefined;
   resources.foreignClient = foreignClient;
   /** sequenceIds another client's transaction holds upstream (its send was accepted before ours). */
   const foreign = new Set<string>();
@@ -374,7 +372,9 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     void worker.exited.then((info) => {
       live.delete(worker);
       if (!killedByUs.has(worker) && !shuttingDown) {
-        unexpectedExits.push(`${worker.name} (pid ${worker.pid}) exited by itself: ${JSON.stringify(info)}; last output:\n${worker.output().slice(-3_000)}`);
+        unexpectedExits.push(
+          `${worker.name} (pid ${worker.pid}) exited by itself: ${JSON.stringify(info)}; last output:\n${worker.output().slice(-3_000)}`,
+        );
       }
     });
     const line = await worker.waitForLog('worker started', WORKER_START_TIMEOUT_MS);
@@ -512,7 +512,10 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
       if (chaosErrors.length > 0) throw chaosErrors[0];
       if (enqueueError !== undefined) throw enqueueError;
       if (unexpectedExits.length > 0 && live.size === 0) throw new Error(`every worker is gone:\n${unexpectedExits.join('\n')}`);
-      if (Date.now() > settleDeadline) throw new Error(`[${scenario.name} seed ${scenario.seed}] not settled within ${scenario.settleTimeoutMs} ms:\n${await diagnostic()}`);
+      if (Date.now() > settleDeadline)
+        throw new Error(
+          `[${scenario.name} seed ${scenario.seed}] not settled within ${scenario.settleTimeoutMs} ms:\n${await diagnostic()}`,
+        );
       await sleep(500);
     }
   } finally {
@@ -530,7 +533,11 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     const byType: Record<string, number> = {};
     for (const event of events) byType[event.event] = (byType[event.event] ?? 0) + 1;
     const stuck = sequenceIds.filter((id) => !terminal.has(id)).slice(0, 5);
-    const records = await Promise.all(stuck.map(async (id) => `  ${id}: ${JSON.stringify(await redis.hgetall(keys.transfer(id)))} sends=${JSON.stringify(sim.stats().sends[id])}`));
+    const records = await Promise.all(
+      stuck.map(
+        async (id) => `  ${id}: ${JSON.stringify(await redis.hgetall(keys.transfer(id)))} sends=${JSON.stringify(sim.stats().sends[id])}`,
+      ),
+    );
     return [
       `enqueued ${enqueued}/${scenario.transfers}, terminal ${terminal.size}`,
       `events per type: ${JSON.stringify(byType)}`,
@@ -544,17 +551,24 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
 
   // A stalled copy of a job may still run after the last terminal event (and must publish and send
   // nothing): wait until no submit or track job is left anywhere before looking.
-  await until('idle submit and track queues', 60_000, async () => {
-    for (const queue of [submitQueue, trackQueue]) {
-      const counts = await queue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children');
-      if (Object.values(counts).some((n) => n > 0)) return undefined;
-    }
-    return true;
-  }, 250);
+  await until(
+    'idle submit and track queues',
+    60_000,
+    async () => {
+      for (const queue of [submitQueue, trackQueue]) {
+        const counts = await queue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children');
+        if (Object.values(counts).some((n) => n > 0)) return undefined;
+      }
+      return true;
+    },
+    250,
+  );
 
   // ---- stop: SIGTERM to every live worker; each must drain and exit 0
   shuttingDown = true;
-  const exits = await Promise.all([...live.keys()].map(async (worker) => ({ name: worker.name, exit: await worker.stop(SHUTDOWN_GRACE_MS) })));
+  const exits = await Promise.all(
+    [...live.keys()].map(async (worker) => ({ name: worker.name, exit: await worker.stop(SHUTDOWN_GRACE_MS) })),
+  );
 
   await readNewEvents();
   const stats = sim.stats();
@@ -595,7 +609,8 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     'events of sequenceIds never enqueued': [...bySequenceId.keys()].filter((id) => !known.has(id)),
     'sequenceIds without exactly one terminal event': [],
     'events after a terminal event': [],
-    'event sequences outside [unresolved] submitted broadcast|expired(TRACKING_DEADLINE), [unresolved] expired(SEND_OUTCOME_UNKNOWN), failed': [],
+    'event sequences outside [unresolved] submitted broadcast|expired(TRACKING_DEADLINE), [unresolved] expired(SEND_OUTCOME_UNKNOWN), failed':
+      [],
     'sequenceIds accepted twice by the simulator (double spend)': [],
     'transfer.failed for a transfer accepted upstream': [],
     'transfer.submitted for a transfer never accepted upstream': [],
@@ -615,17 +630,22 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     const last = list[list.length - 1];
     const shape = list.map((e) => (e.event === 'transfer.expired' ? `expired:${codeOf(e)}` : e.event.slice('transfer.'.length))).join(' ');
     if (!/^(unresolved )?(submitted (broadcast|expired:TRACKING_DEADLINE)|expired:SEND_OUTCOME_UNKNOWN)$|^failed$/.test(shape)) {
-      flag('event sequences outside [unresolved] submitted broadcast|expired(TRACKING_DEADLINE), [unresolved] expired(SEND_OUTCOME_UNKNOWN), failed', id);
+      flag(
+        'event sequences outside [unresolved] submitted broadcast|expired(TRACKING_DEADLINE), [unresolved] expired(SEND_OUTCOME_UNKNOWN), failed',
+        id,
+      );
     }
     if (accepted(id) > 1) flag('sequenceIds accepted twice by the simulator (double spend)', id);
     if (types.includes('transfer.failed') && accepted(id) > 0) flag('transfer.failed for a transfer accepted upstream', id);
     if (types.includes('transfer.submitted') && accepted(id) === 0) flag('transfer.submitted for a transfer never accepted upstream', id);
     const broadcast = list.find((e) => e.event === 'transfer.broadcast');
     if (foreign.has(id)) {
-      if (types.includes('transfer.submitted') || broadcast !== undefined) flag("another client's transaction claimed (submitted or broadcast of a foreign holder's sequenceId)", id);
+      if (types.includes('transfer.submitted') || broadcast !== undefined)
+        flag("another client's transaction claimed (submitted or broadcast of a foreign holder's sequenceId)", id);
       const inUse = list.some((e) => e.event === 'transfer.unresolved' && e.data.code === 'SEQUENCE_ID_IN_USE');
       if (!inUse && !types.includes('transfer.failed')) flag('foreign holder not reported as SEQUENCE_ID_IN_USE', id);
-    } else if (broadcast !== undefined && broadcast.data.txid !== sim.transfer(id)?.txid) flag('broadcast txid differs from the simulator', id);
+    } else if (broadcast !== undefined && broadcast.data.txid !== sim.transfer(id)?.txid)
+      flag('broadcast txid differs from the simulator', id);
 
     if (last !== undefined && TERMINAL_EVENTS.has(last.event)) {
       const outcome = last.event === 'transfer.broadcast' ? last.event : `${last.event} ${codeOf(last) ?? ''}`.trim();
@@ -688,7 +708,8 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
       if (offset >= skew.skewMs / 2) eventsAhead += 1;
       else maxOtherOffsetMs = Math.max(maxOtherOffsetMs, Math.abs(offset));
     }
-    const countInSkewed = (needle: string) => workerOutputs.filter((w) => w.skewed).reduce((n, w) => n + w.text.split(needle).length - 1, 0);
+    const countInSkewed = (needle: string) =>
+      workerOutputs.filter((w) => w.skewed).reduce((n, w) => n + w.text.split(needle).length - 1, 0);
     skewFigures = {
       skewMs: skew.skewMs,
       startOffsets,
@@ -721,39 +742,69 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
   const firstRecordRaw = firstAccepted === undefined ? '' : sim.transfer(firstAccepted)!.record.raw;
 
   const sample = (ids: string[]) =>
-    ids.slice(0, 10).map((id) => `${id}: ${JSON.stringify((bySequenceId.get(id) ?? []).map((e) => `${e.event}@v${e.version}`))} sends=${JSON.stringify(stats.sends[id])}`);
+    ids
+      .slice(0, 10)
+      .map(
+        (id) =>
+          `${id}: ${JSON.stringify((bySequenceId.get(id) ?? []).map((e) => `${e.event}@v${e.version}`))} sends=${JSON.stringify(stats.sends[id])}`,
+      );
 
   // ---- evidence: whatever a violation (or an allowed but odd outcome) needs to be diagnosed without running again
   const violated = Object.entries(problems).filter(([, ids]) => ids.length > 0);
-  const notable = Object.entries({ 'expired SEND_OUTCOME_UNKNOWN although accepted upstream': expiredButAccepted }).filter(([, ids]) => ids.length > 0);
+  const notable = Object.entries({ 'expired SEND_OUTCOME_UNKNOWN although accepted upstream': expiredButAccepted }).filter(
+    ([, ids]) => ids.length > 0,
+  );
   let evidenceDir: string | undefined;
   if (LOG_DIR || violated.length > 0 || notable.length > 0) {
-    evidenceDir = LOG_DIR ? join(LOG_DIR, `${scenario.name}-seed${scenario.seed}`) : await mkdtemp(join(tmpdir(), `chaos-${scenario.name}-seed${scenario.seed}-`));
+    evidenceDir = LOG_DIR
+      ? join(LOG_DIR, `${scenario.name}-seed${scenario.seed}`)
+      : await mkdtemp(join(tmpdir(), `chaos-${scenario.name}-seed${scenario.seed}-`));
     await mkdir(evidenceDir, { recursive: true });
     for (const w of workerOutputs) await writeFile(join(evidenceDir, `${w.name}.log`), w.text);
     if (violated.length > 0 || notable.length > 0) {
       const ids = [...new Set([...violated, ...notable].flatMap(([, list]) => list.filter((id) => known.has(id)).slice(0, 20)))];
-      const detail = await Promise.all(ids.map(async (id) => {
-        const record = await redis.hgetall(keys.transfer(id));
-        delete record.payload;
-        return {
-          sequenceId: id,
-          events: bySequenceId.get(id) ?? [],
-          simulatorSends: stats.sends[id] ?? null,
-          simulatorTransfer: sim.transfer(id) ? { ...sim.transfer(id)!, record: undefined } : null,
-          ledgerRecord: record,
-          unknownSendLogs: unknownById.get(id) ?? [],
-          workerLogLines: workerOutputs.flatMap((w) => w.text.split('\n').filter((line) => line.includes(id)).map((line) => `${w.name}: ${line}`)),
-        };
-      }));
+      const detail = await Promise.all(
+        ids.map(async (id) => {
+          const record = await redis.hgetall(keys.transfer(id));
+          delete record.payload;
+          return {
+            sequenceId: id,
+            events: bySequenceId.get(id) ?? [],
+            simulatorSends: stats.sends[id] ?? null,
+            simulatorTransfer: sim.transfer(id) ? { ...sim.transfer(id)!, record: undefined } : null,
+            ledgerRecord: record,
+            unknownSendLogs: unknownById.get(id) ?? [],
+            workerLogLines: workerOutputs.flatMap((w) =>
+              w.text
+                .split('\n')
+                .filter((line) => line.includes(id))
+                .map((line) => `${w.name}: ${line}`),
+            ),
+          };
+        }),
+      );
       await writeFile(
         join(evidenceDir, 'evidence.json'),
-        JSON.stringify({ scenario: scenario.name, seed: scenario.seed, problems: Object.fromEntries(violated), notable: Object.fromEntries(notable), detail }, null, 2),
+        JSON.stringify(
+          {
+            scenario: scenario.name,
+            seed: scenario.seed,
+            problems: Object.fromEntries(violated),
+            notable: Object.fromEntries(notable),
+            detail,
+          },
+          null,
+          2,
+        ),
       );
     }
   }
 
-  const tally = (counts: Record<string, number>) => Object.entries(counts).sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `${k} ${n}`).join(', ');
+  const tally = (counts: Record<string, number>) =>
+    Object.entries(counts)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ');
   const sendAnswers = stats.requests.sendTransaction;
   const summary = [
     `[chaos:${scenario.name}] ${scenario.title}`,
@@ -773,16 +824,25 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     `  transfer.submitted via: ${JSON.stringify(recoveredBy)}`,
     ...(scenario.gateway ? [`  gateway: accepted sends answered instead with ${JSON.stringify(gatewayReplaced)}`] : []),
     ...(scenario.foreignShare
-      ? [`  foreign holders: ${foreign.size} sequenceIds used first by another client; reported SEQUENCE_ID_IN_USE: ${[...foreign].filter((id) => bySequenceId.get(id)?.some((e) => e.event === 'transfer.unresolved' && e.data.code === 'SEQUENCE_ID_IN_USE')).length}`]
+      ? [
+          `  foreign holders: ${foreign.size} sequenceIds used first by another client; reported SEQUENCE_ID_IN_USE: ${[...foreign].filter((id) => bySequenceId.get(id)?.some((e) => e.event === 'transfer.unresolved' && e.data.code === 'SEQUENCE_ID_IN_USE')).length}`,
+        ]
       : []),
     `  reconciliation runs: ${eventTypes['reconcile.completed'] ?? 0} completed, ${logs.reduce((n, log) => n + log.text.split('another reconciliation is running, skipped').length - 1, 0)} skipped (lock held)`,
     `  events: ${JSON.stringify(eventTypes)}`,
     ...(skewFigures
       ? [
-          `  clock skew: start offsets ${skewFigures.startOffsets.map((o) => `${o.skewed ? 'skewed' : 'normal'} ${(o.offsetMs / 1000).toFixed(1)} s`).filter((v, i, all) => all.indexOf(v) === i).join(', ')}; events published ahead by ≥ ${skewFigures.skewMs / 2000} s: ${skewFigures.eventsAhead}, other events within ${skewFigures.maxOtherOffsetMs} ms; skewed workers: ${skewFigures.submittedBySkewed} sends accepted, ${skewFigures.leaseWaitsBySkewed} waits for another's send lease`,
+          `  clock skew: start offsets ${skewFigures.startOffsets
+            .map((o) => `${o.skewed ? 'skewed' : 'normal'} ${(o.offsetMs / 1000).toFixed(1)} s`)
+            .filter((v, i, all) => all.indexOf(v) === i)
+            .join(
+              ', ',
+            )}; events published ahead by ≥ ${skewFigures.skewMs / 2000} s: ${skewFigures.eventsAhead}, other events within ${skewFigures.maxOtherOffsetMs} ms; skewed workers: ${skewFigures.submittedBySkewed} sends accepted, ${skewFigures.leaseWaitsBySkewed} waits for another's send lease`,
         ]
       : []),
-    `  guarantees: ${Object.entries(problems).map(([name, ids]) => `${ids.length} ${name}`).join('; ')}`,
+    `  guarantees: ${Object.entries(problems)
+      .map(([name, ids]) => `${ids.length} ${name}`)
+      .join('; ')}`,
     `  SIGTERM exits: ${exits.map((e) => `${e.name}=${e.exit.code ?? e.exit.signal}`).join(', ')}`,
     `  leak scan: ${needles.length} strings (${tokens.length} tokens) in ${logs.length} worker outputs (${logs.reduce((sum, log) => sum + log.text.split('\n').length, 0)} lines, ${logs.reduce((sum, log) => sum + log.text.length, 0)} chars), ${streamEntries.length} stream entries, ${stored.length} Redis keys: ${hits.length} hits`,
     ...(evidenceDir ? [`  worker logs${violated.length + notable.length ? ' and evidence.json' : ''} kept in ${evidenceDir}`] : []),
@@ -827,11 +887,15 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
 export function expectGuarantees(run: ChaosRun): void {
   expect(run.unexpectedExits, 'workers that died without being killed').toEqual([]);
   for (const [name, ids] of Object.entries(run.problems)) {
-    expect(name.startsWith('repeated') ? ids.slice(0, 10) : run.sample(ids), `${name} (seed ${run.scenario.seed}; evidence: ${run.evidenceDir ?? 'none'})`).toEqual([]);
+    expect(
+      name.startsWith('repeated') ? ids.slice(0, 10) : run.sample(ids),
+      `${name} (seed ${run.scenario.seed}; evidence: ${run.evidenceDir ?? 'none'})`,
+    ).toEqual([]);
   }
-  expect(run.exits.map((e) => `${e.name}: ${JSON.stringify(e.exit)}`), 'SIGTERM exits').toEqual(
-    run.exits.map((e) => `${e.name}: ${JSON.stringify({ code: 0, signal: null })}`),
-  );
+  expect(
+    run.exits.map((e) => `${e.name}: ${JSON.stringify(e.exit)}`),
+    'SIGTERM exits',
+  ).toEqual(run.exits.map((e) => `${e.name}: ${JSON.stringify({ code: 0, signal: null })}`));
   expect(run.leak.hits, 'secrets or personal data found').toEqual([]);
 }
 

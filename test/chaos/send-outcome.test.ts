@@ -108,7 +108,9 @@ describe('chaos: sends of unknown outcome, slow upstream, a worker 30 s ahead', 
     expect(run.unknownSends.refusedAfterAccepted.length, 'transfers accepted upstream whose later send was refused').toBeGreaterThan(0);
 
     expectGuarantees(run);
-    expect(unexpectedOutcomes(run, /^transfer\.(broadcast|failed|expired)\b/), 'outcomes other than broadcast, failed, expired').toEqual([]);
+    expect(unexpectedOutcomes(run, /^transfer\.(broadcast|failed|expired)\b/), 'outcomes other than broadcast, failed, expired').toEqual(
+      [],
+    );
     // Most transfers accepted upstream are found (lookup, 409 or the answer) and broadcast.
     expect(run.outcomes['transfer.broadcast'] ?? 0).toBeGreaterThan(run.scenario.transfers / 2);
   });
@@ -116,7 +118,8 @@ describe('chaos: sends of unknown outcome, slow upstream, a worker 30 s ahead', 
   it('slow token and send near CUSTODY_TIMEOUT, tokens expiring between requests: every transfer accepted upstream sent once and broadcast', async () => {
     const run = await runChaos({
       name: 'slow-upstream',
-      title: 'token and sendTransaction answer in 700-950 ms (CUSTODY_TIMEOUT 1 s), tokens live 2 s; kills, a Redis crash, a worker 30 s ahead',
+      title:
+        'token and sendTransaction answer in 700-950 ms (CUSTODY_TIMEOUT 1 s), tokens live 2 s; kills, a Redis crash, a worker 30 s ahead',
       seed: (SEED ^ 0x5bd1e995) >>> 0,
       transfers: 300,
       workers: 3,
@@ -163,7 +166,10 @@ describe('chaos: sends of unknown outcome, slow upstream, a worker 30 s ahead', 
     // for good (CUSTODY_UNAUTHORIZED, nothing sent: expectGuarantees checked it was never accepted). It
     // happens when a forced expiry lands while that token is on its way (0.7-0.95 s here): the token was
     // revoked before it arrived.
-    expect(unexpectedOutcomes(run, /^transfer\.(broadcast|failed CUSTODY_UNAUTHORIZED)$/), 'outcomes other than broadcast, failed CUSTODY_UNAUTHORIZED').toEqual([]);
+    expect(
+      unexpectedOutcomes(run, /^transfer\.(broadcast|failed CUSTODY_UNAUTHORIZED)$/),
+      'outcomes other than broadcast, failed CUSTODY_UNAUTHORIZED',
+    ).toEqual([]);
     const acceptedNotBroadcast = run.sequenceIds.filter(
       (id) => (run.stats.sends[id]?.accepted ?? 0) > 0 && run.bySequenceId.get(id)?.at(-1)?.event !== 'transfer.broadcast',
     );
@@ -206,12 +212,15 @@ describe('chaos: sends of unknown outcome, slow upstream, a worker 30 s ahead', 
     });
     console.log(run.summary);
 
-    for (const status of ['500', '502', '408', '520', '522', '524']) expect(run.gatewayReplaced[status] ?? 0, `gateway answered ${status} for an accepted send`).toBeGreaterThan(0);
+    for (const status of ['500', '502', '408', '520', '522', '524'])
+      expect(run.gatewayReplaced[status] ?? 0, `gateway answered ${status} for an accepted send`).toBeGreaterThan(0);
     expect(run.foreign.length, 'sequenceIds held by another client').toBeGreaterThan(20);
     expectGuarantees(run);
     // Every transfer accepted upstream (by our own send) was broadcast: none failed, none lost.
     const ours = run.sequenceIds.filter((id) => !run.foreign.includes(id));
-    const acceptedNotBroadcast = ours.filter((id) => (run.stats.sends[id]?.accepted ?? 0) > 0 && run.bySequenceId.get(id)?.at(-1)?.event !== 'transfer.broadcast');
+    const acceptedNotBroadcast = ours.filter(
+      (id) => (run.stats.sends[id]?.accepted ?? 0) > 0 && run.bySequenceId.get(id)?.at(-1)?.event !== 'transfer.broadcast',
+    );
     expect(run.sample(acceptedNotBroadcast), 'transfers accepted upstream but not broadcast').toEqual([]);
     // Every foreign holder's sequenceId: unresolved SEQUENCE_ID_IN_USE, then expired at TRACK_DEADLINE (or failed, when every send of ours was refused).
     const foreignOutcomes = new Set(run.foreign.map((id) => (run.bySequenceId.get(id) ?? []).map((e) => e.event).join(' ')));

@@ -163,7 +163,11 @@ describe('enqueue', () => {
       cli(['enqueue', '-'], queueEnv(prefix), JSON.stringify(second)),
     ]);
     expect(a.code).toBe(0);
-    expect(JSON.parse(a.stdout)).toEqual({ jobId: `transfer-${first.halfSigned.sequenceId}`, sequenceId: first.halfSigned.sequenceId, queue: 'submit-transaction' });
+    expect(JSON.parse(a.stdout)).toEqual({
+      jobId: `transfer-${first.halfSigned.sequenceId}`,
+      sequenceId: first.halfSigned.sequenceId,
+      queue: 'submit-transaction',
+    });
     expect(b.code).toBe(0);
     expect(b.stdout).toBe(`transfer-${second.halfSigned.sequenceId}\n`);
     for (const payload of [first, second]) {
@@ -196,7 +200,12 @@ describe('enqueue', () => {
     expect(missing.code).toBe(1);
     const error = (JSON.parse(missing.stderr) as { error: { code: string; issues: Array<{ path: string }> } }).error;
     expect(error.code).toBe('INVALID_PAYLOAD');
-    expect(error.issues.map((issue) => issue.path).sort()).toEqual(['halfSigned.sequenceId', 'halfSigned.txBase64', 'halfSigned.txHex', 'txHex']);
+    expect(error.issues.map((issue) => issue.path).sort()).toEqual([
+      'halfSigned.sequenceId',
+      'halfSigned.txBase64',
+      'halfSigned.txHex',
+      'txHex',
+    ]);
 
     expect(await totalJobs()).toBe(before);
     expect(await queue.getJob(payload.halfSigned.sequenceId)).toBeUndefined();
@@ -304,14 +313,19 @@ describe('events', () => {
     const sequenceId = payload.halfSigned.sequenceId;
     await h.producer.submit(payload);
     await follower.waitFor('the broadcast event', (stdout) =>
-      jsonLines(stdout).some((event) => (event as TransferEvent).event === 'transfer.broadcast' && (event as TransferEvent).sequenceId === sequenceId),
+      jsonLines(stdout).some(
+        (event) => (event as TransferEvent).event === 'transfer.broadcast' && (event as TransferEvent).sequenceId === sequenceId,
+      ),
     );
     expect(follower.child.kill('SIGTERM')).toBe(true);
     const result = await follower.exit();
     runs.push(result);
     expect(result).toMatchObject({ code: 0, signal: null });
     const events = jsonLines(result.stdout) as TransferEvent[];
-    expect(events.filter((event) => event.sequenceId === sequenceId).map((event) => event.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
+    expect(events.filter((event) => event.sequenceId === sequenceId).map((event) => event.event)).toEqual([
+      'transfer.submitted',
+      'transfer.broadcast',
+    ]);
     // Started at "$": nothing from before it started.
     expect(events.some((event) => event.sequenceId === done.sequenceId)).toBe(false);
   });
@@ -420,10 +434,14 @@ describe('custody commands', () => {
     const before = h.sim.requestCount();
     const secret = 'cli-test-secret-4f9a1c';
     const env = { REDIS_URL: testRedisUrl(), QUEUE_PREFIX: h.prefix, CUSTODY_CLIENT_ID: 'someone', CUSTODY_CLIENT_SECRET: secret };
-    const [text, json] = await Promise.all([cli(['travel-rule'], env), cli(['wallet-transaction', '--wallet', '310', '--txid', done.txid, '--json'], env)]);
+    const [text, json] = await Promise.all([
+      cli(['travel-rule'], env),
+      cli(['wallet-transaction', '--wallet', '310', '--txid', done.txid, '--json'], env),
+    ]);
     expect(text.code).toBe(78);
     expect(text.stdout).toBe('');
-    for (const variable of ['CUSTODY_SDK_URL', 'CUSTODY_BASE_URL', 'CUSTODY_TOKEN_URL']) expect(text.stderr).toMatch(new RegExp(`^ {2}${variable}: `, 'm'));
+    for (const variable of ['CUSTODY_SDK_URL', 'CUSTODY_BASE_URL', 'CUSTODY_TOKEN_URL'])
+      expect(text.stderr).toMatch(new RegExp(`^ {2}${variable}: `, 'm'));
     expect(text.stderr).not.toContain('CUSTODY_CLIENT_SECRET');
     expect(json.code).toBe(78);
     const error = (JSON.parse(json.stderr) as { error: { code: string; issues: Array<{ path: string }> } }).error;

@@ -19,7 +19,10 @@ describe('what the CLI prints of upstream records', () => {
   });
 
   it('drops the travel-rule originator data and keeps a user that is not inside raw', () => {
-    expect(withoutPersonalData({ data: { outgoingTxn: 1, dataJson: { name: 'Jane Doe' } }, user: 'ops' })).toEqual({ data: { outgoingTxn: 1 }, user: 'ops' });
+    expect(withoutPersonalData({ data: { outgoingTxn: 1, dataJson: { name: 'Jane Doe' } }, user: 'ops' })).toEqual({
+      data: { outgoingTxn: 1 },
+      user: 'ops',
+    });
   });
 
   it('keeps a __proto__ key from JSON as a plain field', () => {

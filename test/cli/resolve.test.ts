@@ -94,7 +94,11 @@ async function strand(options: Strand = {}): Promise<string> {
     });
   }
   if (options.liveLeaseMs !== undefined) {
-    await step({ from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'take', owner: 'runner-alive', ms: options.liveLeaseMs } });
+    await step({
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'take', owner: 'runner-alive', ms: options.liveLeaseMs },
+    });
   }
   return sequenceId;
 }
@@ -134,10 +138,15 @@ describe('resolve --as submitted', () => {
       const payload = samplePayload();
       const sequenceId = payload.halfSigned.sequenceId;
       await w.producer.submit(payload);
-      await until('transfer.unresolved', 20_000, async () => {
-        const record = await wLedger.get(sequenceId);
-        return record?.unresolvedAt !== undefined && record.leaseOwner === undefined ? record : undefined;
-      }, 50);
+      await until(
+        'transfer.unresolved',
+        20_000,
+        async () => {
+          const record = await wLedger.get(sequenceId);
+          return record?.unresolvedAt !== undefined && record.leaseOwner === undefined ? record : undefined;
+        },
+        50,
+      );
       // The worker stops, so only the operator acts on the transfer from here.
       await w.app!.close();
       w.app = undefined;
@@ -168,7 +177,10 @@ describe('resolve --as submitted', () => {
         trackJobId: trackJobId(sequenceId),
       });
       const after = await w.eventsOf(sequenceId);
-      expect(after.map((event) => [event.event, event.version])).toEqual([['transfer.unresolved', 1], ['transfer.submitted', 2]]);
+      expect(after.map((event) => [event.event, event.version])).toEqual([
+        ['transfer.unresolved', 1],
+        ['transfer.submitted', 2],
+      ]);
       expect(after[1]!.data).toEqual({ transfer: null, recoveredBy: 'operator', reason: REASON });
       expect(await trackJob(w, sequenceId)).toEqual({ name: QueueName.TRACK, data: { sequenceId } });
       const record = await wLedger.get(sequenceId);
@@ -225,7 +237,10 @@ describe('resolve --as failed', () => {
     expect(JSON.parse(result.stdout)).not.toHaveProperty('trackJobId');
 
     const events = await h.eventsOf(sequenceId);
-    expect(events.map((event) => [event.event, event.version])).toEqual([['transfer.unresolved', 1], ['transfer.failed', 2]]);
+    expect(events.map((event) => [event.event, event.version])).toEqual([
+      ['transfer.unresolved', 1],
+      ['transfer.failed', 2],
+    ]);
     expect(events[1]!.data).toEqual({ code: 'OPERATOR_RESOLVED', httpStatus: null, message: REASON, attempts: 1, resolvedBy: 'operator' });
     const record = await ledger.get(sequenceId);
     expect(record).toMatchObject({ state: TransferState.FAILED, payload: undefined, leaseOwner: undefined });

@@ -40,10 +40,15 @@ afterAll(async () => {
 
 async function reconcileIdle(): Promise<void> {
   const queue = h.app.queues[QueueName.RECONCILE];
-  await until('the reconcile queue to go idle', 10_000, async () => {
-    const counts = await queue.getJobCounts('active', 'waiting');
-    return counts.active === 0 && counts.waiting === 0 ? true : undefined;
-  }, 25);
+  await until(
+    'the reconcile queue to go idle',
+    10_000,
+    async () => {
+      const counts = await queue.getJobCounts('active', 'waiting');
+      return counts.active === 0 && counts.waiting === 0 ? true : undefined;
+    },
+    25,
+  );
 }
 
 describe('worker on a Redis Cluster with a hash-tagged QUEUE_PREFIX', () => {
@@ -70,10 +75,15 @@ describe('worker on a Redis Cluster with a hash-tagged QUEUE_PREFIX', () => {
       await queue.add(QueueName.SUBMIT, payload, { jobId: `second-${sequenceId}` });
       await h.producer.waitForTerminal(sequenceId, 20_000);
       // Both jobs must have run to the end before the counts mean anything.
-      await until('both submit jobs to complete', 10_000, async () => {
-        const states = await Promise.all([`first-${sequenceId}`, `second-${sequenceId}`].map((id) => queue.getJobState(id)));
-        return states.every((state) => state === 'completed') ? true : undefined;
-      }, 25);
+      await until(
+        'both submit jobs to complete',
+        10_000,
+        async () => {
+          const states = await Promise.all([`first-${sequenceId}`, `second-${sequenceId}`].map((id) => queue.getJobState(id)));
+          return states.every((state) => state === 'completed') ? true : undefined;
+        },
+        25,
+      );
       const events = await h.eventsOf(sequenceId);
       expect(events.filter((e) => TERMINAL.includes(e.event))).toHaveLength(1);
       expect(events.map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
@@ -93,12 +103,20 @@ describe('worker on a Redis Cluster with a hash-tagged QUEUE_PREFIX', () => {
       await reconcileIdle();
       const track = h.app.queues[QueueName.TRACK];
       await until('the tracking job', 5_000, async () => ((await track.getJob(trackJobId(sequenceId))) ? true : undefined));
-      await until('the tracking job to be removed', 5_000, async () => {
-        const job = await track.getJob(trackJobId(sequenceId));
-        if (!job) return true;
-        // Locked while a poll runs: try again on the next round.
-        return job.remove().then(() => true, () => undefined);
-      }, 20);
+      await until(
+        'the tracking job to be removed',
+        5_000,
+        async () => {
+          const job = await track.getJob(trackJobId(sequenceId));
+          if (!job) return true;
+          // Locked while a poll runs: try again on the next round.
+          return job.remove().then(
+            () => true,
+            () => undefined,
+          );
+        },
+        20,
+      );
       expect(await track.getJob(trackJobId(sequenceId))).toBeUndefined();
 
       const before = (await h.events()).filter((e) => e.event === 'reconcile.completed').length;
@@ -116,7 +134,7 @@ describe('worker on a Redis Cluster with a hash-tagged QUEUE_PREFIX', () => {
     }
   });
 
-  it('numbers every transfer\'s events 1..n and ends each transfer once', async () => {
+  it("numbers every transfer's events 1..n and ends each transfer once", async () => {
     // A few more at once, so jobs of several transfers interleave on the cluster.
     const payloads = Array.from({ length: 5 }, () => samplePayload());
     await Promise.all(payloads.map((p) => h.producer.submit(p)));
@@ -151,10 +169,13 @@ describe('worker on a Redis Cluster with a hash-tagged QUEUE_PREFIX', () => {
     expect(failed).toEqual(failed.map(([name]) => [name, 0]));
 
     // Short summaries: a failing line's err carries the whole Lua script and its arguments.
-    const summary = (line: LogLine) => `${line.level} ${line.msg ?? ''} ${(line.err as { message?: string } | undefined)?.message ?? ''}`.slice(0, 300);
+    const summary = (line: LogLine) =>
+      `${line.level} ${line.msg ?? ''} ${(line.err as { message?: string } | undefined)?.message ?? ''}`.slice(0, 300);
     expect(h.logLines.length).toBeGreaterThan(0);
     expect(h.logLines.filter((line) => /CROSSSLOT/i.test(JSON.stringify(line))).map(summary)).toEqual([]);
-    expect(h.logLines.filter((line) => line.level === 'error' || line.level === 'fatal' || line.level === 'unparsed').map(summary)).toEqual([]);
+    expect(h.logLines.filter((line) => line.level === 'error' || line.level === 'fatal' || line.level === 'unparsed').map(summary)).toEqual(
+      [],
+    );
     expect(h.emittedErrors.map(({ source, error }) => `${source}: ${error.message}`)).toEqual([]);
   });
 

@@ -25,18 +25,21 @@ import { contextSources, dockerIgnored, execForm, parseDockerfile, readDockerign
  * Throws the message of a required variable that is unset, like compose refusing to start.
  */
 function interpolate(text: string, env: Record<string, string | undefined>): string {
-  return text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, braced?: string, op?: string, word?: string, bare?: string) => {
-    if (whole === '$$') return '$';
-    const name = (braced ?? bare)!;
-    const value = env[name];
-    const missing = op?.startsWith(':') ? value === undefined || value === '' : value === undefined;
-    if (op?.endsWith('-')) return missing ? (word ?? '') : value!;
-    if (op?.endsWith('?')) {
-      if (missing) throw new Error(`required variable ${name} is missing a value: ${word}`);
-      return value!;
-    }
-    return value ?? '';
-  });
+  return text.replace(
+    /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (whole, braced?: string, op?: string, word?: string, bare?: string) => {
+      if (whole === '$$') return '$';
+      const name = (braced ?? bare)!;
+      const value = env[name];
+      const missing = op?.startsWith(':') ? value === undefined || value === '' : value === undefined;
+      if (op?.endsWith('-')) return missing ? (word ?? '') : value!;
+      if (op?.endsWith('?')) {
+        if (missing) throw new Error(`required variable ${name} is missing a value: ${word}`);
+        return value!;
+      }
+      return value ?? '';
+    },
+  );
 }
 
 interface ComposeService {
@@ -200,8 +203,16 @@ describe('Dockerfile', () => {
   });
 
   it('exposes the port the worker listens on by default and compose publishes', () => {
-    const exposed = finalStage.instructions.filter((i) => i.keyword === 'EXPOSE').flatMap((i) => i.args.split(/\s+/).map((p) => Number(p.split('/')[0])));
-    const defaultPort = loadConfig({ CUSTODY_SDK_URL: 'http://x', CUSTODY_BASE_URL: 'http://x', CUSTODY_CLIENT_ID: 'a', CUSTODY_CLIENT_SECRET: 'b', CUSTODY_ACCESS_TOKEN: 't' }).http.port;
+    const exposed = finalStage.instructions
+      .filter((i) => i.keyword === 'EXPOSE')
+      .flatMap((i) => i.args.split(/\s+/).map((p) => Number(p.split('/')[0])));
+    const defaultPort = loadConfig({
+      CUSTODY_SDK_URL: 'http://x',
+      CUSTODY_BASE_URL: 'http://x',
+      CUSTODY_CLIENT_ID: 'a',
+      CUSTODY_CLIENT_SECRET: 'b',
+      CUSTODY_ACCESS_TOKEN: 't',
+    }).http.port;
     expect(exposed).toEqual([defaultPort]);
     expect(containerPorts(compose.services.worker!)).toEqual(exposed);
   });
@@ -284,11 +295,17 @@ describe('docker-compose.yml', () => {
 
   it('points each service command at a file that exists and that the image contains', () => {
     const copiedDirs = finalStage.instructions.filter((i) => i.keyword === 'COPY').flatMap((i) => contextSources(i) ?? []);
-    for (const [name, service] of [['worker', worker], ['simulator', simulator]] as const) {
+    for (const [name, service] of [
+      ['worker', worker],
+      ['simulator', simulator],
+    ] as const) {
       const [program, file] = commandOf(service, finalCmd);
       expect(program, name).toBe('node');
       expect(existsSync(join(PROJECT_ROOT, file!)), `${name}: ${file} exists`).toBe(true);
-      expect(copiedDirs.some((dir) => file === dir || file!.startsWith(`${dir}/`)), `${name}: ${file} is copied into the image`).toBe(true);
+      expect(
+        copiedDirs.some((dir) => file === dir || file!.startsWith(`${dir}/`)),
+        `${name}: ${file} is copied into the image`,
+      ).toBe(true);
     }
     expect(commandOf(simulator, finalCmd)).toEqual(['node', 'src/simulator/main.ts']);
     expect(commandOf(worker, finalCmd)).toEqual(['node', 'src/worker.ts']);
@@ -398,12 +415,8 @@ describe('compose interpolation (test helper)', () => {
     expect(dockerIgnored(['node_modules', '*.log', '!keep.log'], 'node_modules/x/y.js')).toBe(true);
     expect(dockerIgnored(['node_modules', '*.log', '!keep.log'], 'keep.log')).toBe(false);
     expect(dockerIgnored(['test'], 'src/test.ts')).toBe(false);
-    expect(publishedAddresses({ ports: ['3000:3000', '127.0.0.1:1:2', '[::1]:5:6/udp', '7', { target: 8, host_ip: '10.0.0.1' }] }, {})).toEqual([
-      '0.0.0.0',
-      '127.0.0.1',
-      '::1',
-      '0.0.0.0',
-      '10.0.0.1',
-    ]);
+    expect(
+      publishedAddresses({ ports: ['3000:3000', '127.0.0.1:1:2', '[::1]:5:6/udp', '7', { target: 8, host_ip: '10.0.0.1' }] }, {}),
+    ).toEqual(['0.0.0.0', '127.0.0.1', '::1', '0.0.0.0', '10.0.0.1']);
   });
 });

@@ -71,7 +71,16 @@ export function contextSources(instruction: Instruction): string[] | undefined {
 /** A .dockerignore pattern (`*`, `?`, `**`) against a context path or any of its parents. */
 export function dockerIgnored(patterns: string[], path: string): boolean {
   const toRegex = (pattern: string) =>
-    new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*\*/g, '\u0000').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]').replace(/\u0000/g, '.*') /* eslint-disable-line no-control-regex -- a NUL stands for ** while the glob is rewritten */}$`);
+    new RegExp(
+      `^${
+        pattern
+          .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+          .replace(/\*\*/g, '\u0000')
+          .replace(/\*/g, '[^/]*')
+          .replace(/\?/g, '[^/]')
+          .replace(/\u0000/g, '.*') /* eslint-disable-line no-control-regex -- a NUL stands for ** while the glob is rewritten */
+      }$`,
+    );
   const segments = path.split('/');
   const prefixes = segments.map((_, i) => segments.slice(0, i + 1).join('/'));
   let ignored = false;
@@ -124,7 +133,8 @@ export function copiedFiles(root: string, stage: Stage, ignore: string[]): Copie
     if (instruction.keyword === 'WORKDIR') workdir = posix.resolve(workdir, instruction.args.trim());
     if (instruction.keyword === 'ADD') throw new Error(`ADD ${instruction.args}: use COPY`);
     if (instruction.keyword !== 'COPY') continue;
-    if (instruction.args.trim().startsWith('[') || /\s\[/.test(instruction.args)) throw new Error(`COPY in JSON form is not read here: ${instruction.args}`);
+    if (instruction.args.trim().startsWith('[') || /\s\[/.test(instruction.args))
+      throw new Error(`COPY in JSON form is not read here: ${instruction.args}`);
     const sources = contextSources(instruction);
     if (sources === undefined) continue; // --from another stage
     const words = instruction.args.split(/\s+/).filter((word) => !word.startsWith('--'));
@@ -135,7 +145,8 @@ export function copiedFiles(root: string, stage: Stage, ignore: string[]): Copie
       if (/[*?[]/.test(raw)) throw new Error(`COPY ${raw}: wildcards are not read here; name the paths`);
       const source = posix.normalize(raw).replace(/^\.\//, '').replace(/\/$/, '');
       if (statSync(join(root, source)).isDirectory()) {
-        for (const file of contextFiles(root, source, ignore)) copied.push({ source: file, target: posix.join(target, posix.relative(source, file)) });
+        for (const file of contextFiles(root, source, ignore))
+          copied.push({ source: file, target: posix.join(target, posix.relative(source, file)) });
       } else if (!dockerIgnored(ignore, source)) {
         copied.push({ source, target: into ? posix.join(target, posix.basename(source)) : target });
       }

@@ -62,7 +62,9 @@ describe('the production image', () => {
   });
 
   it('holds nothing else: only the source folders of the service (no demo, tools, tests or benchmark)', () => {
-    const outside = [...copiedSources].filter((file) => !ALLOWED.has(file) && !file.startsWith('src/') && !file.startsWith('packages/producer/src/'));
+    const outside = [...copiedSources].filter(
+      (file) => !ALLOWED.has(file) && !file.startsWith('src/') && !file.startsWith('packages/producer/src/'),
+    );
     expect(outside, 'copied from outside src/ and packages/producer/src/').toEqual([]);
     // What the folders hold beyond the graph is small and never a test, a fixture or a tool.
     const extra = [...copiedSources].filter((file) => !graph.files.has(file) && !ALLOWED.has(file));
@@ -76,7 +78,12 @@ describe('the production image', () => {
     const wrong: string[] = [];
     for (const [name, importers] of packages) {
       if (name in pkg.dependencies) continue;
-      const kind = name in (pkg.devDependencies ?? {}) ? 'a devDependency' : name in (pkg.optionalDependencies ?? {}) ? 'an optionalDependency' : 'not a dependency';
+      const kind =
+        name in (pkg.devDependencies ?? {})
+          ? 'a devDependency'
+          : name in (pkg.optionalDependencies ?? {})
+            ? 'an optionalDependency'
+            : 'not a dependency';
       wrong.push(`${name} (${kind}) imported by ${[...importers].join(', ')}`);
     }
     expect(wrong).toEqual([]);
@@ -85,7 +92,9 @@ describe('the production image', () => {
   it("runs what it holds: CMD is npm start's script, custody-worker links the package's bin", () => {
     const cmd = execForm(runtime.instructions.findLast((i) => i.keyword === 'CMD')!.args);
     expect(cmd).toEqual(['node', nodeScript('start')]);
-    const link = runtime.instructions.filter((i) => i.keyword === 'RUN').map((i) => /\bln -s (\S+) \/usr\/local\/bin\/custody-worker\b/.exec(i.args)?.[1]);
+    const link = runtime.instructions
+      .filter((i) => i.keyword === 'RUN')
+      .map((i) => /\bln -s (\S+) \/usr\/local\/bin\/custody-worker\b/.exec(i.args)?.[1]);
     expect(link.filter(Boolean)).toEqual([posix.join(workdir, pkg.bin['custody-worker']!)]);
     for (const entry of ENTRIES) expect(copiedSources).toContain(entry);
   });

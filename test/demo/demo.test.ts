@@ -6,7 +6,13 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { parseStreamEntry, TERMINAL_EVENTS, type EventData, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
+import {
+  parseStreamEntry,
+  TERMINAL_EVENTS,
+  type EventData,
+  type EventType,
+  type TransferEvent,
+} from '../../packages/producer/src/events.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import { verifyRun } from '../../tools/demo/verify.ts';
 import { buildSamples } from '../../tools/demo/samples.ts';
@@ -135,12 +141,22 @@ describe('npm run demo', () => {
     expect(summary.ok, JSON.stringify(summary.problems)).toBe(true);
     expect(summary.prefix).toMatch(/^demo-[0-9a-f]{8}$/);
     try {
-      expect(summary.samples.map((sample) => sample.kind).sort()).toEqual(['blocked', 'duplicate', 'invalid', 'normal', 'normal', 'normal']);
+      expect(summary.samples.map((sample) => sample.kind).sort()).toEqual([
+        'blocked',
+        'duplicate',
+        'invalid',
+        'normal',
+        'normal',
+        'normal',
+      ]);
       for (const sample of summary.samples) {
         expect(sample.got, sample.sequenceId).toBe(EXPECTED[sample.kind]);
         expect(sample.ok, sample.problems.join('; ')).toBe(true);
         const sent = sample.kind === 'normal' || sample.kind === 'duplicate' ? 1 : 0;
-        expect({ submitted: sample.submitted, acceptedSends: sample.acceptedSends }, sample.sequenceId).toEqual({ submitted: sent, acceptedSends: sent });
+        expect({ submitted: sample.submitted, acceptedSends: sample.acceptedSends }, sample.sequenceId).toEqual({
+          submitted: sent,
+          acceptedSends: sent,
+        });
       }
       const duplicate = summary.samples.find((sample) => sample.kind === 'duplicate')!;
       expect(duplicate.jobs).toBe(2);
@@ -153,8 +169,14 @@ describe('npm run demo', () => {
       expect(new Set(transfers.map((event) => event.sequenceId))).toEqual(new Set(summary.samples.map((sample) => sample.sequenceId)));
       for (const sample of summary.samples) {
         const own = transfers.filter((event) => event.sequenceId === sample.sequenceId);
-        expect(own.filter((event) => TERMINAL_EVENTS.has(event.event)).map((event) => event.event), sample.sequenceId).toEqual([EXPECTED[sample.kind]]);
-        expect(own.filter((event) => event.event === 'transfer.submitted'), sample.sequenceId).toHaveLength(sample.submitted);
+        expect(
+          own.filter((event) => TERMINAL_EVENTS.has(event.event)).map((event) => event.event),
+          sample.sequenceId,
+        ).toEqual([EXPECTED[sample.kind]]);
+        expect(
+          own.filter((event) => event.event === 'transfer.submitted'),
+          sample.sequenceId,
+        ).toHaveLength(sample.submitted);
       }
       expect(versionProblems(events)).toEqual([]);
 
@@ -187,10 +209,14 @@ describe('npm run demo', () => {
 
     // One line per event: time, type, sequenceId, version, a short detail.
     const time = String.raw`^ {2}\d\d:\d\d:\d\d\.\d{3} {2}`;
-    expect(stdout).toMatch(new RegExp(`${time}transfer\\.submitted +${prefix}-duplicate +v1 +upstream id \\d+, amount [\\d.]+ to \\S+$`, 'm'));
+    expect(stdout).toMatch(
+      new RegExp(`${time}transfer\\.submitted +${prefix}-duplicate +v1 +upstream id \\d+, amount [\\d.]+ to \\S+$`, 'm'),
+    );
     expect(stdout).toMatch(new RegExp(`${time}transfer\\.broadcast +${prefix}-normal-1 +v2 +txid \\S+$`, 'm'));
     expect(stdout).toMatch(new RegExp(`${time}transfer\\.blocked +${prefix}-blocked +v1 +TRAVEL_RULE_REQUIRED`, 'm'));
-    expect(stdout).toMatch(new RegExp(`${time}transfer\\.rejected +${prefix}-invalid +v1 +INVALID_PAYLOAD \\(walletId, coin, txHex\\)$`, 'm'));
+    expect(stdout).toMatch(
+      new RegExp(`${time}transfer\\.rejected +${prefix}-invalid +v1 +INVALID_PAYLOAD \\(walletId, coin, txHex\\)$`, 'm'),
+    );
     expect(stdout.match(/transfer\.submitted/g)).toHaveLength(3);
 
     // Progress on stderr (plain lines: stderr is not a terminal here).
@@ -200,7 +226,10 @@ describe('npm run demo', () => {
     // The summary table.
     expect(stdout).toMatch(/^ {2}sequenceId +sample +jobs +expected +got +submitted +sends +ok$/m);
     const row = (id: string, label: string, jobs: number, expected: string, sends: number) =>
-      new RegExp(`^ {2}${prefix}-${id} +${label.replace(/[()]/g, '\\$&')} +${jobs} +${expected} +${expected} +${sends} +${sends} +yes$`, 'm');
+      new RegExp(
+        `^ {2}${prefix}-${id} +${label.replace(/[()]/g, '\\$&')} +${jobs} +${expected} +${expected} +${sends} +${sends} +yes$`,
+        'm',
+      );
     expect(stdout).toMatch(row('normal-1', 'normal', 1, 'transfer.broadcast', 1));
     expect(stdout).toMatch(row('normal-2', 'normal', 1, 'transfer.broadcast', 1));
     expect(stdout).toMatch(row('duplicate', 'duplicate (2 jobs)', 2, 'transfer.broadcast', 1));
@@ -251,7 +280,10 @@ describe('npm run demo', () => {
   it('with --keep stays up with the dashboard after the summary until Ctrl-C, then exits with the run result', async () => {
     const demo = spawnDemo(['--keep'], fastEnv({ DEMO_TRANSFERS: '1' }));
     // stdout and stderr are two pipes: wait for both, the summary's last line and the notice.
-    await demo.waitFor('the summary and the --keep notice', (stdout, stderr) => /^dashboard: /m.test(stdout) && stderr.includes('still running (--keep)'));
+    await demo.waitFor(
+      'the summary and the --keep notice',
+      (stdout, stderr) => /^dashboard: /m.test(stdout) && stderr.includes('still running (--keep)'),
+    );
     const dashboard = /^dashboard: (\S+)$/m.exec(demo.stdout())![1]!;
     const page = await fetch(dashboard);
     expect(page.status).toBe(200);
@@ -283,7 +315,9 @@ describe('npm run demo', () => {
     expect(result.stderr).toMatch(/^SIGINT: stopping everything the demo started/m);
     expect(result.stdout).not.toMatch(/^summary$/m);
     expect(stoppedSteps(result.stderr)).toEqual(
-      hasRedisServer ? ['worker', 'http server', 'demo connection', 'simulator', 'redis-server'] : ['worker', 'http server', 'demo connection', 'simulator'],
+      hasRedisServer
+        ? ['worker', 'http server', 'demo connection', 'simulator', 'redis-server']
+        : ['worker', 'http server', 'demo connection', 'simulator'],
     );
     for (const pid of children) expect(isAlive(pid), `child ${pid} still running`).toBe(false);
     expect(await refused(`${simulator}/_sim/stats`)).toBe(true);
@@ -293,11 +327,18 @@ describe('npm run demo', () => {
 
 /** One valid `data` per event type, for events made up in tests. */
 const SAMPLE_DATA: EventData = {
-  'transfer.submitted': { transfer: { id: 48213, sequenceId: 's-1', destinationAddress: '0x5b38da6a701c568545dcfcb03fcb875f56beddc4', amount: 0.0125 } },
+  'transfer.submitted': {
+    transfer: { id: 48213, sequenceId: 's-1', destinationAddress: '0x5b38da6a701c568545dcfcb03fcb875f56beddc4', amount: 0.0125 },
+  },
   'transfer.unresolved': { code: 'SEND_OUTCOME_UNKNOWN', attempts: 3, lastError: 'CUSTODY_TIMEOUT' },
   'transfer.broadcast': {
     txid: '0x9f2c',
-    transaction: { id: '1702233', type: 'send', txid: '0x9f2c', outputs: [{ address: '0x5b38da6a701c568545dcfcb03fcb875f56beddc4', amount: '0.0125' }] },
+    transaction: {
+      id: '1702233',
+      type: 'send',
+      txid: '0x9f2c',
+      outputs: [{ address: '0x5b38da6a701c568545dcfcb03fcb875f56beddc4', amount: '0.0125' }],
+    },
     walletTransaction: null,
   },
   'transfer.rejected': { code: 'INVALID_PAYLOAD', issues: [{ path: 'coin', message: 'required' }] },
@@ -305,8 +346,17 @@ const SAMPLE_DATA: EventData = {
   'transfer.failed': { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'sendTransaction: HTTP 422, request refused', attempts: 1 },
   'transfer.expired': { code: 'TRACKING_DEADLINE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
   'reconcile.completed': {
-    checked: 0, resubmitted: 0, trackersRestored: 0, unrecoverable: 0, verified: 0, mismatches: 0,
-    verifyErrors: 0, retentionRemoved: 0, staleIndexRemoved: 0, interrupted: false, durationMs: 1,
+    checked: 0,
+    resubmitted: 0,
+    trackersRestored: 0,
+    unrecoverable: 0,
+    verified: 0,
+    mismatches: 0,
+    verifyErrors: 0,
+    retentionRemoved: 0,
+    staleIndexRemoved: 0,
+    interrupted: false,
+    durationMs: 1,
   },
 };
 
@@ -316,7 +366,24 @@ describe('the demo verdict', () => {
   const event = (sequenceId: string, type: EventType, version: number): TransferEvent =>
     parseStreamEntry([
       `${version}-0`,
-      ['event', type, 'sequenceId', sequenceId, 'walletId', '310', 'coin', 'eth', 'version', String(version), 'at', '2025-01-01T00:00:00.000Z', 'data', JSON.stringify(SAMPLE_DATA[type]), 'metadata', ''],
+      [
+        'event',
+        type,
+        'sequenceId',
+        sequenceId,
+        'walletId',
+        '310',
+        'coin',
+        'eth',
+        'version',
+        String(version),
+        'at',
+        '2025-01-01T00:00:00.000Z',
+        'data',
+        JSON.stringify(SAMPLE_DATA[type]),
+        'metadata',
+        '',
+      ],
     ]);
   const good = (): TransferEvent[] => [
     event('demo-test-normal-1', 'transfer.submitted', 1),
@@ -334,7 +401,9 @@ describe('the demo verdict', () => {
 
   it('fails a second terminal event, a second submitted event or a second accepted send', () => {
     const twice = [...good(), event('demo-test-blocked', 'transfer.blocked', 2)];
-    expect(verifyRun(samples, twice, oneSendEach).problems).toContain('demo-test-blocked: 2 terminal events (transfer.blocked, transfer.blocked), expected exactly one');
+    expect(verifyRun(samples, twice, oneSendEach).problems).toContain(
+      'demo-test-blocked: 2 terminal events (transfer.blocked, transfer.blocked), expected exactly one',
+    );
 
     const resubmitted = good();
     resubmitted.splice(3, 0, event('demo-test-duplicate', 'transfer.submitted', 2));

@@ -17,12 +17,29 @@ const board = JSON.parse(readFileSync(new URL('../../deploy/grafana/custody-work
   panels: Array<{ title?: string; targets?: Array<{ expr?: string }>; panels?: unknown[] }>;
 };
 const alerts = parse(readFileSync(new URL('../../deploy/prometheus/alerts.yml', import.meta.url), 'utf8')) as {
-  groups: Array<{ name: string; rules: Array<{ alert?: string; expr?: string; for?: string; labels?: Record<string, string>; annotations?: Record<string, string> }> }>;
+  groups: Array<{
+    name: string;
+    rules: Array<{ alert?: string; expr?: string; for?: string; labels?: Record<string, string>; annotations?: Record<string, string> }>;
+  }>;
 };
 
 /** Series Prometheus itself adds to every scrape target. */
 const PROMETHEUS_OWN = new Set(['up']);
-const KEYWORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'offset', 'bool', 'and', 'or', 'unless', 'inf', 'nan']);
+const KEYWORDS = new Set([
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'offset',
+  'bool',
+  'and',
+  'or',
+  'unless',
+  'inf',
+  'nan',
+]);
 
 /** Metric names in a PromQL expression: identifiers that are not functions, keywords, label names, strings or durations. */
 export function metricNames(expr: string): string[] {
@@ -106,10 +123,21 @@ describe('deploy/: Grafana board and Prometheus alerts', () => {
   });
 
   it('reads what a running worker exports, standard Node metrics included', () => {
-    for (const name of ['process_cpu_seconds_total', 'nodejs_eventloop_lag_p99_seconds', 'custody_worker_jobs_total', 'custody_upstream_request_duration_seconds_bucket']) {
+    for (const name of [
+      'process_cpu_seconds_total',
+      'nodejs_eventloop_lag_p99_seconds',
+      'custody_worker_jobs_total',
+      'custody_upstream_request_duration_seconds_bucket',
+    ]) {
       expect(exported.has(name), name).toBe(true);
     }
-    expect(queueWide).toEqual(expect.arrayContaining(['custody_worker_queue_jobs', 'custody_transfers_stale', 'custody_reconcile_last_completed_timestamp_seconds']));
+    expect(queueWide).toEqual(
+      expect.arrayContaining([
+        'custody_worker_queue_jobs',
+        'custody_transfers_stale',
+        'custody_reconcile_last_completed_timestamp_seconds',
+      ]),
+    );
   });
 
   it('names only exported metrics in every panel and rule', () => {
@@ -126,7 +154,8 @@ describe('deploy/: Grafana board and Prometheus alerts', () => {
   it('aggregates queue- and ledger-wide gauges with max (a sum over replicas would multiply them)', () => {
     const summed: string[] = [];
     for (const { where, expr } of expressions) {
-      for (const name of queueWide) if (new RegExp(`\\b${name}\\b`).test(expr) && !aggregatedWithMax(expr, name)) summed.push(`${where}: ${name}`);
+      for (const name of queueWide)
+        if (new RegExp(`\\b${name}\\b`).test(expr) && !aggregatedWithMax(expr, name)) summed.push(`${where}: ${name}`);
     }
     expect(summed).toEqual([]);
   });
@@ -139,7 +168,14 @@ describe('deploy/: Grafana board and Prometheus alerts', () => {
     }
     const rules = alerts.groups.flatMap((group) => group.rules);
     expect(rules.map((rule) => rule.alert)).toEqual(
-      expect.arrayContaining(['CustodyTransferUnresolved', 'CustodyTransfersStuck', 'CustodyPollFailureStreaks', 'CustodyReconcileNotCompleted', 'CustodyUpstreamErrorRate', 'CustodyWorkerNotReady']),
+      expect.arrayContaining([
+        'CustodyTransferUnresolved',
+        'CustodyTransfersStuck',
+        'CustodyPollFailureStreaks',
+        'CustodyReconcileNotCompleted',
+        'CustodyUpstreamErrorRate',
+        'CustodyWorkerNotReady',
+      ]),
     );
     for (const rule of rules) {
       expect(rule.alert, JSON.stringify(rule)).toMatch(/^[A-Z][A-Za-z]+$/);
@@ -150,7 +186,9 @@ describe('deploy/: Grafana board and Prometheus alerts', () => {
   });
 
   it('the tokeniser finds metric names and skips functions, labels, keywords and durations', () => {
-    expect(metricNames('sum by (endpoint) (rate(a_total{status=~"5..|none",x="y"}[5m])) / ignoring(code) b_total > 0.1 and on(job) up == 1e3')).toEqual(['a_total', 'b_total', 'up']);
+    expect(
+      metricNames('sum by (endpoint) (rate(a_total{status=~"5..|none",x="y"}[5m])) / ignoring(code) b_total > 0.1 and on(job) up == 1e3'),
+    ).toEqual(['a_total', 'b_total', 'up']);
     expect(aggregatedWithMax('max by (queue) (q_jobs{state="x"})', 'q_jobs')).toBe(true);
     expect(aggregatedWithMax('sum(q_jobs)', 'q_jobs')).toBe(false);
     expect(aggregatedWithMax('q_jobs > 0', 'q_jobs')).toBe(false);

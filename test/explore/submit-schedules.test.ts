@@ -110,7 +110,10 @@ interface Scenario {
 const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
   runners: fc.array(fc.record({ duplicate: fc.nat({ max: 6 }).map((n) => n === 0) }), { minLength: 2, maxLength: 3 }),
   sends: fc.array(fc.constantFrom(...SEND_DRAWS), { minLength: 2, maxLength: 10 }),
-  lookups: fc.array(fc.oneof({ arbitrary: fc.constantFrom(...LOOKUP_DRAWS), weight: 2 }, { arbitrary: fc.constant<LookupDraw>('empty'), weight: 1 }), { minLength: 0, maxLength: 8 }),
+  lookups: fc.array(
+    fc.oneof({ arbitrary: fc.constantFrom(...LOOKUP_DRAWS), weight: 2 }, { arbitrary: fc.constant<LookupDraw>('empty'), weight: 1 }),
+    { minLength: 0, maxLength: 8 },
+  ),
   waits: fc.array(fc.constantFrom(50, 1_000, LEASE_MS / 2, LEASE_MS + 1, LEASE_MS + 1, 30_000), { minLength: 1, maxLength: 12 }),
   reconcileAfter: fc.option(fc.nat({ max: 8 }), { nil: null }),
   attempts: fc.integer({ min: 1, max: 5 }),
@@ -177,16 +180,34 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   };
   const SLOW = LEASE_MS + 1; // an answer that comes after the lease ran out
   const error = (code: CustodyErrorCode, httpStatus?: number, maybeProcessed?: boolean) =>
-    new CustodyError(code, `sendTransaction: ${code}`, { endpoint: 'sendTransaction', httpStatus, maybeProcessed, retryAfterMs: code === CustodyErrorCode.RATE_LIMITED ? 10 : undefined });
-  const record = { id: 150001, sequenceId, destinationAddress: '0x00000000000000000000000000000000000000aa', amount: 0.5 } as unknown as SubmittedTransfer;
-  const transaction = { id: '70000001', sequenceId, type: 'send', txid: '', outputs: [], inputs: [], coin: 'eth', wallet: 310 } as unknown as Transaction;
+    new CustodyError(code, `sendTransaction: ${code}`, {
+      endpoint: 'sendTransaction',
+      httpStatus,
+      maybeProcessed,
+      retryAfterMs: code === CustodyErrorCode.RATE_LIMITED ? 10 : undefined,
+    });
+  const record = {
+    id: 150001,
+    sequenceId,
+    destinationAddress: '0x00000000000000000000000000000000000000aa',
+    amount: 0.5,
+  } as unknown as SubmittedTransfer;
+  const transaction = {
+    id: '70000001',
+    sequenceId,
+    type: 'send',
+    txid: '',
+    outputs: [],
+    inputs: [],
+    coin: 'eth',
+    wallet: 310,
+  } as unknown as Transaction;
   // Another client's transaction under our sequenceId, and another transfer of the same wallet.
   const foreignTransaction = { ...transaction, id: '70000666' } as Transaction;
   const otherOfWallet = { ...transaction, id: '70000002', sequenceId: undefined } as Transaction;
   const withoutSequenceId = (tx: Transaction) => ({ ...tx, sequenceId: undefined }) as Transaction;
   /** A foreign holder's provider answers every send with 409, in time (see the header). */
-  const foreignDraw = (draw: SendDraw): SendDraw =>
-    ['refuse-400', 'success-false', '5xx', '429'].includes(draw) ? draw : '409';
+  const foreignDraw = (draw: SendDraw): SendDraw => (['refuse-400', 'success-false', '5xx', '429'].includes(draw) ? draw : '409');
 
   const custody = {
     async sendTransaction(_walletId: number | string, _body: unknown, options: { onRequest?: () => void } = {}) {
@@ -194,10 +215,13 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       // pending send, and no other send may be in flight under a lease that is still live.
       const rec = await ledger.get(sequenceId);
       if (rec?.state !== TransferState.SUBMITTING || !rec.pending || rec.leaseUntil <= clock) {
-        violations.push(`send started without a live lease: state ${rec?.state}, pending ${rec?.pending}, leaseUntil ${rec?.leaseUntil} at ${clock}`);
+        violations.push(
+          `send started without a live lease: state ${rec?.state}, pending ${rec?.pending}, leaseUntil ${rec?.leaseUntil} at ${clock}`,
+        );
       }
       for (const other of inFlightSends) {
-        if (other.leaseUntil > clock) violations.push(`send started while another send's lease runs until ${other.leaseUntil} (now ${clock})`);
+        if (other.leaseUntil > clock)
+          violations.push(`send started while another send's lease runs until ${other.leaseUntil} (now ${clock})`);
       }
       const flight = { leaseUntil: rec?.leaseUntil ?? 0 };
       inFlightSends.add(flight);
@@ -243,7 +267,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     async getTransfersBySequenceId(): Promise<Transaction[]> {
       const draw = scenario.lookups[lookupDraw++] ?? 'found';
       return scheduled(`lookup:${draw}`, draw === 'slow-found' ? SLOW : 0, () => {
-        if (draw === 'error') throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'getTransfer', httpStatus: 503 });
+        if (draw === 'error')
+          throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'getTransfer', httpStatus: 503 });
         const held = [...(accepted > 0 ? [transaction] : []), ...(scenario.foreign ? [foreignTransaction] : [])];
         // A provider that does not narrow lists the wallet's other send beside whatever the sequenceId holds.
         const others = scenario.narrowed ? [] : [otherOfWallet];
@@ -285,7 +310,12 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     ledger,
     submitQueue,
     trackers,
-    custody: { getTransfersByTxId: async () => [], getWalletTransaction: async () => { throw new Error('not used'); } },
+    custody: {
+      getTransfersByTxId: async () => [],
+      getWalletTransaction: async () => {
+        throw new Error('not used');
+      },
+    },
     graceMs: 0,
     retentionMs: 3_600_000,
     now: () => clock,
@@ -339,7 +369,11 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     if (!reconciled && released >= scenario.reconcileAfter!) {
       reconciled = true;
       live++;
-      const pass = reconcile({ job: { id: 'reconcile', name: QueueName.RECONCILE, data: {} }, token: undefined, log } as unknown as JobContext)
+      const pass = reconcile({
+        job: { id: 'reconcile', name: QueueName.RECONCILE, data: {} },
+        token: undefined,
+        log,
+      } as unknown as JobContext)
         .catch((caught) => void unexpected.push(caught))
         .finally(() => live--);
       await pass;
@@ -396,12 +430,15 @@ function invariantProblems(report: RunReport): string[] {
   const terminal = types.filter((type) => TERMINAL_EVENTS.has(type));
   if (terminal.length > 1) problems.push(`terminal events: ${terminal.join(', ')}`);
   const firstTerminal = types.findIndex((type) => TERMINAL_EVENTS.has(type));
-  if (firstTerminal >= 0 && firstTerminal < types.length - 1) problems.push(`events after ${types[firstTerminal]}: ${types.slice(firstTerminal + 1).join(', ')}`);
+  if (firstTerminal >= 0 && firstTerminal < types.length - 1)
+    problems.push(`events after ${types[firstTerminal]}: ${types.slice(firstTerminal + 1).join(', ')}`);
   if (types.filter((type) => type === 'transfer.submitted').length > 1) problems.push('transfer.submitted twice');
   if (types.filter((type) => type === 'transfer.unresolved').length > 1) problems.push('transfer.unresolved twice');
   if (report.accepted > 0 && types.includes('transfer.failed')) problems.push('transfer.failed although upstream accepted a send');
-  if (report.accepted === 0 && !report.foreignAfterLostAnswer && types.includes('transfer.submitted')) problems.push('transfer.submitted although upstream accepted no send of this transfer');
-  if (report.events.filter((event) => event.version === 1).length > 1) problems.push('a second event of version 1 (an ended sequenceId started again)');
+  if (report.accepted === 0 && !report.foreignAfterLostAnswer && types.includes('transfer.submitted'))
+    problems.push('transfer.submitted although upstream accepted no send of this transfer');
+  if (report.events.filter((event) => event.version === 1).length > 1)
+    problems.push('a second event of version 1 (an ended sequenceId started again)');
   report.events.forEach((event, index) => {
     if (event.version !== index + 1) problems.push(`version ${event.version} at position ${index + 1}`);
   });
@@ -418,40 +455,56 @@ function invariantProblems(report: RunReport): string[] {
 }
 
 describe('one transfer under explored schedules', () => {
-  it(
-    `keeps every guarantee over ${RUNS} schedules of 2–3 runners and a reconciliation pass (seed ${SEED})`,
-    async () => {
-      const seen = { schedules: 0, submitted: 0, failed: 0, unresolved: 0, inUse: 0, expired: 0, open: 0, foreign: 0, foreignAfterLostAnswer: 0 };
-      await fc.assert(
-        fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
-          const report = await runSchedule(s, scenario);
-          seen.schedules++;
-          if (scenario.foreign) seen.foreign++;
-          if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
-          const types = report.events.map((event) => event.event);
-          if (types.includes('transfer.submitted')) seen.submitted++;
-          if (types.includes('transfer.failed')) seen.failed++;
-          if (types.includes('transfer.unresolved')) seen.unresolved++;
-          if (report.events.some((event) => event.event === 'transfer.unresolved' && (event.data as { code: string }).code === 'SEQUENCE_ID_IN_USE')) seen.inUse++;
-          if (types.includes('transfer.expired')) seen.expired++;
-          if (!types.some((type) => TERMINAL_EVENTS.has(type)) && !types.includes('transfer.submitted')) seen.open++;
-          const problems = invariantProblems(report);
-          if (problems.length > 0) {
-            throw new Error(`${problems.join('\n')}\nevents: ${types.join(', ')}; accepted ${report.accepted}; sends ${report.sends}; final state ${report.finalState}\n${s.report().map((task) => task.label).join(' → ')}`);
-          }
-        }),
-        { numRuns: RUNS, seed: SEED, endOnFailure: true },
-      );
-      console.log(`[explore] seed ${SEED}: ${JSON.stringify(seen)}`);
-      // The exploration must reach every kind of ending, or it explores less than it claims.
-      expect(seen.submitted).toBeGreaterThan(0);
-      expect(seen.failed).toBeGreaterThan(0);
-      if (RUNS >= 1_000) {
-        expect(seen.unresolved).toBeGreaterThan(0);
-        expect(seen.inUse).toBeGreaterThan(0);
-        expect(seen.expired).toBeGreaterThan(0);
-      }
-    },
-    1_800_000,
-  );
+  it(`keeps every guarantee over ${RUNS} schedules of 2–3 runners and a reconciliation pass (seed ${SEED})`, async () => {
+    const seen = {
+      schedules: 0,
+      submitted: 0,
+      failed: 0,
+      unresolved: 0,
+      inUse: 0,
+      expired: 0,
+      open: 0,
+      foreign: 0,
+      foreignAfterLostAnswer: 0,
+    };
+    await fc.assert(
+      fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
+        const report = await runSchedule(s, scenario);
+        seen.schedules++;
+        if (scenario.foreign) seen.foreign++;
+        if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
+        const types = report.events.map((event) => event.event);
+        if (types.includes('transfer.submitted')) seen.submitted++;
+        if (types.includes('transfer.failed')) seen.failed++;
+        if (types.includes('transfer.unresolved')) seen.unresolved++;
+        if (
+          report.events.some(
+            (event) => event.event === 'transfer.unresolved' && (event.data as { code: string }).code === 'SEQUENCE_ID_IN_USE',
+          )
+        )
+          seen.inUse++;
+        if (types.includes('transfer.expired')) seen.expired++;
+        if (!types.some((type) => TERMINAL_EVENTS.has(type)) && !types.includes('transfer.submitted')) seen.open++;
+        const problems = invariantProblems(report);
+        if (problems.length > 0) {
+          throw new Error(
+            `${problems.join('\n')}\nevents: ${types.join(', ')}; accepted ${report.accepted}; sends ${report.sends}; final state ${report.finalState}\n${s
+              .report()
+              .map((task) => task.label)
+              .join(' → ')}`,
+          );
+        }
+      }),
+      { numRuns: RUNS, seed: SEED, endOnFailure: true },
+    );
+    console.log(`[explore] seed ${SEED}: ${JSON.stringify(seen)}`);
+    // The exploration must reach every kind of ending, or it explores less than it claims.
+    expect(seen.submitted).toBeGreaterThan(0);
+    expect(seen.failed).toBeGreaterThan(0);
+    if (RUNS >= 1_000) {
+      expect(seen.unresolved).toBeGreaterThan(0);
+      expect(seen.inUse).toBeGreaterThan(0);
+      expect(seen.expired).toBeGreaterThan(0);
+    }
+  }, 1_800_000);
 });

@@ -86,11 +86,14 @@ const envArb = fc
       }),
       { maxLength: 3 },
     ),
-    extra: fc.dictionary(fc.constantFrom('__proto__', 'constructor', 'toString', 'PATH', 'UNRELATED'), fc.string({ maxLength: 10 }), { maxKeys: 2 }),
+    extra: fc.dictionary(fc.constantFrom('__proto__', 'constructor', 'toString', 'PATH', 'UNRELATED'), fc.string({ maxLength: 10 }), {
+      maxKeys: 2,
+    }),
   })
   .map(({ secret, token, tokenMode, cluster, overrides, pasted, extra }) => {
     const env: Record<string, string> = {};
-    for (const [key, value] of Object.entries(extra)) Object.defineProperty(env, key, { value, enumerable: true, writable: true, configurable: true });
+    for (const [key, value] of Object.entries(extra))
+      Object.defineProperty(env, key, { value, enumerable: true, writable: true, configurable: true });
     Object.assign(env, {
       CUSTODY_SDK_URL: 'https://sdk.example.com',
       CUSTODY_BASE_URL: 'https://api.example.com',
@@ -99,7 +102,8 @@ const envArb = fc
     });
     if (tokenMode === 'token-url' || tokenMode === 'both') env.CUSTODY_TOKEN_URL = 'https://auth.example.com/oauth/token';
     if (tokenMode === 'access-token' || tokenMode === 'both') env.CUSTODY_ACCESS_TOKEN = token;
-    if (cluster) Object.assign(env, { REDIS_CLUSTER_NODES: '127.0.0.1:7000,127.0.0.1:7001', QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: '{wtx}:events' });
+    if (cluster)
+      Object.assign(env, { REDIS_CLUSTER_NODES: '127.0.0.1:7000,127.0.0.1:7001', QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: '{wtx}:events' });
     for (const [key, value] of Object.entries(overrides)) if (!(SECRET_VARIABLES as readonly string[]).includes(key)) env[key] = value;
     for (const { variable, which, shape } of pasted) {
       const value = which === 'secret' ? secret : token;
@@ -112,7 +116,11 @@ const envArb = fc
         'hash-tag': `{${value}}`,
       }[shape];
     }
-    return { env, secrets: [secret, ...(env.CUSTODY_ACCESS_TOKEN === token ? [token] : [])], pastedToken: pasted.some((p) => p.which === 'token') ? token : undefined };
+    return {
+      env,
+      secrets: [secret, ...(env.CUSTODY_ACCESS_TOKEN === token ? [token] : [])],
+      pastedToken: pasted.some((p) => p.which === 'token') ? token : undefined,
+    };
   });
 
 function outcome(load: () => unknown): { ok: true; value: unknown } | { ok: false; error: unknown } {
@@ -175,7 +183,9 @@ describe('loadConfig on random environments', () => {
     expect(result.ok).toBe(false);
     const error = (result as { error: ConfigError }).error;
     expect(error).toBeInstanceOf(ConfigError);
-    expect(error.problems.some((problem) => problem.startsWith('EVENTS_STREAM: must hash to the same Redis Cluster slot as QUEUE_PREFIX'))).toBe(true);
+    expect(
+      error.problems.some((problem) => problem.startsWith('EVENTS_STREAM: must hash to the same Redis Cluster slot as QUEUE_PREFIX')),
+    ).toBe(true);
     expect(error.message).not.toContain(secret);
   });
 });

@@ -45,7 +45,9 @@ const number = fc.oneof(
   fc.constantFrom('-1', '+5', '1e3', '.5', '5.', '0x10', '', ' ', '99999999999999999999', '2147483647', '2147483648', '24.9'),
 );
 const text = fc.oneof(
-  fc.tuple(fc.constantFrom('', ' '), number, fc.constantFrom('', ' ', '  '), unit, fc.constantFrom('', ' ', '\t')).map((parts) => parts.join('')),
+  fc
+    .tuple(fc.constantFrom('', ' '), number, fc.constantFrom('', ' ', '  '), unit, fc.constantFrom('', ' ', '\t'))
+    .map((parts) => parts.join('')),
   fc.string({ maxLength: 8 }),
 );
 
@@ -65,7 +67,15 @@ describe('duration grammar', () => {
   });
 
   it('reads the documented examples', () => {
-    for (const [value, ms] of [['1500', 1500], ['1500ms', 1500], ['30s', 30_000], ['1.5m', 90_000], ['24h', 86_400_000], ['2d', 172_800_000], [' 10 s ', 10_000]] as const) {
+    for (const [value, ms] of [
+      ['1500', 1500],
+      ['1500ms', 1500],
+      ['30s', 30_000],
+      ['1.5m', 90_000],
+      ['24h', 86_400_000],
+      ['2d', 172_800_000],
+      [' 10 s ', 10_000],
+    ] as const) {
       expect(worker(value), value).toBe(ms);
       expect(simulator(value), value).toBe(ms);
     }

@@ -67,7 +67,33 @@ const HOSTILE = [
 const HOSTILE_NUMBERS = [310, 0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 1e21, 2 ** 53];
 
 /** Characters that mean something in a URL, mixed with plain ones, so random strings hit them often. */
-const URL_CHARS = ['/', '.', '%', '?', '#', ' ', '\\', ':', '@', ';', '&', '=', '+', '2', 'e', 'E', 'f', 'F', '0', '1', 'a', '\n', '\u0000', 'é', '😀'];
+const URL_CHARS = [
+  '/',
+  '.',
+  '%',
+  '?',
+  '#',
+  ' ',
+  '\\',
+  ':',
+  '@',
+  ';',
+  '&',
+  '=',
+  '+',
+  '2',
+  'e',
+  'E',
+  'f',
+  'F',
+  '0',
+  '1',
+  'a',
+  '\n',
+  '\u0000',
+  'é',
+  '😀',
+];
 const hostileString = fc.oneof(
   fc.constantFrom(...HOSTILE),
   fc.string({ unit: fc.constantFrom(...URL_CHARS), maxLength: 12 }),
@@ -75,7 +101,11 @@ const hostileString = fc.oneof(
   fc.string({ unit: 'grapheme', maxLength: 8 }),
   fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,20}$/),
 );
-const hostileWalletId = fc.oneof(hostileString, fc.constantFrom<number | string>(...HOSTILE_NUMBERS), fc.integer().map((n) => n as number | string));
+const hostileWalletId = fc.oneof(
+  hostileString,
+  fc.constantFrom<number | string>(...HOSTILE_NUMBERS),
+  fc.integer().map((n) => n as number | string),
+);
 
 /** The README's rules for path parameters: a wallet id is digits; a txid one token of [A-Za-z0-9._:-]. */
 const WALLET_ID_RULE = /^\d+$/;
@@ -95,7 +125,11 @@ afterEach(() => {
 
 beforeAll(async () => {
   // Refuses everything (418): a 404 would not do, since get-transfer reads "not found" as an empty list.
-  server = await startScriptedServer(() => ({ status: 418, headers: { 'content-type': 'application/json' }, body: '{"success":false,"message":"refused"}' }));
+  server = await startScriptedServer(() => ({
+    status: 418,
+    headers: { 'content-type': 'application/json' },
+    body: '{"success":false,"message":"refused"}',
+  }));
   client = new CustodyClient({
     sdkUrl: `${server.url}${BASE_PATH}/`,
     baseUrl: `${server.url}${BASE_PATH}/`,
@@ -164,7 +198,10 @@ describe('path parameters of the custody client cannot leave their segment', () 
   it(`sendTransaction: a wallet id is refused or sent as one segment (${HOSTILE.length + HOSTILE_NUMBERS.length} named cases + ${RUNS} runs)`, async () => {
     const check = async (walletId: number | string) => {
       const outcome = await observe(() => client.sendTransaction(walletId, sampleSend('path-fuzz')));
-      expectConfined(outcome, { method: 'POST', segments: ['api', 'wallet', { value: walletId, rule: WALLET_ID_RULE }, 'sendTransaction'] });
+      expectConfined(outcome, {
+        method: 'POST',
+        segments: ['api', 'wallet', { value: walletId, rule: WALLET_ID_RULE }, 'sendTransaction'],
+      });
     };
     for (const walletId of [...HOSTILE, ...HOSTILE_NUMBERS]) await check(walletId);
     await fc.assert(fc.asyncProperty(hostileWalletId, check), { numRuns: RUNS });
@@ -192,7 +229,11 @@ describe('path parameters of the custody client cannot leave their segment', () 
         const outcome = await observe(() => (byTxId ? client.getTransfersByTxId(wallet, id) : client.getTransfersBySequenceId(wallet, id)));
         expectConfined(outcome, { method: 'POST', segments: ['api', 'wallet', 'get-transfer'] });
         if (outcome.requests.length === 1) {
-          const body = JSON.parse(outcome.requests[0]!.body) as { wallet: { walletId: unknown; coin: string }; txId?: string; sequenceId?: string };
+          const body = JSON.parse(outcome.requests[0]!.body) as {
+            wallet: { walletId: unknown; coin: string };
+            txId?: string;
+            sequenceId?: string;
+          };
           expect(String(walletId)).toMatch(WALLET_ID_RULE);
           expect(body.wallet).toEqual({ walletId: Number(walletId), coin: 'eth' });
           expect(byTxId ? body.txId : body.sequenceId).toBe(id);

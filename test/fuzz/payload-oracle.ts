@@ -136,9 +136,7 @@ export function jsonCopy<T>(value: T): T {
 const charsOf = (chars: string, minLength: number, maxLength: number) =>
   fc.string({ unit: fc.constantFrom(...chars), minLength, maxLength });
 
-const validHexArb = fc
-  .tuple(fc.boolean(), charsOf(HEX_DIGITS, 1, 120))
-  .map(([prefix, digits]) => (prefix ? `0x${digits}` : digits));
+const validHexArb = fc.tuple(fc.boolean(), charsOf(HEX_DIGITS, 1, 120)).map(([prefix, digits]) => (prefix ? `0x${digits}` : digits));
 const validBase64Arb = fc.uint8Array({ minLength: 1, maxLength: 90 }).map((bytes) => Buffer.from(bytes).toString('base64'));
 const validSequenceIdArb = charsOf(SEQUENCE_CHARS, 1, 128);
 const validWalletIdArb = fc.oneof(
@@ -227,7 +225,22 @@ const trickyStrings = fc.constantFrom(
   `${HUGE_BASE64}AAAA`,
 );
 
-const trickyNumbers = fc.constantFrom(0, -0, -1, 1, 1.5, -310, 2 ** 53 - 1, 2 ** 53, 1e21, Number.MAX_VALUE, Number.MIN_VALUE, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY);
+const trickyNumbers = fc.constantFrom(
+  0,
+  -0,
+  -1,
+  1,
+  1.5,
+  -310,
+  2 ** 53 - 1,
+  2 ** 53,
+  1e21,
+  Number.MAX_VALUE,
+  Number.MIN_VALUE,
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  Number.NEGATIVE_INFINITY,
+);
 
 /** Metadata at the 4 KiB boundary, by bytes: ASCII and multi-byte text of the same length in characters. */
 function metadataOfBytes(bytes: number, char = 'x'): Record<string, unknown> {
@@ -316,13 +329,11 @@ function applyMutation(payload: Record<string, unknown>, mutation: Mutation): vo
 /** A valid payload (generated, or a copy of `samples`) with one to four fields broken, removed or retyped. */
 export function mutatedPayloadArb(samples: Array<Record<string, unknown>>): fc.Arbitrary<unknown> {
   const bases = samples.length > 0 ? fc.oneof(validPayloadArb, fc.constantFrom(...samples)) : validPayloadArb;
-  return fc
-    .tuple(bases, fc.array(mutationArb, { minLength: 1, maxLength: 4 }))
-    .map(([base, mutations]) => {
-      const payload = jsonCopy(base) as Record<string, unknown>;
-      for (const mutation of mutations) applyMutation(payload, mutation);
-      return payload;
-    });
+  return fc.tuple(bases, fc.array(mutationArb, { minLength: 1, maxLength: 4 })).map(([base, mutations]) => {
+    const payload = jsonCopy(base) as Record<string, unknown>;
+    for (const mutation of mutations) applyMutation(payload, mutation);
+    return payload;
+  });
 }
 
 /** Anything at all where a payload should be: random JSON, or a random value at the root. */

@@ -14,14 +14,7 @@ import { QueueName } from '../../src/queues/names.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { until } from '../helpers/wait.ts';
-import {
-  isValidSequenceId,
-  jsonCopy,
-  mutatedPayloadArb,
-  payloadProblems,
-  randomPayloadArb,
-  validPayloadArb,
-} from './payload-oracle.ts';
+import { isValidSequenceId, jsonCopy, mutatedPayloadArb, payloadProblems, randomPayloadArb, validPayloadArb } from './payload-oracle.ts';
 
 const SAMPLES = Array.from({ length: 4 }, () => jsonCopy(samplePayload()) as Record<string, unknown>);
 
@@ -86,7 +79,9 @@ function checkAgainstOracle(payload: unknown): void {
     expect(parsed.travelRule?.reference).toBe(travelRule == null ? undefined : own(travelRule, 'reference'));
     const metadata = own(payload, 'metadata');
     // Echoed in every event: the same JSON, `__proto__` keys included.
-    expect(parsed.metadata === undefined ? undefined : JSON.stringify(parsed.metadata)).toBe(metadata == null ? undefined : JSON.stringify(metadata));
+    expect(parsed.metadata === undefined ? undefined : JSON.stringify(parsed.metadata)).toBe(
+      metadata == null ? undefined : JSON.stringify(metadata),
+    );
   } else {
     expect(result!.ok).toBe(false);
     if (result!.ok) return;
@@ -173,10 +168,15 @@ describe('invalid payloads through the real worker', () => {
         });
         await queue.addBulk(jobs);
 
-        await until('every invalid job to complete', 30_000, async () => {
-          const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
-          return Object.values(counts).every((n) => n === 0) ? true : undefined;
-        }, 50);
+        await until(
+          'every invalid job to complete',
+          30_000,
+          async () => {
+            const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+            return Object.values(counts).every((n) => n === 0) ? true : undefined;
+          },
+          50,
+        );
 
         const keys = createKeys(h.prefix, h.config.queue.eventsStream);
         const events = await h.events();
@@ -197,7 +197,11 @@ describe('invalid payloads through the real worker', () => {
           } else {
             // No usable sequenceId: exactly one rejection recorded for the job itself.
             const record = await h.redis.hgetall(keys.jobRejection(job.opts.jobId));
-            expect({ state: record.state, version: record.version, events: record.events?.split(',').length }).toEqual({ state: 'rejected', version: '1', events: 1 });
+            expect({ state: record.state, version: record.version, events: record.events?.split(',').length }).toEqual({
+              state: 'rejected',
+              version: '1',
+              events: 1,
+            });
           }
         }
         const requests = h.sim.stats().requests;

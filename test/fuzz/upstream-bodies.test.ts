@@ -72,7 +72,9 @@ async function captureAnswers(): Promise<Captured> {
       body: JSON.stringify({ wallet: { coin: 'eth', walletId: 310 }, sequenceId }),
     });
     const txid = (getTransfer as Array<{ txid: string }>)[0]!.txid;
-    const getWalletTransaction = await json(`/api/wallet/310/txid/${txid}`, { headers: { authorization: bearer, accept: 'application/json' } });
+    const getWalletTransaction = await json(`/api/wallet/310/txid/${txid}`, {
+      headers: { authorization: bearer, accept: 'application/json' },
+    });
     const isEnabled = await json('/api/travel-rule/is-enabled', { method: 'POST', headers: { authorization: basic } });
     expect(JSON.parse((sendTransaction as { raw: string }).raw)).toHaveProperty('user');
     return { getTransfer, sendTransaction, getWalletTransaction, isEnabled, token, txid, sequenceId };
@@ -89,7 +91,8 @@ type Path = Array<string | number>;
 function allPaths(value: Json, prefix: Path = []): Path[] {
   const out: Path[] = [];
   if (Array.isArray(value)) value.forEach((item, i) => out.push([...prefix, i], ...allPaths(item, [...prefix, i])));
-  else if (value && typeof value === 'object') for (const [key, item] of Object.entries(value)) out.push([...prefix, key], ...allPaths(item, [...prefix, key]));
+  else if (value && typeof value === 'object')
+    for (const [key, item] of Object.entries(value)) out.push([...prefix, key], ...allPaths(item, [...prefix, key]));
   return out;
 }
 
@@ -124,14 +127,45 @@ type Mutation =
   | { kind: 'bytes'; bytes: Uint8Array };
 
 const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
-  { weight: 2, arbitrary: fc.constantFrom<Mutation>({ kind: 'none' }, { kind: 'wrap-data' }, { kind: 'wrap-result' }, { kind: 'wrap-success' }, { kind: 'unwrap' }) },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom<Mutation>(
+      { kind: 'none' },
+      { kind: 'wrap-data' },
+      { kind: 'wrap-result' },
+      { kind: 'wrap-success' },
+      { kind: 'unwrap' },
+    ),
+  },
   { weight: 3, arbitrary: fc.record({ kind: fc.constantFrom('remove' as const, 'retype' as const), at: fc.nat() }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('replace' as const), at: fc.nat(), value: fc.jsonValue({ maxDepth: 2 }) as fc.Arbitrary<Json> }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('replace' as const),
+      at: fc.nat(),
+      value: fc.jsonValue({ maxDepth: 2 }) as fc.Arbitrary<Json>,
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('huge' as const), at: fc.nat(), number: fc.constantFrom(...HUGE) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('truncate' as const), at: fc.nat() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('success-false' as const), message: fc.oneof(fc.string(), fc.jsonValue({ maxDepth: 1 })) as fc.Arbitrary<Json> }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('random-json' as const), value: fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json> }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('text' as const), text: fc.oneof(fc.constantFrom('', ' ', 'null', 'OK', '<html>502</html>', '{', '[', '{"success":true}', '\ufeff{}'), fc.string()) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('success-false' as const),
+      message: fc.oneof(fc.string(), fc.jsonValue({ maxDepth: 1 })) as fc.Arbitrary<Json>,
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('random-json' as const), value: fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json> }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('text' as const),
+      text: fc.oneof(fc.constantFrom('', ' ', 'null', 'OK', '<html>502</html>', '{', '[', '{"success":true}', '\ufeff{}'), fc.string()),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('bytes' as const), bytes: fc.uint8Array({ maxLength: 64 }) }) },
 );
 
@@ -193,8 +227,20 @@ const replyArb = (valid: () => Json): fc.Arbitrary<Reply> =>
   fc
     .record({
       status: fc.oneof({ weight: 6, arbitrary: fc.constant(200) }, { weight: 2, arbitrary: fc.constantFrom(...STATUSES) }),
-      contentType: fc.constantFrom<string | undefined>('application/json', 'application/json; charset=utf-8', 'text/html', 'text/plain', 'application/octet-stream', undefined),
-      retryAfter: fc.option(fc.oneof(fc.constantFrom('0', '1', '120', '99999999999', '-5', 'soon', 'Wed, 21 Oct 2015 07:28:00 GMT', 'Fri, 01 Jan 2100 00:00:00 GMT'), fc.string({ maxLength: 12 }))),
+      contentType: fc.constantFrom<string | undefined>(
+        'application/json',
+        'application/json; charset=utf-8',
+        'text/html',
+        'text/plain',
+        'application/octet-stream',
+        undefined,
+      ),
+      retryAfter: fc.option(
+        fc.oneof(
+          fc.constantFrom('0', '1', '120', '99999999999', '-5', 'soon', 'Wed, 21 Oct 2015 07:28:00 GMT', 'Fri, 01 Jan 2100 00:00:00 GMT'),
+          fc.string({ maxLength: 12 }),
+        ),
+      ),
       mode: fc.oneof(
         { weight: 60, arbitrary: fc.constant('normal' as const) },
         { weight: 1, arbitrary: fc.constant('hang' as const) },
@@ -218,18 +264,52 @@ const replyArb = (valid: () => Json): fc.Arbitrary<Reply> =>
 const UNSIGNED = /^\d+(\.\d+)?$/;
 
 function expectKeys(value: object, allowed: string[], what: string): void {
-  expect(Object.keys(value).filter((key) => !allowed.includes(key)), `${what}: no undocumented field passes`).toEqual([]);
+  expect(
+    Object.keys(value).filter((key) => !allowed.includes(key)),
+    `${what}: no undocumented field passes`,
+  ).toEqual([]);
 }
 
 function expectNoUser(raw: unknown, what: string): void {
-  const parsed = typeof raw === 'string' ? (() => { try { return JSON.parse(raw) as unknown; } catch { return undefined; } })() : raw;
+  const parsed =
+    typeof raw === 'string'
+      ? (() => {
+          try {
+            return JSON.parse(raw) as unknown;
+          } catch {
+            return undefined;
+          }
+        })()
+      : raw;
   if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) expect(parsed, `${what}: no user`).not.toHaveProperty('user');
 }
 
 function checkTransactions(value: unknown): void {
   expect(Array.isArray(value)).toBe(true);
   for (const t of value as Array<Record<string, unknown>>) {
-    expectKeys(t, ['coin', 'id', 'wallet', 'txid', 'date', 'value', 'valueString', 'baseValue', 'baseValueString', 'feeString', 'usd', 'walletType', 'inputs', 'outputs', 'type', 'DestinationTag', 'sequenceId'], 'transaction');
+    expectKeys(
+      t,
+      [
+        'coin',
+        'id',
+        'wallet',
+        'txid',
+        'date',
+        'value',
+        'valueString',
+        'baseValue',
+        'baseValueString',
+        'feeString',
+        'usd',
+        'walletType',
+        'inputs',
+        'outputs',
+        'type',
+        'DestinationTag',
+        'sequenceId',
+      ],
+      'transaction',
+    );
     expect(t.id as string).toMatch(/^\d+$/);
     expect(typeof t.txid).toBe('string');
     expect(typeof t.type).toBe('string');
@@ -239,7 +319,8 @@ function checkTransactions(value: unknown): void {
       expectKeys(party, ['address', 'amount', 'isMine', 'wallet'], 'output');
       expect(typeof party.address).toBe('string');
       expect(party.amount as string).toMatch(UNSIGNED);
-      if (party.wallet && typeof party.wallet === 'object') expectNoUser((party.wallet as Record<string, unknown>).raw, 'output wallet raw');
+      if (party.wallet && typeof party.wallet === 'object')
+        expectNoUser((party.wallet as Record<string, unknown>).raw, 'output wallet raw');
     }
     for (const party of Array.isArray(t.inputs) ? (t.inputs as unknown[]) : []) {
       if (party && typeof party === 'object') {
@@ -252,7 +333,26 @@ function checkTransactions(value: unknown): void {
 
 function checkSubmitted(value: unknown): void {
   const record = value as Record<string, unknown>;
-  expectKeys(record, ['id', 'userid', 'raw', 'status', 'walletid', 'type', 'asset', 'chain', 'timestamp', 'transactionSequenceId', 'sequenceId', 'amount', 'destinationAddress', 'usdamount'], 'submitted record');
+  expectKeys(
+    record,
+    [
+      'id',
+      'userid',
+      'raw',
+      'status',
+      'walletid',
+      'type',
+      'asset',
+      'chain',
+      'timestamp',
+      'transactionSequenceId',
+      'sequenceId',
+      'amount',
+      'destinationAddress',
+      'usdamount',
+    ],
+    'submitted record',
+  );
   expect(Number.isSafeInteger(record.id) || /^\d+$/.test(String(record.id))).toBe(true);
   expect(record.sequenceId).toBe(answers.sequenceId);
   expect(typeof record.destinationAddress).toBe('string');
@@ -264,7 +364,26 @@ function checkSubmitted(value: unknown): void {
 
 function checkWalletTransaction(value: unknown): void {
   const tx = value as Record<string, unknown>;
-  expectKeys(tx, ['id', 'txid', 'raw', 'walletid', 'type', 'fee', 'effectivechange', 'runningbalance', 'timestamp', 'externaladdress', 'coin', 'effectivechangeusd', 'wallet', 'explorerLink'], 'wallet transaction');
+  expectKeys(
+    tx,
+    [
+      'id',
+      'txid',
+      'raw',
+      'walletid',
+      'type',
+      'fee',
+      'effectivechange',
+      'runningbalance',
+      'timestamp',
+      'externaladdress',
+      'coin',
+      'effectivechangeusd',
+      'wallet',
+      'explorerLink',
+    ],
+    'wallet transaction',
+  );
   expect(typeof tx.txid).toBe('string');
   expectNoUser(tx.raw, '2.5 raw');
 }
@@ -292,7 +411,13 @@ function expectedCode(endpoint: CustodyEndpoint, status: number, body: string): 
     return CustodyErrorCode.BAD_RESPONSE;
   }
   const envelope = parsed as { success?: unknown; message?: unknown } | null;
-  if (envelope && typeof envelope === 'object' && !Array.isArray(envelope) && envelope.success === false && (envelope.message === undefined || typeof envelope.message === 'string')) {
+  if (
+    envelope &&
+    typeof envelope === 'object' &&
+    !Array.isArray(envelope) &&
+    envelope.success === false &&
+    (envelope.message === undefined || typeof envelope.message === 'string')
+  ) {
     return CustodyErrorCode.REJECTED;
   }
   // A 2xx the client refused: the body failed the schema, nothing else is possible.
@@ -328,7 +453,10 @@ function checkOutcome(
     if (reply.status >= 200 && reply.status < 300) return;
     // Only a get-transfer "nothing found" resolves on an error status: as an empty list.
     expect(endpoint === 'getTransfer' && outcome.value, `resolved on HTTP ${reply.status}`).toEqual([]);
-    expect(reply.status === 404 || /not\s*found|no\s+(transfers?|transactions?|records?|results?|data)\b|does\s+not\s+exist/i.test(bodyText), `resolved on HTTP ${reply.status}`).toBe(true);
+    expect(
+      reply.status === 404 || /not\s*found|no\s+(transfers?|transactions?|records?|results?|data)\b|does\s+not\s+exist/i.test(bodyText),
+      `resolved on HTTP ${reply.status}`,
+    ).toBe(true);
     return;
   }
   const error = outcome.error;
@@ -380,7 +508,12 @@ afterAll(async () => {
 });
 
 describe('custody client fed random and broken upstream answers', () => {
-  const cases: Array<{ endpoint: Endpoint; valid: () => Json; call: (client: CustodyClient) => Promise<unknown>; check: (value: unknown) => void }> = [
+  const cases: Array<{
+    endpoint: Endpoint;
+    valid: () => Json;
+    call: (client: CustodyClient) => Promise<unknown>;
+    check: (value: unknown) => void;
+  }> = [
     {
       endpoint: 'getTransfer',
       valid: () => answers.getTransfer,
@@ -436,34 +569,37 @@ describe('custody client fed random and broken upstream answers', () => {
 
   it(`token endpoint: a broken token answer fails the call with a CustodyError, never another error (${TOKEN_RUNS} runs)`, async () => {
     await fc.assert(
-      fc.asyncProperty(replyArb(() => answers.token), async (scripted) => {
-        // A fresh client per run, so every run asks the token endpoint first.
-        const deadline = scripted.mode === 'hang' ? { timeoutMs: HANG_TIMEOUT_MS, connectTimeoutMs: HANG_TIMEOUT_MS } : {};
-        const client = newClient({ accessToken: undefined, tokenUrl: `${server.url}/oauth/token`, ...deadline });
-        const seen = server.requests.length;
-        server.respond = (request) =>
-          request.url === '/oauth/token' ? scripted : { status: 200, body: JSON.stringify(answers.getWalletTransaction) };
-        try {
-          const outcome = await settle(client.getWalletTransaction(310, answers.txid));
-          const bearer = server.requests.slice(seen).find((request) => request.url !== '/oauth/token');
-          if (outcome.ok) {
-            checkWalletTransaction(outcome.value);
-            // Only a usable token reaches the bearer endpoint, and it is the one the token endpoint gave.
-            const token = (JSON.parse(scripted.body!.toString()) as { access_token?: unknown }).access_token;
-            expect(typeof token === 'string' && token.length > 0).toBe(true);
-            expect(bearer?.headers.authorization).toBe(`Bearer ${token as string}`);
-          } else {
-            const error = outcome.error as CustodyError;
-            expect(error, String(error)).toBeInstanceOf(CustodyError);
-            expect(CODES.has(error.code)).toBe(true);
-            expect(`${error.message} ${error.upstreamMessage ?? ''}`).not.toContain(CLIENT_SECRET);
+      fc.asyncProperty(
+        replyArb(() => answers.token),
+        async (scripted) => {
+          // A fresh client per run, so every run asks the token endpoint first.
+          const deadline = scripted.mode === 'hang' ? { timeoutMs: HANG_TIMEOUT_MS, connectTimeoutMs: HANG_TIMEOUT_MS } : {};
+          const client = newClient({ accessToken: undefined, tokenUrl: `${server.url}/oauth/token`, ...deadline });
+          const seen = server.requests.length;
+          server.respond = (request) =>
+            request.url === '/oauth/token' ? scripted : { status: 200, body: JSON.stringify(answers.getWalletTransaction) };
+          try {
+            const outcome = await settle(client.getWalletTransaction(310, answers.txid));
+            const bearer = server.requests.slice(seen).find((request) => request.url !== '/oauth/token');
+            if (outcome.ok) {
+              checkWalletTransaction(outcome.value);
+              // Only a usable token reaches the bearer endpoint, and it is the one the token endpoint gave.
+              const token = (JSON.parse(scripted.body!.toString()) as { access_token?: unknown }).access_token;
+              expect(typeof token === 'string' && token.length > 0).toBe(true);
+              expect(bearer?.headers.authorization).toBe(`Bearer ${token as string}`);
+            } else {
+              const error = outcome.error as CustodyError;
+              expect(error, String(error)).toBeInstanceOf(CustodyError);
+              expect(CODES.has(error.code)).toBe(true);
+              expect(`${error.message} ${error.upstreamMessage ?? ''}`).not.toContain(CLIENT_SECRET);
+            }
+          } finally {
+            server.respond = () => reply;
+            clients.splice(clients.indexOf(client), 1);
+            await client.close();
           }
-        } finally {
-          server.respond = () => reply;
-          clients.splice(clients.indexOf(client), 1);
-          await client.close();
-        }
-      }),
+        },
+      ),
       { numRuns: TOKEN_RUNS },
     );
   }, 60_000);

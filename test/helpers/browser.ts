@@ -10,11 +10,20 @@ import { chromium, type Browser } from 'playwright-core';
 const SYSTEM_BROWSERS = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome', '/usr/bin/google-chrome-stable'];
 
 /** Flags for a closed network: without them Chromium keeps trying to reach Google's hosts. */
-const QUIET_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const QUIET_FLAGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 export async function launchChromium(): Promise<{ browser: Browser; source: string }> {
   const wanted = process.env.CHROMIUM_PATH;
-  const system = wanted === 'npm' ? undefined : [wanted, ...SYSTEM_BROWSERS].find((path): path is string => Boolean(path) && existsSync(path!));
+  const system =
+    wanted === 'npm' ? undefined : [wanted, ...SYSTEM_BROWSERS].find((path): path is string => Boolean(path) && existsSync(path!));
   if (system) {
     return { browser: await chromium.launch({ executablePath: system, headless: true, args: QUIET_FLAGS }), source: system };
   }

@@ -135,7 +135,9 @@ export async function startClusterHarness(options: ClusterHarnessOptions): Promi
           const all = await events();
           if (predicate(all)) return all;
           if (Date.now() > deadline) {
-            throw new Error(`events did not reach the expected state in ${timeoutMs} ms; have: ${all.map((e) => `${e.event}@${e.sequenceId.slice(0, 8)}`).join(', ')}`);
+            throw new Error(
+              `events did not reach the expected state in ${timeoutMs} ms; have: ${all.map((e) => `${e.event}@${e.sequenceId.slice(0, 8)}`).join(', ')}`,
+            );
           }
           await new Promise((resolve) => setTimeout(resolve, 25));
         }

@@ -100,7 +100,9 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
         const events = await harness.events();
         if (predicate(events)) return events;
         if (Date.now() > deadline) {
-          throw new Error(`events did not reach the expected state in ${timeoutMs} ms; have: ${events.map((e) => `${e.event}@${e.sequenceId.slice(0, 8)}`).join(', ')}`);
+          throw new Error(
+            `events did not reach the expected state in ${timeoutMs} ms; have: ${events.map((e) => `${e.event}@${e.sequenceId.slice(0, 8)}`).join(', ')}`,
+          );
         }
         await new Promise((resolve) => setTimeout(resolve, 25));
       }

@@ -6,7 +6,14 @@
  */
 import { readFileSync } from 'node:fs';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import { checkEventData, EVENT_TYPES, parseStreamEntry, type EventData, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
+import {
+  checkEventData,
+  EVENT_TYPES,
+  parseStreamEntry,
+  type EventData,
+  type EventType,
+  type TransferEvent,
+} from '../../packages/producer/src/events.ts';
 
 export const SCHEMAS_DIR = new URL('../../packages/producer/schemas/', import.meta.url);
 

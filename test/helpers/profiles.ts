@@ -11,7 +11,9 @@ import { describe, expect } from 'vitest';
 import { SIM_PROFILES, type SimProfile, type SimulatorOptions } from '../../src/simulator/index.ts';
 
 function selectedProfiles(): SimProfile[] {
-  const only = process.env.SIM_PROFILES?.split(',').map((name) => name.trim()).filter(Boolean);
+  const only = process.env.SIM_PROFILES?.split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
   if (!only || only.length === 0) return [...SIM_PROFILES];
   const unknown = only.filter((name) => !(SIM_PROFILES as readonly string[]).includes(name));
   if (unknown.length > 0) throw new Error(`SIM_PROFILES: unknown profile ${unknown.join(', ')} (known: ${SIM_PROFILES.join(', ')})`);

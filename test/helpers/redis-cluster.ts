@@ -35,9 +35,7 @@ function clusterInfoField(info: string, field: string): string | undefined {
 export async function startRedisCluster(opts: { masters?: number; timeoutMs?: number } = {}): Promise<RedisClusterHandle> {
   const masters = opts.masters ?? 3;
   const timeoutMs = opts.timeoutMs ?? 20_000;
-  const settled = await Promise.allSettled(
-    Array.from({ length: masters }, () => startRedisServer({ clusterEnabled: true })),
-  );
+  const settled = await Promise.allSettled(Array.from({ length: masters }, () => startRedisServer({ clusterEnabled: true })));
   const servers = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const stopAll = async (): Promise<void> => {
     await Promise.all(servers.map((s) => s.stop()));
@@ -50,20 +48,16 @@ export async function startRedisCluster(opts: { masters?: number; timeoutMs?: nu
 
   try {
     const addrs = servers.map((s) => `${s.host}:${s.port}`);
-    await execFileAsync(
-      REDIS_CLI_BIN,
-      ['--cluster', 'create', ...addrs, '--cluster-replicas', '0', '--cluster-yes'],
-      { timeout: timeoutMs },
-    ).catch((err: Error & { stdout?: string; stderr?: string }) => {
+    await execFileAsync(REDIS_CLI_BIN, ['--cluster', 'create', ...addrs, '--cluster-replicas', '0', '--cluster-yes'], {
+      timeout: timeoutMs,
+    }).catch((err: Error & { stdout?: string; stderr?: string }) => {
       throw new Error(`redis-cli --cluster create failed: ${err.message}\n${err.stdout ?? ''}\n${err.stderr ?? ''}`);
     });
 
     // Every node must see the full slot map and every other node before clients connect.
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const infos = await Promise.all(
-        servers.map((s) => rawRedisCommand(s.port, 'CLUSTER INFO').catch(() => '')),
-      );
+      const infos = await Promise.all(servers.map((s) => rawRedisCommand(s.port, 'CLUSTER INFO').catch(() => '')));
       const ready = infos.every(
         (info) =>
           clusterInfoField(info, 'cluster_state') === 'ok' &&

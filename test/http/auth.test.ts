@@ -28,11 +28,24 @@ describe('HTTP auth with dashboard credentials set', () => {
     await h.close();
   });
 
-  const guarded = () => [`/transfers/${sequenceId}`, '/transfers/no-such-transfer', '/dashboard', '/dashboard/api/queues', '/no-such-route', '/metrics/../transfers/x'];
+  const guarded = () => [
+    `/transfers/${sequenceId}`,
+    '/transfers/no-such-transfer',
+    '/dashboard',
+    '/dashboard/api/queues',
+    '/no-such-route',
+    '/metrics/../transfers/x',
+  ];
 
   it('answers 401 with a Basic challenge and no transfer data without credentials or with wrong ones', async () => {
     for (const path of guarded()) {
-      for (const headers of [{}, basic(USER, 'wrong'), basic('someone', PASSWORD), { authorization: `Bearer ${PASSWORD}` }, basic(USER, `${PASSWORD}x`)]) {
+      for (const headers of [
+        {},
+        basic(USER, 'wrong'),
+        basic('someone', PASSWORD),
+        { authorization: `Bearer ${PASSWORD}` },
+        basic(USER, `${PASSWORD}x`),
+      ]) {
         const response = await fetch(`${base}${path}`, { headers });
         expect({ path, headers, status: response.status }).toEqual({ path, headers, status: 401 });
         expect(response.headers.get('www-authenticate')).toMatch(/^Basic realm=/);

@@ -8,7 +8,8 @@ import { startHarness, type Harness } from '../helpers/harness.ts';
 
 const DEPTH = 100_000;
 /** JSON text nested DEPTH levels deep, with a `user` at the top and one a few levels down. */
-const deepJson = () => `{"user":{"email":"top@example.com"},"k":{"user":{"email":"inner@example.com"},"n":${'{"a":'.repeat(DEPTH)}1${'}'.repeat(DEPTH)}}}`;
+const deepJson = () =>
+  `{"user":{"email":"top@example.com"},"k":{"user":{"email":"inner@example.com"},"n":${'{"a":'.repeat(DEPTH)}1${'}'.repeat(DEPTH)}}}`;
 
 describe('dashboard formatting of hostile job data', () => {
   let h: Harness;
@@ -30,7 +31,11 @@ describe('dashboard formatting of hostile job data', () => {
     const deep = await queue.add(QueueName.SUBMIT, { placeholder: true }, { jobId: 'deep-job' });
     // Written as raw JSON text, the way any producer (or another language's client) could store it.
     await h.redis.hset(`${h.prefix}:${QueueName.SUBMIT}:${deep.id}`, 'data', deepJson());
-    const wide = { user: { name: 'x' }, list: Array.from({ length: 50_000 }, (_, index) => ({ index, user: { id: index } })), text: 'y'.repeat(1_000_000) };
+    const wide = {
+      user: { name: 'x' },
+      list: Array.from({ length: 50_000 }, (_, index) => ({ index, user: { id: index } })),
+      text: 'y'.repeat(1_000_000),
+    };
     await queue.add(QueueName.SUBMIT, wide, { jobId: 'wide-job' });
 
     const list = await server.inject({ method: 'GET', url: `/dashboard/api/queues?activeQueue=${QueueName.SUBMIT}&status=waiting&page=1` });
@@ -50,7 +55,12 @@ describe('dashboard formatting of hostile job data', () => {
 
 describe('boundedCopyWithoutUser', () => {
   it('keeps small values as they are, minus every `user` key at any depth', () => {
-    const value = { a: 1, b: [1, 'x', null, { user: 1, c: true }], user: { secret: 1 }, raw: { nested: { user: { email: 'e' }, keep: 'k' } } };
+    const value = {
+      a: 1,
+      b: [1, 'x', null, { user: 1, c: true }],
+      user: { secret: 1 },
+      raw: { nested: { user: { email: 'e' }, keep: 'k' } },
+    };
     expect(boundedCopyWithoutUser(value)).toEqual({ a: 1, b: [1, 'x', null, { c: true }], raw: { nested: { keep: 'k' } } });
     expect(boundedCopyWithoutUser('text')).toBe('text');
     expect(boundedCopyWithoutUser(null)).toBe(null);
@@ -58,10 +68,17 @@ describe('boundedCopyWithoutUser', () => {
 
   it('cuts depth, breadth, long strings and the total size, saying so', () => {
     const limits = { depth: 3, breadth: 4, stringLength: 5, nodes: 12 };
-    expect(boundedCopyWithoutUser({ a: { b: { c: { d: 1 } } } }, limits)).toEqual({ a: { b: { c: `${TRUNCATED} (deeper than 3 levels)` } } });
+    expect(boundedCopyWithoutUser({ a: { b: { c: { d: 1 } } } }, limits)).toEqual({
+      a: { b: { c: `${TRUNCATED} (deeper than 3 levels)` } },
+    });
     expect(boundedCopyWithoutUser([1, 2, 3, 4, 5, 6], limits)).toEqual([1, 2, 3, 4, `${TRUNCATED} (2 more)`]);
     expect(boundedCopyWithoutUser('abcdefgh', limits)).toBe(`abcde… ${TRUNCATED} (8 characters)`);
-    const copied = JSON.stringify(boundedCopyWithoutUser(Array.from({ length: 4 }, () => [1, 2, 3, 4]), limits));
+    const copied = JSON.stringify(
+      boundedCopyWithoutUser(
+        Array.from({ length: 4 }, () => [1, 2, 3, 4]),
+        limits,
+      ),
+    );
     expect((copied.match(/\d/g) ?? []).length).toBeLessThanOrEqual(limits.nodes + 8);
     expect(copied).toContain(TRUNCATED);
   });

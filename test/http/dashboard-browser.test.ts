@@ -27,7 +27,13 @@ const PASSWORD = 'browser-dashboard-pass-456';
 const QUEUES = ['submit-transaction', 'track-transfer', 'reconcile'];
 const SCREENSHOT = join(PROJECT_ROOT, 'test-artifacts', 'dashboard.png');
 /** Personal data in the third transfer's job: none of it may reach the page. */
-const PLANTED = ['planted-email@example.test', 'Planted Customer Name', 'Planted Originator Name', 'planted-originator-account', 'planted-travel-rule-reference'];
+const PLANTED = [
+  'planted-email@example.test',
+  'Planted Customer Name',
+  'Planted Originator Name',
+  'planted-originator-account',
+  'planted-travel-rule-reference',
+];
 
 /** The page's visible text once `ready` holds for it (polled: the board renders after its API calls). */
 async function waitForText(page: Page, ready: (text: string) => boolean, timeoutMs = 20_000): Promise<string> {
@@ -52,7 +58,10 @@ describe('dashboard in headless Chromium', () => {
 
   beforeAll(async () => {
     // Never skipped: a system Chromium when there is one, else the one inside @sparticuz/chromium.
-    h = await startHarness({ name: 'dashboard-browser', env: { DASHBOARD_USER: USER, DASHBOARD_PASSWORD: PASSWORD, DASHBOARD_METADATA_KEYS: 'orderId' } });
+    h = await startHarness({
+      name: 'dashboard-browser',
+      env: { DASHBOARD_USER: USER, DASHBOARD_PASSWORD: PASSWORD, DASHBOARD_METADATA_KEYS: 'orderId' },
+    });
     server = await createHttpServer({ app: h.app!, config: h.config, logger: createLogger({ level: 'silent' }), metrics: h.app!.metrics });
     base = await server.listen({ host: '127.0.0.1', port: 0 });
 
@@ -84,7 +93,10 @@ describe('dashboard in headless Chromium', () => {
       expect(response?.status()).toBe(200);
       // Bull Board is a React app: the names arrive after its API call, not in the HTML; then the
       // overview replaces its "Loading..." with one card per queue and its job count.
-      const text = await waitForText(page, (body) => QUEUES.every((name) => body.includes(name)) && /\bJobs?\b/.test(body) && !body.includes('Loading'));
+      const text = await waitForText(
+        page,
+        (body) => QUEUES.every((name) => body.includes(name)) && /\bJobs?\b/.test(body) && !body.includes('Loading'),
+      );
       expect(text).toContain('custody worker');
       for (const name of QUEUES) expect(text).toContain(name);
       // Exactly the three transfers enqueued above, each with its one tracking job (fresh queue prefix).
@@ -101,11 +113,17 @@ describe('dashboard in headless Chromium', () => {
   });
 
   it("shows a job's allow-listed metadata and nothing of its personal data", async () => {
-    const context = await browser!.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1280, height: 800 } });
+    const context = await browser!.newContext({
+      httpCredentials: { username: USER, password: PASSWORD },
+      viewport: { width: 1280, height: 800 },
+    });
     try {
       const jobId = jobIdFor(personal.halfSigned.sequenceId);
       // What Bull Board's own API hands the page, collapsed parts included: the job list and the job.
-      for (const path of [`api/queues?activeQueue=${QueueName.SUBMIT}&status=completed&page=1`, `api/queues/${QueueName.SUBMIT}/${jobId}`]) {
+      for (const path of [
+        `api/queues?activeQueue=${QueueName.SUBMIT}&status=completed&page=1`,
+        `api/queues/${QueueName.SUBMIT}/${jobId}`,
+      ]) {
         const answer = await context.request.get(`${base}/dashboard/${path}`);
         expect(answer.status(), path).toBe(200);
         const body = await answer.text();
@@ -153,13 +171,17 @@ describe('dashboard in headless Chromium', () => {
       const page = await context.newPage();
       const answers: Array<{ status: number; challenge: string | undefined }> = [];
       page.on('response', (response) => {
-        if (new URL(response.url()).pathname === '/dashboard') answers.push({ status: response.status(), challenge: response.headers()['www-authenticate'] });
+        if (new URL(response.url()).pathname === '/dashboard')
+          answers.push({ status: response.status(), challenge: response.headers()['www-authenticate'] });
       });
       const navigation = await page.goto(`${base}/dashboard`).then(
         () => 'loaded',
         (error: Error) => error.message,
       );
-      const text = await page.locator('body').innerText().catch(() => '');
+      const text = await page
+        .locator('body')
+        .innerText()
+        .catch(() => '');
       return { answers, navigation, text };
     } finally {
       await context.close();
@@ -200,7 +222,9 @@ describe('real worker process listening beyond loopback', () => {
 
   it('exits 78 naming DASHBOARD_USER and DASHBOARD_PASSWORD when HTTP_HOST=0.0.0.0 has no credentials', async () => {
     // Empty values count as unset, and override any the test process may carry.
-    const worker = spawnWorker(workerEnv(sim, uniquePrefix('no-dashboard-auth'), { HTTP_HOST: '0.0.0.0', DASHBOARD_USER: '', DASHBOARD_PASSWORD: '' }));
+    const worker = spawnWorker(
+      workerEnv(sim, uniquePrefix('no-dashboard-auth'), { HTTP_HOST: '0.0.0.0', DASHBOARD_USER: '', DASHBOARD_PASSWORD: '' }),
+    );
     const exit = await worker.waitForExit(20_000);
     expect(exit).toEqual({ code: EX_CONFIG, signal: null });
     const lines = worker.output().split('\n');

@@ -118,9 +118,16 @@ describe('dashboard read-only (the default)', () => {
   });
 
   it('tells the UI that every queue is read-only', async () => {
-    const { queues: listed } = (await (await fetch(`${base}/dashboard/api/queues`)).json()) as { queues: Array<{ name: string; readOnlyMode: boolean; allowRetries: boolean }> };
+    const { queues: listed } = (await (await fetch(`${base}/dashboard/api/queues`)).json()) as {
+      queues: Array<{ name: string; readOnlyMode: boolean; allowRetries: boolean }>;
+    };
     expect(listed.map((queue) => queue.name).sort()).toEqual([QueueName.RECONCILE, QueueName.SUBMIT, QueueName.TRACK].sort());
-    for (const queue of listed) expect({ name: queue.name, readOnly: queue.readOnlyMode, retries: queue.allowRetries }).toEqual({ name: queue.name, readOnly: true, retries: false });
+    for (const queue of listed)
+      expect({ name: queue.name, readOnly: queue.readOnlyMode, retries: queue.allowRetries }).toEqual({
+        name: queue.name,
+        readOnly: true,
+        retries: false,
+      });
   });
 });
 
@@ -144,7 +151,9 @@ describe('dashboard with DASHBOARD_READ_ONLY=false (the control: the walk above 
     for (const queue of queues) expect(await queue.isPaused(), queue.name).toBe(true);
     expect((await fetch(`${base}/dashboard/api/queues/resume`, { method: 'PUT' })).status).toBe(200);
     for (const queue of queues) expect(await queue.isPaused(), queue.name).toBe(false);
-    const remove = await fetch(`${base}/dashboard/api/queues/${QueueName.RECONCILE}/job-schedulers/${QueueName.RECONCILE}/remove`, { method: 'PUT' });
+    const remove = await fetch(`${base}/dashboard/api/queues/${QueueName.RECONCILE}/job-schedulers/${QueueName.RECONCILE}/remove`, {
+      method: 'PUT',
+    });
     expect(remove.status).toBeLessThan(300);
     expect(await h.app!.queues[QueueName.RECONCILE].getJobSchedulers()).toEqual([]);
   });

@@ -74,6 +74,8 @@ describe('HTTP while Redis is down', () => {
     expect((await get('/readyz')).status).toBe(503);
 
     await redis.restart();
-    await expect.poll(async () => (await (await get('/metrics')).text()).includes('custody_worker_ready 1'), { timeout: 20_000, interval: 250 }).toBe(true);
+    await expect
+      .poll(async () => (await (await get('/metrics')).text()).includes('custody_worker_ready 1'), { timeout: 20_000, interval: 250 })
+      .toBe(true);
   });
 });

@@ -82,7 +82,9 @@ describe('spawnNodeScript', () => {
     expect(await child.waitForLog('worker started')).toBe('{"msg":"worker started"}');
     expect(await child.waitForLog('starting')).toBe('starting'); // already printed
     const quitter = spawnNodeScript(script, { args: ['quit'], name: 'quitter' });
-    await expect(quitter.waitForLog('worker started')).rejects.toThrow(/quitter \(pid \d+\) did not log "worker started": exited \(code 3[\s\S]*giving up/);
+    await expect(quitter.waitForLog('worker started')).rejects.toThrow(
+      /quitter \(pid \d+\) did not log "worker started": exited \(code 3[\s\S]*giving up/,
+    );
     await expect(quitter.waitFor('a word', (stdout) => stdout.includes('never'))).rejects.toThrow(/quitter .*no a word: exited/);
   });
 

@@ -15,7 +15,13 @@ const tracked = execFileSync('git', ['ls-files', '--cached', '--others', '--excl
   .filter((file) => existsSync(join(PROJECT_ROOT, file)));
 
 /** References to documents that live only beside the repository, never in it. */
-const OUTSIDE = [/\.\.\/shared\b/, /\bshared\/(CONTRACT|STYLE|spec)\b/, /\bCONTRACT\.md\b/, /\bCONTRACT (section|v?\d)/, /\bspec\/upstream-api\.md\b/];
+const OUTSIDE = [
+  /\.\.\/shared\b/,
+  /\bshared\/(CONTRACT|STYLE|spec)\b/,
+  /\bCONTRACT\.md\b/,
+  /\bCONTRACT (section|v?\d)/,
+  /\bspec\/upstream-api\.md\b/,
+];
 
 describe('the documentation stays inside the repository', () => {
   it('no file names a document outside the repository', () => {

@@ -6,15 +6,38 @@
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { admit, BUDGET_CLASSES, pause, RequestBudget, type Admission, type BudgetClass, type BudgetState } from '../../src/custody/budget.ts';
+import {
+  admit,
+  BUDGET_CLASSES,
+  pause,
+  RequestBudget,
+  type Admission,
+  type BudgetClass,
+  type BudgetState,
+} from '../../src/custody/budget.ts';
 import '../fuzz/fc-seed.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
 type Step = { kind: 'ask'; klass: BudgetClass; member: string; advance: number } | { kind: 'pause'; ms: number; advance: number };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 12, arbitrary: fc.record({ kind: fc.constant('ask' as const), klass: fc.constantFrom(...BUDGET_CLASSES), member: fc.constantFrom('a', 'b', 'c', 'd', 'e'), advance: fc.integer({ min: 0, max: 60 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pause' as const), ms: fc.integer({ min: 0, max: 3_000 }), advance: fc.integer({ min: 0, max: 60 }) }) },
+  {
+    weight: 12,
+    arbitrary: fc.record({
+      kind: fc.constant('ask' as const),
+      klass: fc.constantFrom(...BUDGET_CLASSES),
+      member: fc.constantFrom('a', 'b', 'c', 'd', 'e'),
+      advance: fc.integer({ min: 0, max: 60 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('pause' as const),
+      ms: fc.integer({ min: 0, max: 3_000 }),
+      advance: fc.integer({ min: 0, max: 60 }),
+    }),
+  },
 );
 
 afterAll(closeAllRedis);

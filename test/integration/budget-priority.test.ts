@@ -58,26 +58,41 @@ describe('request budget: a send overtakes queued polls across two worker proces
   it('sends first, polls with what is left, no 429 from the provider', async () => {
     const waiting = Array.from({ length: WAITING }, (_, i) => samplePayload({ metadata: { n: String(i) } }));
     for (const payload of waiting) await h.producer.submit(payload);
-    await until(`${WAITING} transfers submitted`, 45_000, async () => {
-      const submitted = (await h.events()).filter((e) => e.event === 'transfer.submitted').length;
-      return submitted >= WAITING ? true : undefined;
-    }, 200);
+    await until(
+      `${WAITING} transfers submitted`,
+      45_000,
+      async () => {
+        const submitted = (await h.events()).filter((e) => e.event === 'transfer.submitted').length;
+        return submitted >= WAITING ? true : undefined;
+      },
+      200,
+    );
 
     // Polling saturates the budget: 60 transfers polling every 100–200 ms want 300–600 requests/s.
     const pollsBefore = gateway.log.filter((e) => e.endpoint === 'getTransfer').length;
-    await until('polls at the budget for a while', 20_000, async () => {
-      const polls = gateway.log.filter((e) => e.endpoint === 'getTransfer').length - pollsBefore;
-      return polls >= RPS * 2 ? true : undefined;
-    }, 100);
+    await until(
+      'polls at the budget for a while',
+      20_000,
+      async () => {
+        const polls = gateway.log.filter((e) => e.endpoint === 'getTransfer').length - pollsBefore;
+        return polls >= RPS * 2 ? true : undefined;
+      },
+      100,
+    );
 
     const fresh = samplePayload({ metadata: { n: 'fresh' } });
     const mark = gateway.log.length;
     await h.producer.submit(fresh);
     const sequenceId = fresh.halfSigned.sequenceId;
-    await until('the fresh transfer submitted', 20_000, async () => {
-      const events = await h.events();
-      return events.some((e) => e.sequenceId === sequenceId && e.event === 'transfer.submitted') ? true : undefined;
-    }, 50);
+    await until(
+      'the fresh transfer submitted',
+      20_000,
+      async () => {
+        const events = await h.events();
+        return events.some((e) => e.sequenceId === sequenceId && e.event === 'transfer.submitted') ? true : undefined;
+      },
+      50,
+    );
 
     const after = gateway.log.slice(mark);
     const sendAt = after.findIndex((e) => e.endpoint === 'sendTransaction' && e.sequenceId === sequenceId);

@@ -14,7 +14,10 @@ const AMOUNT = '12345678901234.567891';
 let h: Harness;
 beforeAll(async () => {
   // Not narrowed and without sequenceId in 2.1 records: the worker must match by address and amount.
-  h = await startHarness({ name: 'exact-amount', sim: { settings: { fixedAmount: AMOUNT, narrowResults: false, includeSequenceIdInTransactions: false } } });
+  h = await startHarness({
+    name: 'exact-amount',
+    sim: { settings: { fixedAmount: AMOUNT, narrowResults: false, includeSequenceIdInTransactions: false } },
+  });
 });
 afterAll(async () => {
   await h.close();
@@ -43,24 +46,30 @@ describe('an amount with 20 significant digits', () => {
 describe('a send answer whose amount is a binary double', () => {
   let hd: Harness;
   beforeAll(async () => {
-    hd = await startHarness({ name: 'double-amount', sim: { settings: { amountAsDouble: true, narrowResults: false, includeSequenceIdInTransactions: false } } });
+    hd = await startHarness({
+      name: 'double-amount',
+      sim: { settings: { amountAsDouble: true, narrowResults: false, includeSequenceIdInTransactions: false } },
+    });
   });
   afterAll(async () => {
     await hd.close();
   });
 
-  it.each(['64.079', '2.228', '0.1', '1234567.12345678'])('%s written with 17 significant digits is matched at 8 places and broadcast', async (amount) => {
-    hd.sim.updateSettings({ fixedAmount: amount });
-    const payload = samplePayload();
-    const sequenceId = payload.halfSigned.sequenceId;
-    await hd.producer.submit(payload);
-    const submitted = await hd.producer.waitForTerminal(sequenceId, 10_000, new Set(['transfer.submitted']));
-    const stored = (await hd.app!.ledger.get(sequenceId))!.match.amount!;
-    // Kept (and published) exactly as upstream wrote it, the float noise included.
-    expect(stored).toBe(String(Number(amount).toPrecision(17)).replace(/0+$/, '').replace(/\.$/, ''));
-    expect(dataOf(submitted, 'transfer.submitted').transfer).not.toBeNull();
-    hd.sim.setTxid(sequenceId);
-    const terminal = await hd.producer.waitForTerminal(sequenceId, 15_000);
-    expect(terminal.event).toBe('transfer.broadcast');
-  });
+  it.each(['64.079', '2.228', '0.1', '1234567.12345678'])(
+    '%s written with 17 significant digits is matched at 8 places and broadcast',
+    async (amount) => {
+      hd.sim.updateSettings({ fixedAmount: amount });
+      const payload = samplePayload();
+      const sequenceId = payload.halfSigned.sequenceId;
+      await hd.producer.submit(payload);
+      const submitted = await hd.producer.waitForTerminal(sequenceId, 10_000, new Set(['transfer.submitted']));
+      const stored = (await hd.app!.ledger.get(sequenceId))!.match.amount!;
+      // Kept (and published) exactly as upstream wrote it, the float noise included.
+      expect(stored).toBe(String(Number(amount).toPrecision(17)).replace(/0+$/, '').replace(/\.$/, ''));
+      expect(dataOf(submitted, 'transfer.submitted').transfer).not.toBeNull();
+      hd.sim.setTxid(sequenceId);
+      const terminal = await hd.producer.waitForTerminal(sequenceId, 15_000);
+      expect(terminal.event).toBe('transfer.broadcast');
+    },
+  );
 });

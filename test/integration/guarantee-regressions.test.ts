@@ -118,7 +118,10 @@ describe('through the worker: 1 (never failed while a send may have gone out), 5
       all.some((e) => e.sequenceId === sequenceId && (SETTLED.has(e.event) || e.event === 'transfer.unresolved'));
     await h.waitForEvents(settledOrUnresolved, 15_000);
     const early = await h.eventsOf(sequenceId);
-    expect(early.map((e) => e.event), describeEvents(early)).toEqual(['transfer.unresolved']);
+    expect(
+      early.map((e) => e.event),
+      describeEvents(early),
+    ).toEqual(['transfer.unresolved']);
     expect(early[0]!.data).toMatchObject({ code: 'SEND_OUTCOME_UNKNOWN', attempts: 3 });
     const record = (await h.app!.ledger.get(sequenceId))!;
     expect(record.state).toBe(TransferState.SUBMITTING);
@@ -137,17 +140,20 @@ describe('through the worker: 1 (never failed while a send may have gone out), 5
   it.each<[string, FaultKind]>([
     ['an unreadable 200 (truncated body)', 'accept-malformed'],
     ['a gateway 504', 'accept-504'],
-  ])('1c: first send processed and answered with %s, the resend answered 400 → not failed; submitted once (409 on a later resend)', async (_name, first) => {
-    const sequenceId = await submitHidden([first, '400']);
-    const outcome = await h.producer.waitForTerminal(sequenceId, 15_000, SETTLED);
-    expect(outcome.event, describeEvents(await h.eventsOf(sequenceId))).toBe('transfer.submitted');
-    expect(outcome.data).toEqual({ transfer: null, recoveredBy: 'duplicate' });
-    expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 1 });
+  ])(
+    '1c: first send processed and answered with %s, the resend answered 400 → not failed; submitted once (409 on a later resend)',
+    async (_name, first) => {
+      const sequenceId = await submitHidden([first, '400']);
+      const outcome = await h.producer.waitForTerminal(sequenceId, 15_000, SETTLED);
+      expect(outcome.event, describeEvents(await h.eventsOf(sequenceId))).toBe('transfer.submitted');
+      expect(outcome.data).toEqual({ transfer: null, recoveredBy: 'duplicate' });
+      expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 1 });
 
-    const events = await broadcastNow(sequenceId);
-    expect(events.map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
-    expectContractHolds(events);
-  });
+      const events = await broadcastNow(sequenceId);
+      expect(events.map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
+      expectContractHolds(events);
+    },
+  );
 
   // ---- 5b, 5c, 5d share this worker.
 
@@ -163,10 +169,15 @@ describe('through the worker: 1 (never failed while a send may have gone out), 5
 
   async function waitForJobEnd(jobId: string, timeoutMs = 10_000): Promise<string> {
     const queue = h.app!.queues[QueueName.SUBMIT];
-    return until(`job ${jobId} to end`, timeoutMs, async () => {
-      const state = await queue.getJobState(jobId);
-      return state === 'failed' || state === 'completed' ? state : undefined;
-    }, 25);
+    return until(
+      `job ${jobId} to end`,
+      timeoutMs,
+      async () => {
+        const state = await queue.getJobState(jobId);
+        return state === 'failed' || state === 'completed' ? state : undefined;
+      },
+      25,
+    );
   }
 
   /**
@@ -245,7 +256,9 @@ describe('through the worker: 1 (never failed while a send may have gone out), 5
       set: { jobId, walletId: '310', coin: 'eth', metadata: '', createdAt: Date.now(), payload: JSON.stringify(stored) },
     });
     expect(created.ok).toBe(true);
-    expect((await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.GATED, set: { gateOutcome: 'passed' } })).ok).toBe(true);
+    expect(
+      (await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.GATED, set: { gateOutcome: 'passed' } })).ok,
+    ).toBe(true);
 
     await h.app!.queues[QueueName.SUBMIT].add(QueueName.SUBMIT, carried, { jobId });
     const outcome = await h.producer.waitForTerminal(sequenceId, 15_000, SETTLED);
@@ -278,7 +291,10 @@ async function sampleLease(h: Harness, sequenceId: string, submit: () => Promise
   await submit();
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const [[, time], [, hash]] = (await h.redis.multi().time().hgetall(key).exec()) as [[null, [string, string]], [null, Record<string, string>]];
+    const [[, time], [, hash]] = (await h.redis.multi().time().hgetall(key).exec()) as [
+      [null, [string, string]],
+      [null, Record<string, string>],
+    ];
     const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
     if (hash.state === TransferState.SUBMITTED || TERMINAL_STATES.has(hash.state as TransferState)) return samples;
     if (hash.state === TransferState.SUBMITTING) {
@@ -342,7 +358,10 @@ describe('2: the send lease covers the whole call (scaled: CUSTODY_TIMEOUT 1.5 s
 
     // The call took three answers of ~1.2 s each, all under one lease: observed live throughout.
     expect(samples.filter((sample) => sample.leaseUntil > sample.now).length).toBeGreaterThan(10);
-    expect(samples.every((sample) => sample.leaseUntil > 0), 'the lease was released before the outcome').toBe(true);
+    expect(
+      samples.every((sample) => sample.leaseUntil > 0),
+      'the lease was released before the outcome',
+    ).toBe(true);
     expectNoLapsedLease(samples);
     const acceptedAt = Date.parse(h.sim.transfer(sequenceId)!.acceptedAt);
     expect(acceptedAt).toBeLessThan(leaseAt(samples, acceptedAt));
@@ -466,7 +485,12 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
       travelRule: {
         async setting() {
           const setting = await client.getTravelRuleSetting();
-          return { outgoingTxn: setting.outgoingTxn, mandatory: setting.mandatory, blockTxn: setting.blockTxn, fetchedAt: new Date().toISOString() };
+          return {
+            outgoingTxn: setting.outgoingTxn,
+            mandatory: setting.mandatory,
+            blockTxn: setting.blockTxn,
+            fetchedAt: new Date().toISOString(),
+          };
         },
       },
       custody,
@@ -483,7 +507,11 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
   }
 
   function jobContext(jobId: string, payload: SamplePayload): JobContext {
-    return { job: { id: jobId, name: QueueName.SUBMIT, data: payload, attemptsStarted: 1 }, token: undefined, log } as unknown as JobContext;
+    return {
+      job: { id: jobId, name: QueueName.SUBMIT, data: payload, attemptsStarted: 1 },
+      token: undefined,
+      log,
+    } as unknown as JobContext;
   }
 
   async function eventsOf(sequenceId: string): Promise<TransferEvent[]> {
@@ -493,13 +521,13 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
 
   /** Waits until the lease on the record has ended by Redis's clock (what any other runner judges it by). */
   async function leaseRunsOut(sequenceId: string): Promise<void> {
-    await until('the held runner\'s lease to run out', 10_000, async () => {
+    await until("the held runner's lease to run out", 10_000, async () => {
       const [record, now] = await Promise.all([redis.hget(keys.transfer(sequenceId), 'leaseUntil'), redisNow(redis)]);
       return Number(record ?? 0) > 0 && Number(record) < now ? true : undefined;
     });
   }
 
-  it('3: a runner whose send outlived its lease (answer: gateway 504) publishes nothing after another runner\'s transfer.submitted and transfer.broadcast', async () => {
+  it("3: a runner whose send outlived its lease (answer: gateway 504) publishes nothing after another runner's transfer.submitted and transfer.broadcast", async () => {
     freshLedger();
     sim.setFault('sendTransaction', { sequence: ['accept-504'] }); // processed upstream, answer lost behind a gateway
     const payload = samplePayload();
@@ -513,35 +541,43 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
       (result) => ({ result }),
       (error: unknown) => ({ error }),
     );
-    await until('runner A\'s send to be answered', 5_000, async () => (held.answered() ? true : undefined));
+    await until("runner A's send to be answered", 5_000, async () => (held.answered() ? true : undefined));
     await leaseRunsOut(sequenceId);
 
     // Runner B: a stalled copy of the same job, on another worker.
     const clientB = newClient();
     expect(await runner(clientB, clientB, { attempts: 1 })(jobContext(jobId, payload))).toMatchObject({ outcome: 'submitted' });
     const track = createTrackHandler({ ledger, custody: clientB, pollMinMs: 20, pollMaxMs: 100, deadlineMs: 3_600_000 });
-    await until('the broadcast', 10_000, async () => {
-      try {
-        const result = await track({ job: { id: 't', data: { sequenceId } }, token: undefined, log } as unknown as JobContext);
-        return result.outcome === 'broadcast' ? true : undefined;
-      } catch (error) {
-        if (error instanceof RetryLater) return undefined;
-        throw error;
-      }
-    }, 50);
+    await until(
+      'the broadcast',
+      10_000,
+      async () => {
+        try {
+          const result = await track({ job: { id: 't', data: { sequenceId } }, token: undefined, log } as unknown as JobContext);
+          return result.outcome === 'broadcast' ? true : undefined;
+        } catch (error) {
+          if (error instanceof RetryLater) return undefined;
+          throw error;
+        }
+      },
+      50,
+    );
     expect((await eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
 
     held.release();
     const a = await runA;
     const events = await eventsOf(sequenceId);
-    expect(events.map((e) => e.event), describeEvents(events)).toEqual(['transfer.submitted', 'transfer.broadcast']);
+    expect(
+      events.map((e) => e.event),
+      describeEvents(events),
+    ).toEqual(['transfer.submitted', 'transfer.broadcast']);
     expectContractHolds(events);
     expect(a).toEqual({ result: { outcome: 'broadcast', sequenceId } });
     expect((await ledger.get(sequenceId))!.state).toBe(TransferState.BROADCAST);
     expect(sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
   });
 
-  it('3: a runner whose refused send outlived its lease cannot fail the transfer while the new lease holder\'s resend is in flight', async () => {
+  it("3: a runner whose refused send outlived its lease cannot fail the transfer while the new lease holder's resend is in flight", async () => {
     freshLedger();
     sim.setFault('sendTransaction', { sequence: ['400'] }); // A's send refused; B's resend accepted
     const payload = samplePayload();
@@ -554,16 +590,19 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
       (result) => ({ result }),
       (error: unknown) => ({ error }),
     );
-    await until('runner A\'s send to be answered', 5_000, async () => (heldA.answered() ? true : undefined));
+    await until("runner A's send to be answered", 5_000, async () => (heldA.answered() ? true : undefined));
     await leaseRunsOut(sequenceId);
 
     const clientB = newClient();
     const heldB = holdFirstSend(clientB);
-    const runB = runner(heldB.custody, clientB)(jobContext(jobId, payload)).then(
+    const runB = runner(
+      heldB.custody,
+      clientB,
+    )(jobContext(jobId, payload)).then(
       (result) => ({ result }),
       (error: unknown) => ({ error }),
     );
-    await until('runner B\'s resend to be answered', 5_000, async () => (heldB.answered() ? true : undefined));
+    await until("runner B's resend to be answered", 5_000, async () => (heldB.answered() ? true : undefined));
     expect(sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
 
     // A's 400 arrives now: it proves nothing about B's send, and A no longer holds the lease.
@@ -575,7 +614,10 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
     heldB.release();
     expect(await runB).toEqual({ result: { outcome: 'submitted', sequenceId } });
     const events = await eventsOf(sequenceId);
-    expect(events.map((e) => e.event), describeEvents(events)).toEqual(['transfer.submitted']);
+    expect(
+      events.map((e) => e.event),
+      describeEvents(events),
+    ).toEqual(['transfer.submitted']);
     expectContractHolds(events);
     expect(sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
   });
@@ -599,11 +641,14 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
 
     const clientA = newClient();
     const held = holdFirstSend(clientA);
-    const runA = runner(held.custody, clientA)(jobContext(jobId, payload)).then(
+    const runA = runner(
+      held.custody,
+      clientA,
+    )(jobContext(jobId, payload)).then(
       (result) => ({ result }),
       (error: unknown) => ({ error }),
     );
-    await until('runner A\'s send to be answered', 5_000, async () => (held.answered() ? true : undefined));
+    await until("runner A's send to be answered", 5_000, async () => (held.answered() ? true : undefined));
     const sendRequests = () => Object.values(sim.stats().requests.sendTransaction).reduce((sum, n) => sum + n, 0);
     expect(sendRequests()).toBe(1);
 
@@ -704,7 +749,14 @@ describe('5e: the active index is walked by score while the walk itself moves en
     for await (const sequenceId of ledger.staleActive(2_000, 3)) {
       seen.push(sequenceId);
       if (seen.length % 3 === 0) {
-        await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: 1, mandatory: true, blockTxn: false } } } });
+        await ledger.transition(sequenceId, {
+          from: [TransferState.RECEIVED],
+          to: TransferState.BLOCKED,
+          event: {
+            type: 'transfer.blocked',
+            data: { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: 1, mandatory: true, blockTxn: false } },
+          },
+        });
       } else {
         await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.RECEIVED, set: { touched: 1 } });
       }
@@ -732,9 +784,20 @@ describe('5e: the active index is walked by score while the walk itself moves en
             await ledger.transition(sequenceId, {
               from: ['-'],
               to: TransferState.RECEIVED,
-              set: { jobId: 'job-that-died', walletId: '310', coin: 'eth', metadata: '', createdAt: Date.now(), payload: JSON.stringify(payload) },
+              set: {
+                jobId: 'job-that-died',
+                walletId: '310',
+                coin: 'eth',
+                metadata: '',
+                createdAt: Date.now(),
+                payload: JSON.stringify(payload),
+              },
             });
-            await ledger.transition(sequenceId, { from: [TransferState.RECEIVED], to: TransferState.GATED, set: { gateOutcome: 'passed' } });
+            await ledger.transition(sequenceId, {
+              from: [TransferState.RECEIVED],
+              to: TransferState.GATED,
+              set: { gateOutcome: 'passed' },
+            });
           }),
         );
       }
@@ -747,7 +810,11 @@ describe('5e: the active index is walked by score while the walk itself moves en
         graceMs: 0,
         retentionMs: 3_600_000,
       });
-      const result = (await reconcile({ job: { id: 'manual', data: {} }, token: undefined, log } as unknown as JobContext)) as ReconcileResult;
+      const result = (await reconcile({
+        job: { id: 'manual', data: {} },
+        token: undefined,
+        log,
+      } as unknown as JobContext)) as ReconcileResult;
       expect(result).toMatchObject({ skipped: false, checked: 600, resubmitted: 600 });
       const records = await Promise.all(lost.map((sequenceId) => ledger.get(sequenceId)));
       expect(records.filter((record) => !record!.jobId.startsWith('resume-')).map((record) => record!.sequenceId)).toEqual([]);
@@ -765,12 +832,26 @@ describe('chaos finding: an unknown send past TRACK_DEADLINE is looked up once m
     const redis = newRedis();
     const prefix = uniquePrefix('deadline-lookup');
     let clock = 1_700_000_000_000;
-    const ledger = new Ledger(redis, createKeys(prefix, `${prefix}:events`), { eventsMaxLen: 1_000, retentionMs: 60_000, clock: () => clock });
+    const ledger = new Ledger(redis, createKeys(prefix, `${prefix}:events`), {
+      eventsMaxLen: 1_000,
+      retentionMs: 60_000,
+      clock: () => clock,
+    });
     const payload = samplePayload();
     const sequenceId = payload.halfSigned.sequenceId;
     // A runner sent and died: its lease ran out long ago, well past the deadline.
-    await ledger.transition(sequenceId, { from: ['-'], to: TransferState.GATED, set: { jobId: 'job-1', walletId: '310', coin: 'eth', payload: JSON.stringify(payload) } });
-    await ledger.transition(sequenceId, { from: [TransferState.GATED], to: TransferState.SUBMITTING, lease: { mode: 'take', owner: 'dead', ms: 1 }, set: { pending: 1 }, increment: { sends: 1 } });
+    await ledger.transition(sequenceId, {
+      from: ['-'],
+      to: TransferState.GATED,
+      set: { jobId: 'job-1', walletId: '310', coin: 'eth', payload: JSON.stringify(payload) },
+    });
+    await ledger.transition(sequenceId, {
+      from: [TransferState.GATED],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'take', owner: 'dead', ms: 1 },
+      set: { pending: 1 },
+      increment: { sends: 1 },
+    });
     clock += 10 * 60_000;
     const handler = createSubmitHandler({
       ledger,
@@ -790,7 +871,11 @@ describe('chaos finding: an unknown send past TRACK_DEADLINE is looked up once m
       unresolvedAfterMs: 60_000,
       deadlineMs: 5 * 60_000, // passed: the send became unknown 10 minutes ago
     });
-    const result = await handler({ job: { id: 'job-1', name: QueueName.SUBMIT, data: payload, attemptsStarted: 2 }, token: undefined, log } as unknown as JobContext);
+    const result = await handler({
+      job: { id: 'job-1', name: QueueName.SUBMIT, data: payload, attemptsStarted: 2 },
+      token: undefined,
+      log,
+    } as unknown as JobContext);
     expect(result).toMatchObject({ outcome: 'submitted' });
     const entries = await redis.xrange(`${prefix}:events`, '-', '+');
     expect(entries.map((entry) => parseStreamEntry(entry as [string, string[]]).event)).toEqual(['transfer.submitted']);

@@ -110,13 +110,18 @@ async function runKillScenario(scenario: Scenario): Promise<ScenarioResult> {
   for (const threshold of scenario.killAt) {
     // Kill once `threshold` transfers are published and some sends are mid-request: accepted upstream
     // within the last YOUNG_MS, so their answers cannot have reached the worker yet.
-    const atKill = await until(`${threshold} submitted events with sends in flight`, 20_000, async () => {
-      const now = Date.now();
-      const { published, unrecorded } = await snapshot();
-      if (published < threshold) return undefined;
-      const young = unrecorded.filter((id) => !stranded.has(id) && now - Date.parse(h.sim.transfer(id)?.acceptedAt ?? '0') < YOUNG_MS);
-      return young.length > 0 ? { published, young: young.length } : undefined;
-    }, 2);
+    const atKill = await until(
+      `${threshold} submitted events with sends in flight`,
+      20_000,
+      async () => {
+        const now = Date.now();
+        const { published, unrecorded } = await snapshot();
+        if (published < threshold) return undefined;
+        const young = unrecorded.filter((id) => !stranded.has(id) && now - Date.parse(h.sim.transfer(id)?.acceptedAt ?? '0') < YOUNG_MS);
+        return young.length > 0 ? { published, young: young.length } : undefined;
+      },
+      2,
+    );
     worker.kill('SIGKILL');
     const exit = await worker.waitForExit(5_000);
     expect(exit.signal, `${worker.name} should have died of SIGKILL`).toBe('SIGKILL');
@@ -135,21 +140,34 @@ async function runKillScenario(scenario: Scenario): Promise<ScenarioResult> {
   // Until every transfer has an outcome (whatever it is: the assertions below say what it must be).
   let lastSeen: TransferEvent[] = [];
   try {
-    await until(`an outcome for all ${TRANSFERS} transfers`, 45_000, async () => {
-      lastSeen = (await h.events()).filter((e) => e.event !== 'reconcile.completed');
-      return new Set(lastSeen.map((e) => e.sequenceId)).size >= TRANSFERS ? true : undefined;
-    }, 50);
+    await until(
+      `an outcome for all ${TRANSFERS} transfers`,
+      45_000,
+      async () => {
+        lastSeen = (await h.events()).filter((e) => e.event !== 'reconcile.completed');
+        return new Set(lastSeen.map((e) => e.sequenceId)).size >= TRANSFERS ? true : undefined;
+      },
+      50,
+    );
   } catch (error) {
     const byType = [...new Set(lastSeen.map((e) => e.event))].map((type) => `${type}: ${countBy(lastSeen, type).size}`);
-    throw new Error(`${(error as Error).message}; transfers with events: ${byType.join(', ') || 'none'}; sendTransaction answers: ${JSON.stringify(h.sim.stats().requests.sendTransaction)}`, { cause: error });
+    throw new Error(
+      `${(error as Error).message}; transfers with events: ${byType.join(', ') || 'none'}; sendTransaction answers: ${JSON.stringify(h.sim.stats().requests.sendTransaction)}`,
+      { cause: error },
+    );
   }
   const settleMs = Date.now() - started;
   // Submitted is not the end: a recovered copy of a job may still run (and must send nothing). Wait until
   // no submit job is left anywhere, then look.
-  await until('an idle submit-transaction queue', 15_000, async () => {
-    const counts = await queue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children');
-    return Object.values(counts).every((n) => n === 0) ? true : undefined;
-  }, 100);
+  await until(
+    'an idle submit-transaction queue',
+    15_000,
+    async () => {
+      const counts = await queue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children');
+      return Object.values(counts).every((n) => n === 0) ? true : undefined;
+    },
+    100,
+  );
 
   const last = await worker.stop(10_000);
   expect(last, `${worker.name} should exit 0 on SIGTERM`).toEqual({ code: 0, signal: null });
@@ -172,9 +190,7 @@ function checkExactlyOnce({ h, sequenceIds, events }: ScenarioResult) {
 
   // Accepted upstream exactly once: a second accept would be a double spend, none a lost transfer.
   const sends = h.sim.stats().sends;
-  const notAcceptedOnce = sequenceIds
-    .filter((id) => sends[id]?.accepted !== 1)
-    .map((id) => `${id}: accepted ${sends[id]?.accepted ?? 0}`);
+  const notAcceptedOnce = sequenceIds.filter((id) => sends[id]?.accepted !== 1).map((id) => `${id}: accepted ${sends[id]?.accepted ?? 0}`);
   expect(notAcceptedOnce, 'sequenceIds not accepted exactly once by the simulator').toEqual([]);
 
   expect(versionProblems(events)).toEqual([]);
@@ -207,46 +223,38 @@ function report(title: string, result: ScenarioResult, figures: ReturnType<typeo
 }
 
 describe('a worker killed with SIGKILL while 500 transfers are in flight, then restarted', () => {
-  it(
-    'every transfer is accepted upstream once and published once',
-    async () => {
-      const result = await runKillScenario({
-        name: 'kill-9',
-        sim: { latencyMs: { sendTransaction: 40 }, visibleAfterMs: 300, txidAfterMs: 3_600_000 },
-        killAt: [100, 300],
-      });
-      const figures = checkExactlyOnce(result);
-      report('SIGKILL ×2, upstream visible after 300 ms', result, figures);
-      // The kills really cut into work in progress (else this test proves nothing).
-      expect(result.kills.every((k) => k.strandedActive > 0 && k.acceptedUnrecorded > 0)).toBe(true);
-      // A transfer cut off in `submitting` is resolved only once its send lease (> 10 s) has run out, long
-      // after it became visible upstream (300 ms): looking first must find it, so not one send of an
-      // already accepted sequenceId may reach upstream. Each 409 here is a second send that would be a
-      // double spend at a provider without duplicate protection.
-      expect(figures.duplicates409).toBe(0);
-      expect(figures.recoveredBy['get-transfer']).toBeGreaterThan(0);
-    },
-    60_000,
-  );
+  it('every transfer is accepted upstream once and published once', async () => {
+    const result = await runKillScenario({
+      name: 'kill-9',
+      sim: { latencyMs: { sendTransaction: 40 }, visibleAfterMs: 300, txidAfterMs: 3_600_000 },
+      killAt: [100, 300],
+    });
+    const figures = checkExactlyOnce(result);
+    report('SIGKILL ×2, upstream visible after 300 ms', result, figures);
+    // The kills really cut into work in progress (else this test proves nothing).
+    expect(result.kills.every((k) => k.strandedActive > 0 && k.acceptedUnrecorded > 0)).toBe(true);
+    // A transfer cut off in `submitting` is resolved only once its send lease (> 10 s) has run out, long
+    // after it became visible upstream (300 ms): looking first must find it, so not one send of an
+    // already accepted sequenceId may reach upstream. Each 409 here is a second send that would be a
+    // double spend at a provider without duplicate protection.
+    expect(figures.duplicates409).toBe(0);
+    expect(figures.recoveredBy['get-transfer']).toBeGreaterThan(0);
+  }, 60_000);
 
-  it(
-    'with sends timing out (processed, unanswered) and transfers not yet visible upstream, recovery goes through 409 and still sends once',
-    async () => {
-      const result = await runKillScenario({
-        name: 'kill-9-timeouts',
-        // Not visible for a minute: every uncertain send (cut off by the kill or by a time-out) can only be
-        // resolved by resending and reading the 409.
-        sim: { latencyMs: { sendTransaction: 40 }, visibleAfterMs: 60_000, txidAfterMs: 3_600_000 },
-        sendFault: { probability: 0.05, kinds: ['timeout'] },
-        killAt: [100, 300],
-      });
-      const figures = checkExactlyOnce(result);
-      report('SIGKILL ×2 with 5% send time-outs, upstream visible after 60 s', result, figures);
-      expect(result.kills.every((k) => k.strandedActive > 0 && k.acceptedUnrecorded > 0)).toBe(true);
-      expect(figures.duplicates409).toBeGreaterThan(0);
-      expect(figures.recoveredBy.duplicate).toBeGreaterThan(0);
-      expect(figures.recoveredBy['get-transfer']).toBe(0);
-    },
-    60_000,
-  );
+  it('with sends timing out (processed, unanswered) and transfers not yet visible upstream, recovery goes through 409 and still sends once', async () => {
+    const result = await runKillScenario({
+      name: 'kill-9-timeouts',
+      // Not visible for a minute: every uncertain send (cut off by the kill or by a time-out) can only be
+      // resolved by resending and reading the 409.
+      sim: { latencyMs: { sendTransaction: 40 }, visibleAfterMs: 60_000, txidAfterMs: 3_600_000 },
+      sendFault: { probability: 0.05, kinds: ['timeout'] },
+      killAt: [100, 300],
+    });
+    const figures = checkExactlyOnce(result);
+    report('SIGKILL ×2 with 5% send time-outs, upstream visible after 60 s', result, figures);
+    expect(result.kills.every((k) => k.strandedActive > 0 && k.acceptedUnrecorded > 0)).toBe(true);
+    expect(figures.duplicates409).toBeGreaterThan(0);
+    expect(figures.recoveredBy.duplicate).toBeGreaterThan(0);
+    expect(figures.recoveredBy['get-transfer']).toBe(0);
+  }, 60_000);
 });

@@ -15,7 +15,11 @@ import { describeProfiles, simFor } from '../helpers/profiles.ts';
 describeProfiles('reconcile', (profile) => {
   let h: Harness;
   beforeAll(async () => {
-    h = await startHarness({ name: `reconcile-${profile}`, sim: simFor(profile), env: { RECONCILE_GRACE: '0', TRACK_POLL_MIN: '50ms', TRACK_POLL_MAX: '100ms' } });
+    h = await startHarness({
+      name: `reconcile-${profile}`,
+      sim: simFor(profile),
+      env: { RECONCILE_GRACE: '0', TRACK_POLL_MIN: '50ms', TRACK_POLL_MAX: '100ms' },
+    });
   });
   afterAll(async () => {
     await h.close();
@@ -124,19 +128,22 @@ describeProfiles('reconcile', (profile) => {
       ['sent and visible', true, 0, { accepted: 1, duplicates: 0 }],
       ['sent, not yet visible (resend answered 409)', true, 60_000, { accepted: 1, duplicates: 1 }],
       ['never sent', false, 0, { accepted: 1, duplicates: 0 }],
-    ] as const)('resolves a transfer left in "send may have gone out" (%s) with 0 double sends', async (_name, sent, visibleAfterMs, sends) => {
-      h.sim.updateSettings({ visibleAfterMs });
-      try {
-        const sequenceId = await strandTransfer('submitting', sent);
-        const counts = await reconcileOnce();
-        expect(counts.resubmitted).toBeGreaterThanOrEqual(1);
-        const outcome = await h.producer.waitForTerminal(sequenceId, 10_000, new Set(['transfer.submitted']));
-        expect(outcome.event).toBe('transfer.submitted');
-        expect(h.sim.stats().sends[sequenceId]).toEqual(sends);
-      } finally {
-        h.sim.updateSettings({ visibleAfterMs: 0 });
-      }
-    });
+    ] as const)(
+      'resolves a transfer left in "send may have gone out" (%s) with 0 double sends',
+      async (_name, sent, visibleAfterMs, sends) => {
+        h.sim.updateSettings({ visibleAfterMs });
+        try {
+          const sequenceId = await strandTransfer('submitting', sent);
+          const counts = await reconcileOnce();
+          expect(counts.resubmitted).toBeGreaterThanOrEqual(1);
+          const outcome = await h.producer.waitForTerminal(sequenceId, 10_000, new Set(['transfer.submitted']));
+          expect(outcome.event).toBe('transfer.submitted');
+          expect(h.sim.stats().sends[sequenceId]).toEqual(sends);
+        } finally {
+          h.sim.updateSettings({ visibleAfterMs: 0 });
+        }
+      },
+    );
 
     it('recreates a submission lost before it was sent', async () => {
       const sequenceId = await strandTransfer('gated', false);
@@ -224,7 +231,8 @@ describeProfiles('reconcile', (profile) => {
       s.sim.updateSettings({ visibleAfterMs: 0, txidAfterMs: 0 });
       const payloads = Array.from({ length: 12 }, () => samplePayload());
       for (const payload of payloads) await s.producer.submit(payload);
-      for (const payload of payloads) expect((await s.producer.waitForTerminal(payload.halfSigned.sequenceId, 10_000)).event).toBe('transfer.broadcast');
+      for (const payload of payloads)
+        expect((await s.producer.waitForTerminal(payload.halfSigned.sequenceId, 10_000)).event).toBe('transfer.broadcast');
       await reconcileIdle(s);
 
       // Each verification now takes two slow requests: the whole run would take several seconds.

@@ -22,18 +22,33 @@ async function startSentinel(primaryPort: number): Promise<{ port: number; stop(
   const port = await getFreePort();
   const dir = await mkdtemp(join(tmpdir(), 'sentinel-'));
   const conf = join(dir, 'sentinel.conf');
-  await writeFile(conf, [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, `sentinel monitor mymaster 127.0.0.1 ${primaryPort} 1`, 'sentinel down-after-milliseconds mymaster 1000', ''].join('\n'));
+  await writeFile(
+    conf,
+    [
+      `port ${port}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor mymaster 127.0.0.1 ${primaryPort} 1`,
+      'sentinel down-after-milliseconds mymaster 1000',
+      '',
+    ].join('\n'),
+  );
   const child: ChildProcess = spawn(REDIS_SERVER_BIN, [conf, '--sentinel'], { stdio: 'ignore' });
   const probe = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
   probe.on('error', () => undefined); // refused until the Sentinel listens
-  await until('the Sentinel knows the master', 10_000, async () => {
-    try {
-      const master = (await probe.call('SENTINEL', 'get-master-addr-by-name', 'mymaster')) as string[] | null;
-      return master?.[1] === String(primaryPort) ? true : undefined;
-    } catch {
-      return undefined;
-    }
-  }, 100);
+  await until(
+    'the Sentinel knows the master',
+    10_000,
+    async () => {
+      try {
+        const master = (await probe.call('SENTINEL', 'get-master-addr-by-name', 'mymaster')) as string[] | null;
+        return master?.[1] === String(primaryPort) ? true : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    100,
+  );
   probe.disconnect();
   return {
     port,
@@ -53,13 +68,24 @@ describe('Redis through Sentinel, with a replica acknowledging every send in fli
     primary = await startRedisServer();
     replica = await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] });
     const probe = new Redis(primary.url);
-    await until('the replica is in sync', 10_000, async () => ((await probe.info('replication')).includes('connected_slaves:1') ? true : undefined), 100);
+    await until(
+      'the replica is in sync',
+      10_000,
+      async () => ((await probe.info('replication')).includes('connected_slaves:1') ? true : undefined),
+      100,
+    );
     probe.disconnect();
     sentinel = await startSentinel(primary.port);
     h = await startHarness({
       name: 'redis-ha',
       redisUrl: primary.url,
-      env: { REDIS_URL: '', REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, REDIS_SENTINEL_MASTER: 'mymaster', REDIS_MIN_REPLICAS: '1', REDIS_REPLICA_TIMEOUT: '2s' },
+      env: {
+        REDIS_URL: '',
+        REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`,
+        REDIS_SENTINEL_MASTER: 'mymaster',
+        REDIS_MIN_REPLICAS: '1',
+        REDIS_REPLICA_TIMEOUT: '2s',
+      },
     });
   });
   afterAll(async () => {
@@ -99,11 +125,16 @@ describe('REDIS_MIN_REPLICAS when no replica acknowledges', () => {
     const payload = samplePayload();
     const sequenceId = payload.halfSigned.sequenceId;
     await h.producer.submit(payload);
-    await until('three refused waits', 10_000, async () => {
-      const text = await h.app!.metrics.registry.getSingleMetricAsString('custody_redis_replica_wait_failures_total');
-      const count = Number(/custody_redis_replica_wait_failures_total (\d+)/.exec(text)?.[1] ?? 0);
-      return count >= 3 ? true : undefined;
-    }, 50);
+    await until(
+      'three refused waits',
+      10_000,
+      async () => {
+        const text = await h.app!.metrics.registry.getSingleMetricAsString('custody_redis_replica_wait_failures_total');
+        const count = Number(/custody_redis_replica_wait_failures_total (\d+)/.exec(text)?.[1] ?? 0);
+        return count >= 3 ? true : undefined;
+      },
+      50,
+    );
     expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
     expect(h.sim.stats().requests.sendTransaction).toEqual({});
     const record = (await h.app!.ledger.get(sequenceId))!;

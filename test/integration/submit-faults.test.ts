@@ -9,7 +9,11 @@ import { describeProfiles, simFor } from '../helpers/profiles.ts';
 describeProfiles('submit-faults', (profile) => {
   let h: Harness;
   beforeAll(async () => {
-    h = await startHarness({ name: `submit-faults-${profile}`, sim: simFor(profile), env: { SUBMIT_ATTEMPTS: '3', CUSTODY_TIMEOUT: '300ms' } });
+    h = await startHarness({
+      name: `submit-faults-${profile}`,
+      sim: simFor(profile),
+      env: { SUBMIT_ATTEMPTS: '3', CUSTODY_TIMEOUT: '300ms' },
+    });
   });
   afterAll(async () => {
     await h.close();
@@ -27,10 +31,14 @@ describeProfiles('submit-faults', (profile) => {
       const payload = samplePayload();
       const sequenceId = payload.halfSigned.sequenceId;
       const queue = h.app!.queues[QueueName.SUBMIT];
-      await Promise.all(Array.from({ length: 20 }, (_, i) => queue.add(QueueName.SUBMIT, payload, { jobId: `dup-${i}-${newSequenceId()}` })));
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) => queue.add(QueueName.SUBMIT, payload, { jobId: `dup-${i}-${newSequenceId()}` })),
+      );
       await h.producer.waitForTerminal(sequenceId, 10_000, new Set(['transfer.submitted']));
       await waitIdle();
-      await Promise.all(Array.from({ length: 20 }, (_, i) => queue.add(QueueName.SUBMIT, payload, { jobId: `later-${i}-${newSequenceId()}` })));
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) => queue.add(QueueName.SUBMIT, payload, { jobId: `later-${i}-${newSequenceId()}` })),
+      );
       await h.producer.submit(payload);
       await waitIdle();
       expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });

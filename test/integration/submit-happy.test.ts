@@ -7,7 +7,21 @@ import { samplePayload } from '../../tools/sample-payloads.ts';
 import { describeProfiles, expectAddress, simFor } from '../helpers/profiles.ts';
 
 /** The documented 2.4 keys an event carries: all but `raw` (contract v1.1). */
-const SUBMITTED_KEYS = ['id', 'userid', 'status', 'walletid', 'type', 'asset', 'chain', 'timestamp', 'transactionSequenceId', 'sequenceId', 'amount', 'destinationAddress', 'usdamount'];
+const SUBMITTED_KEYS = [
+  'id',
+  'userid',
+  'status',
+  'walletid',
+  'type',
+  'asset',
+  'chain',
+  'timestamp',
+  'transactionSequenceId',
+  'sequenceId',
+  'amount',
+  'destinationAddress',
+  'usdamount',
+];
 
 describeProfiles('submit-happy', (profile) => {
   let h: Harness;

@@ -86,7 +86,10 @@ describeProfiles('submit-rules', (profile) => {
         expect(path, `unexpected event ${JSON.stringify(event)}`).toBeDefined();
         const data = dataOf(event, 'transfer.rejected');
         expect(data.code).toBe('INVALID_PAYLOAD');
-        expect(data.issues.map((issue) => issue.path), key).toContain(path);
+        expect(
+          data.issues.map((issue) => issue.path),
+          key,
+        ).toContain(path);
         for (const issue of data.issues) expect(issue.message.length).toBeGreaterThan(0);
         expected.delete(key);
       }
@@ -106,7 +109,9 @@ describeProfiles('submit-rules', (profile) => {
     it('rejects an invalid transfer once, whatever number of jobs carry it', async () => {
       const payload = samplePayload({ coin: 'ETH' });
       const queue = h.app!.queues[QueueName.SUBMIT];
-      await Promise.all(Array.from({ length: 5 }, (_, i) => queue.add(QueueName.SUBMIT, payload, { jobId: `again-${i}-${newSequenceId()}` })));
+      await Promise.all(
+        Array.from({ length: 5 }, (_, i) => queue.add(QueueName.SUBMIT, payload, { jobId: `again-${i}-${newSequenceId()}` })),
+      );
       const sequenceId = payload.halfSigned.sequenceId;
       await h.waitForEvents((all) => all.some((e) => e.sequenceId === sequenceId));
       // Give the other four jobs time to run; they must publish nothing.
@@ -118,9 +123,9 @@ describeProfiles('submit-rules', (profile) => {
       const payload = { ...samplePayload({ walletId: '310' }), extra: { anything: true } };
       await h.producer.submit(payload);
       const sequenceId = payload.halfSigned.sequenceId;
-      const [event] = await h.waitForEvents((all) => all.some((e) => e.sequenceId === sequenceId)).then((all) =>
-        all.filter((e) => e.sequenceId === sequenceId),
-      );
+      const [event] = await h
+        .waitForEvents((all) => all.some((e) => e.sequenceId === sequenceId))
+        .then((all) => all.filter((e) => e.sequenceId === sequenceId));
       expect(event).toMatchObject({ event: 'transfer.submitted', walletId: '310' });
     });
   });
@@ -128,7 +133,11 @@ describeProfiles('submit-rules', (profile) => {
   describe('travel-rule gate', () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await startHarness({ name: `travel-rule-${profile}`, sim: simFor(profile), env: { TRAVEL_RULE_CACHE_TTL: '0', SUBMIT_ATTEMPTS: '3' } });
+      h = await startHarness({
+        name: `travel-rule-${profile}`,
+        sim: simFor(profile),
+        env: { TRAVEL_RULE_CACHE_TTL: '0', SUBMIT_ATTEMPTS: '3' },
+      });
     });
     afterAll(async () => {
       await h.close();

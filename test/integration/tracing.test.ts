@@ -43,7 +43,9 @@ describe('tracing', () => {
     await worker.waitForLog('worker started', 20_000);
     const payload = samplePayload();
     await h.producer.submit(payload);
-    await h.waitForEvents((events) => events.some((e) => e.event === 'transfer.submitted' && e.sequenceId === payload.halfSigned.sequenceId));
+    await h.waitForEvents((events) =>
+      events.some((e) => e.event === 'transfer.submitted' && e.sequenceId === payload.halfSigned.sequenceId),
+    );
     // SIGTERM flushes the exporter before exit.
     expect(await worker.stop(15_000)).toEqual({ code: 0, signal: null });
 

@@ -30,12 +30,28 @@ describe('a tracked transfer that never matches', () => {
       set: { walletId: '310', coin: 'eth', matchAddress: '0xaaaa', matchAmount: '1.5' },
       stamp: ['submittedAt'],
     });
-    const other = { id: '7001', type: 'send', txid: '', wallet: 310, outputs: [{ address: '0xbbbb', amount: '2.00000000' }] } as unknown as Transaction;
-    const receive = { ...other, id: '7002', type: 'receive', outputs: [{ address: '0xaaaa', amount: '1.50000000' }] } as unknown as Transaction;
+    const other = {
+      id: '7001',
+      type: 'send',
+      txid: '',
+      wallet: 310,
+      outputs: [{ address: '0xbbbb', amount: '2.00000000' }],
+    } as unknown as Transaction;
+    const receive = {
+      ...other,
+      id: '7002',
+      type: 'receive',
+      outputs: [{ address: '0xaaaa', amount: '1.50000000' }],
+    } as unknown as Transaction;
     let unmatched = 0;
     const handler = createTrackHandler({
       ledger,
-      custody: { getTransfersBySequenceId: async () => [other, receive], getWalletTransaction: async () => { throw new Error('not used'); } },
+      custody: {
+        getTransfersBySequenceId: async () => [other, receive],
+        getWalletTransaction: async () => {
+          throw new Error('not used');
+        },
+      },
       pollMinMs: 10,
       pollMaxMs: 20,
       deadlineMs: 3_600_000,
@@ -50,7 +66,9 @@ describe('a tracked transfer that never matches', () => {
     } as unknown as JobContext['log'];
     const counts: number[] = [];
     for (let poll = 1; poll <= UNMATCHED_POLLS_ALERT + 5; poll++) {
-      await expect(handler({ job: { id: 't', data: { sequenceId }, attemptsStarted: poll }, log } as unknown as JobContext)).rejects.toBeInstanceOf(RetryLater);
+      await expect(
+        handler({ job: { id: 't', data: { sequenceId }, attemptsStarted: poll }, log } as unknown as JobContext),
+      ).rejects.toBeInstanceOf(RetryLater);
       counts.push(unmatched);
     }
     expect(counts.indexOf(1)).toBe(UNMATCHED_POLLS_ALERT - 1);
@@ -63,7 +81,9 @@ describe('a tracked transfer that never matches', () => {
     // Counting stops at the alert: later polls write nothing, so the transfer can still show as stale.
     const record = (await ledger.get(sequenceId))!;
     expect(record.unmatchedPolls).toBe(UNMATCHED_POLLS_ALERT);
-    await expect(handler({ job: { id: 't', data: { sequenceId }, attemptsStarted: 99 }, log } as unknown as JobContext)).rejects.toBeInstanceOf(RetryLater);
+    await expect(
+      handler({ job: { id: 't', data: { sequenceId }, attemptsStarted: 99 }, log } as unknown as JobContext),
+    ).rejects.toBeInstanceOf(RetryLater);
     expect((await ledger.get(sequenceId))!.updatedAt).toBe(record.updatedAt);
   });
 });

@@ -63,7 +63,9 @@ describeProfiles('track', (profile) => {
         // Under `spec` mixedCaseAddresses guarantees another spelling; under `realistic` each record's
         // spelling is a draw of its own (src/simulator/realistic.ts respell), which may meet the send's.
         if (profile === 'spec') expect(destination).not.toBe(submitted.destinationAddress);
-        const txids = await Promise.all(others.map(async (s) => dataOf(await h.producer.waitForTerminal(s, 10_000), 'transfer.broadcast').txid));
+        const txids = await Promise.all(
+          others.map(async (s) => dataOf(await h.producer.waitForTerminal(s, 10_000), 'transfer.broadcast').txid),
+        );
         expect(new Set([...txids, dataOf(outcome, 'transfer.broadcast').txid]).size).toBe(4);
       } finally {
         h.sim.updateSettings({ narrowResults: true, mixedCaseAddresses: false, txidAfterMs: 0 });
@@ -88,7 +90,9 @@ describeProfiles('track', (profile) => {
         for (const s of seqs) {
           expect((await h.eventsOf(s)).map((e) => e.event)).toEqual(['transfer.submitted']);
           // Still tracking: the job waits for its next poll, or is in the middle of one.
-          expect(['delayed', 'active', 'waiting']).toContain(await (await h.app!.queues[QueueName.TRACK].getJob(trackJobId(s)))!.getState());
+          expect(['delayed', 'active', 'waiting']).toContain(
+            await (await h.app!.queues[QueueName.TRACK].getJob(trackJobId(s)))!.getState(),
+          );
         }
       } finally {
         h.sim.updateSettings({ narrowResults: true });
@@ -104,7 +108,12 @@ describeProfiles('track', (profile) => {
       expect(await h.redis.object('ENCODING', key)).toBe('listpack');
       const record = (await h.app!.ledger.get(sequenceId))!;
       expect(record).toMatchObject({ state: 'submitted', payload: undefined, gate: { outcome: 'passed', reference: true } });
-      expectAddress(profile, record.match.destinationAddress, h.sim.transfer(sequenceId)!.record.destinationAddress, 'match.destinationAddress');
+      expectAddress(
+        profile,
+        record.match.destinationAddress,
+        h.sim.transfer(sequenceId)!.record.destinationAddress,
+        'match.destinationAddress',
+      );
       expect(await h.redis.pttl(key)).toBe(-1);
       // Let it finish, so later tests do not see it tracking.
       h.sim.setTxid(sequenceId);
@@ -125,7 +134,11 @@ describeProfiles('track', (profile) => {
   describe('tracking deadline', () => {
     let d: Harness;
     beforeAll(async () => {
-      d = await startHarness({ name: `track-deadline-${profile}`, sim: simFor(profile), env: { TRACK_DEADLINE: '1s', TRACK_POLL_MIN: '50ms', TRACK_POLL_MAX: '200ms' } });
+      d = await startHarness({
+        name: `track-deadline-${profile}`,
+        sim: simFor(profile),
+        env: { TRACK_DEADLINE: '1s', TRACK_POLL_MIN: '50ms', TRACK_POLL_MAX: '200ms' },
+      });
     });
     afterAll(async () => {
       await d.close();

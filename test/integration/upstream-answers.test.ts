@@ -22,7 +22,14 @@ import { simulatorClient } from '../helpers/sim-client.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
 import { until } from '../helpers/wait.ts';
 
-const SETTLED = new Set(['transfer.broadcast', 'transfer.rejected', 'transfer.blocked', 'transfer.failed', 'transfer.expired', 'transfer.submitted']);
+const SETTLED = new Set([
+  'transfer.broadcast',
+  'transfer.rejected',
+  'transfer.blocked',
+  'transfer.failed',
+  'transfer.expired',
+  'transfer.submitted',
+]);
 
 function describeEvents(events: TransferEvent[]): string {
   return events.map((e) => `${e.event} v${e.version} ${JSON.stringify(e.data)}`).join(' | ');
@@ -74,30 +81,35 @@ describe('answers that prove nothing about a send, through a gateway', () => {
     ['522', 'accept-522'],
     ['524', 'accept-524'],
     ['408', 'accept-408'],
-  ])('1: the provider records the first send and answers %s, the resend is refused (400) → never failed; submitted once', async (_status, fault) => {
-    // Hidden from lookups for a while, so the resend happens and is refused; later resends get 409.
-    sim.updateSettings({ visibleAfterMs: 60_000 });
-    sim.setFault('sendTransaction', { sequence: [fault, '400'] });
-    const payload = samplePayload();
-    const sequenceId = payload.halfSigned.sequenceId;
-    await h.producer.submit(payload);
-    const outcome = await h.producer.waitForTerminal(sequenceId, 15_000, SETTLED);
-    const events = await h.eventsOf(sequenceId);
-    expect(outcome.event, describeEvents(events)).toBe('transfer.submitted');
-    expect(outcome.data).toEqual({ transfer: null, recoveredBy: 'duplicate' });
-    expect(sim.stats().sends[sequenceId]!.accepted).toBe(1);
+  ])(
+    '1: the provider records the first send and answers %s, the resend is refused (400) → never failed; submitted once',
+    async (_status, fault) => {
+      // Hidden from lookups for a while, so the resend happens and is refused; later resends get 409.
+      sim.updateSettings({ visibleAfterMs: 60_000 });
+      sim.setFault('sendTransaction', { sequence: [fault, '400'] });
+      const payload = samplePayload();
+      const sequenceId = payload.halfSigned.sequenceId;
+      await h.producer.submit(payload);
+      const outcome = await h.producer.waitForTerminal(sequenceId, 15_000, SETTLED);
+      const events = await h.eventsOf(sequenceId);
+      expect(outcome.event, describeEvents(events)).toBe('transfer.submitted');
+      expect(outcome.data).toEqual({ transfer: null, recoveredBy: 'duplicate' });
+      expect(sim.stats().sends[sequenceId]!.accepted).toBe(1);
 
-    sim.setTxid(sequenceId);
-    const terminal = await h.producer.waitForTerminal(sequenceId, 15_000);
-    expect(terminal.event).toBe('transfer.broadcast');
-    expect(versionProblems(await h.eventsOf(sequenceId))).toEqual([]);
-  });
+      sim.setTxid(sequenceId);
+      const terminal = await h.producer.waitForTerminal(sequenceId, 15_000);
+      expect(terminal.event).toBe('transfer.broadcast');
+      expect(versionProblems(await h.eventsOf(sequenceId))).toEqual([]);
+    },
+  );
 
   it('1: a real gateway answers 524 after forwarding each send, every resend too → never failed; unresolved, then submitted when the lookup shows it', async () => {
     sim.updateSettings({ visibleAfterMs: 60_000 });
     const payload = samplePayload();
     const sequenceId = payload.halfSigned.sequenceId;
-    gateway.setRule((request) => (request.endpoint === 'sendTransaction' && request.sequenceId === sequenceId ? { replaceStatus: 524 } : undefined));
+    gateway.setRule((request) =>
+      request.endpoint === 'sendTransaction' && request.sequenceId === sequenceId ? { replaceStatus: 524 } : undefined,
+    );
     await h.producer.submit(payload);
     await h.waitForEvents((all) => all.some((e) => e.sequenceId === sequenceId && e.event === 'transfer.unresolved'));
     const sends = gateway.log.filter((entry) => entry.endpoint === 'sendTransaction' && entry.sequenceId === sequenceId);
@@ -133,7 +145,10 @@ describe('answers that prove nothing about a send, through a gateway', () => {
     await h.producer.submit(payload);
     await h.waitForEvents((all) => all.some((e) => e.sequenceId === sequenceId && e.event === 'transfer.unresolved'));
     const events = await h.eventsOf(sequenceId);
-    expect(events.map((e) => e.event), describeEvents(events)).toEqual(['transfer.unresolved']);
+    expect(
+      events.map((e) => e.event),
+      describeEvents(events),
+    ).toEqual(['transfer.unresolved']);
     expect(events[0]!.data).toMatchObject({ code: 'SEQUENCE_ID_IN_USE', attempts: 1, lastError: 'CUSTODY_DUPLICATE' });
     const record = (await h.app!.ledger.get(sequenceId))!;
     expect(record.state).toBe('submitting');
@@ -149,7 +164,7 @@ describe('answers that prove nothing about a send, through a gateway', () => {
     expect((await h.eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.unresolved']);
   });
 
-  it('2: the first send answered 503 and the lookup before the resend shows our sequenceId (another client\'s) → SEQUENCE_ID_IN_USE, no resend', async () => {
+  it("2: the first send answered 503 and the lookup before the resend shows our sequenceId (another client's) → SEQUENCE_ID_IN_USE, no resend", async () => {
     sim.updateSettings({ includeSequenceIdInTransactions: true });
     sim.setFault('sendTransaction', { sequence: ['5xx'] });
     const payload = samplePayload();
@@ -183,7 +198,9 @@ describe('3: an ended transfer is never started again (tombstones)', () => {
     await h.producer.waitForTerminal(sequenceId, 15_000, new Set(['transfer.submitted']));
     h.sim.setTxid(sequenceId);
     expect((await h.producer.waitForTerminal(sequenceId, 15_000)).event).toBe('transfer.broadcast');
-    await until('the record removed at RETENTION', 10_000, async () => ((await h.app!.ledger.get(sequenceId)) === undefined ? true : undefined));
+    await until('the record removed at RETENTION', 10_000, async () =>
+      (await h.app!.ledger.get(sequenceId)) === undefined ? true : undefined,
+    );
     expect(await h.app!.ledger.ended(sequenceId)).toEqual({ state: 'broadcast', version: 2 });
 
     const submit = new Queue(QueueName.SUBMIT, { connection: h.redis, prefix: h.prefix });
@@ -204,7 +221,11 @@ describe('3: an ended transfer is never started again (tombstones)', () => {
     expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
 
     // The producer's trySubmit says so instead of enqueueing into nothing; submit() stays harmless.
-    expect(await h.producer.trySubmit(payload)).toEqual({ outcome: 'ended', sequenceId, ended: { event: 'transfer.broadcast', version: 2 } });
+    expect(await h.producer.trySubmit(payload)).toEqual({
+      outcome: 'ended',
+      sequenceId,
+      ended: { event: 'transfer.broadcast', version: 2 },
+    });
     await h.producer.submit(payload);
     expect((await h.eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
     const fresh = samplePayload();

@@ -33,7 +33,13 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { EVENT_TYPES, parseStreamEntry, TransferProducer, type SubmitPayloadInput, type TransferEvent } from '../../packages/producer/src/index.ts';
+import {
+  EVENT_TYPES,
+  parseStreamEntry,
+  TransferProducer,
+  type SubmitPayloadInput,
+  type TransferEvent,
+} from '../../packages/producer/src/index.ts';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../../tools/redis/private-redis.ts';
@@ -160,7 +166,8 @@ async function ensureSchemas(): Promise<void> {
   if (missingSchemas().length > 0 && !process.env.SCHEMAS_DIR && existsSync(SCHEMA_GENERATOR)) {
     note(`generating the producer package's schemas (node ${SCHEMA_GENERATOR.slice(ROOT.length + 1)})`);
     const generated = await run(process.execPath, [SCHEMA_GENERATOR], { timeoutMs: PYTHON_TIMEOUT_MS });
-    if (generated.code !== 0) throw new SetupError(`schema generator failed (exit ${generated.code}):\n${tail(generated.stderr || generated.stdout)}`);
+    if (generated.code !== 0)
+      throw new SetupError(`schema generator failed (exit ${generated.code}):\n${tail(generated.stderr || generated.stdout)}`);
   }
   const missing = missingSchemas();
   if (missing.length > 0) {
@@ -172,7 +179,9 @@ async function ensureSchemas(): Promise<void> {
 type PythonMode = 'full' | 'no-bullmq';
 
 function pip(args: string[]): Promise<Run> {
-  return run(VENV_PYTHON, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '-q', ...args], { timeoutMs: SETUP_TIMEOUT_MS });
+  return run(VENV_PYTHON, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '-q', ...args], {
+    timeoutMs: SETUP_TIMEOUT_MS,
+  });
 }
 
 /** pip's answer when it could not reach an index at all (its retries there only cost time). */
@@ -220,7 +229,8 @@ async function ensureVenv(): Promise<{ state: 'cached' | 'created'; mode: Python
       note(`not available as pinned; installing the latest available ${names.join(' ')}`);
       partial = await pip([...retries, ...names]);
     }
-    if (partial.code !== 0) throw new SetupError(`pip could not install redis and jsonschema either:\n${tail(partial.stderr || partial.stdout)}`);
+    if (partial.code !== 0)
+      throw new SetupError(`pip could not install redis and jsonschema either:\n${tail(partial.stderr || partial.stdout)}`);
     mode = 'no-bullmq';
   }
   await writeFile(STAMP, `${hash} ${mode}`);
@@ -351,7 +361,11 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
       );
       jobIds.set(sequenceId, String(line?.jobId));
     } else {
-      check(`${file}: valid for producer.py --check`, line?.status === 'valid' && line.sequenceId === sequenceId, JSON.stringify(line ?? lines));
+      check(
+        `${file}: valid for producer.py --check`,
+        line?.status === 'valid' && line.sequenceId === sequenceId,
+        JSON.stringify(line ?? lines),
+      );
       skip(`${file}: enqueued by the Python bullmq client`, 'bullmq not installed');
       // A valid file's body, typed loosely because it is written to disk as JSON; submit() validates it again.
       jobIds.set(sequenceId, await nodeProducer.submit(payloads[file] as SubmitPayloadInput));
@@ -367,15 +381,20 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
 
   // 2. consumer.py follows the three transfers while the run sets the txids.
   const followed = valid.map((v) => v.sequenceId) as string[];
-  const consumer = run(VENV_PYTHON, [join(EXAMPLE, 'consumer.py'), ...common, '--stream', stream, '--timeout', String(FLOW_TIMEOUT_MS / 1000), ...followed], {
-    cwd: EXAMPLE,
-    timeoutMs: FLOW_TIMEOUT_MS + 15_000,
-  });
+  const consumer = run(
+    VENV_PYTHON,
+    [join(EXAMPLE, 'consumer.py'), ...common, '--stream', stream, '--timeout', String(FLOW_TIMEOUT_MS / 1000), ...followed],
+    {
+      cwd: EXAMPLE,
+      timeoutMs: FLOW_TIMEOUT_MS + 15_000,
+    },
+  );
   const txids = new Map<string, string>();
   for (const sequenceId of [normal, digits]) {
     await waitFor(
       `transfer.submitted of ${sequenceId}`,
-      async () => ((await eventsOf(client, stream)).some((e) => e.sequenceId === sequenceId && e.event === 'transfer.submitted') ? true : undefined),
+      async () =>
+        (await eventsOf(client, stream)).some((e) => e.sequenceId === sequenceId && e.event === 'transfer.submitted') ? true : undefined,
       FLOW_TIMEOUT_MS,
     );
     const txid = `0x${randomBytes(32).toString('hex')}`;
@@ -385,14 +404,23 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
   const consumed = await consumer;
   note(`consumer.py exited ${consumed.code} after ${seconds(Date.now() - t0)} from the first enqueue`);
   const seen = jsonLines(consumed.stdout);
-  check('consumer.py exits 0: every transfer ended, every event valid', consumed.code === 0, `exit ${consumed.code}\n${tail(consumed.stderr)}`);
+  check(
+    'consumer.py exits 0: every transfer ended, every event valid',
+    consumed.code === 0,
+    `exit ${consumed.code}\n${tail(consumed.stderr)}`,
+  );
   check(
     "consumer.py validated every event's data against its schema",
     seen.length > 0 && seen.every((line) => line.valid === true),
-    JSON.stringify(seen.filter((line) => line.valid !== true).map(({ id, event, sequenceId, valid, issues }) => ({ id, event, sequenceId, valid, issues }))),
+    JSON.stringify(
+      seen
+        .filter((line) => line.valid !== true)
+        .map(({ id, event, sequenceId, valid, issues }) => ({ id, event, sequenceId, valid, issues })),
+    ),
   );
 
-  const sequence = (sequenceId: string) => seen.filter((line) => line.sequenceId === sequenceId).map((line) => `${line.event}@${line.version}`);
+  const sequence = (sequenceId: string) =>
+    seen.filter((line) => line.sequenceId === sequenceId).map((line) => `${line.event}@${line.version}`);
   for (const { label, sequenceId } of valid.slice(0, 2)) {
     const broadcast = seen.find((line) => line.sequenceId === sequenceId && line.event === 'transfer.broadcast');
     check(
@@ -401,7 +429,11 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
         (broadcast?.data as { txid?: string } | undefined)?.txid === txids.get(sequenceId),
       `${sequence(sequenceId).join(',')} ${JSON.stringify(broadcast?.data ?? null).slice(0, 200)}`,
     );
-    check(`${label}: one accepted send upstream`, sim.stats().sends[sequenceId]?.accepted === 1, JSON.stringify(sim.stats().sends[sequenceId]));
+    check(
+      `${label}: one accepted send upstream`,
+      sim.stats().sends[sequenceId]?.accepted === 1,
+      JSON.stringify(sim.stats().sends[sequenceId]),
+    );
   }
   const blockedLine = seen.find((line) => line.sequenceId === blocked);
   check(
@@ -420,7 +452,14 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
   // 3. The Node reader's view of the stream is the consumer's, entry for entry.
   const nodeView = (await eventsOf(client, stream))
     .filter((event) => followed.includes(event.sequenceId))
-    .map((event) => ({ id: event.id, event: event.event, sequenceId: event.sequenceId, version: event.version, data: event.data, metadata: event.metadata }));
+    .map((event) => ({
+      id: event.id,
+      event: event.event,
+      sequenceId: event.sequenceId,
+      version: event.version,
+      data: event.data,
+      metadata: event.metadata,
+    }));
   const pythonView = seen.map((line) => ({
     id: line.id,
     event: line.event,
@@ -459,7 +498,11 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
   if (mode === 'full') {
     const before = (await eventsOf(client, stream)).filter((event) => event.sequenceId === normal).length;
     const nodeJobId = await nodeProducer.submit(payloads['normal.json'] as SubmitPayloadInput);
-    check('the Node TransferProducer derives the same job id as producer.py (transfer-<sequenceId>)', nodeJobId === jobIds.get(normal), `node: ${nodeJobId}, python: ${jobIds.get(normal)}`);
+    check(
+      'the Node TransferProducer derives the same job id as producer.py (transfer-<sequenceId>)',
+      nodeJobId === jobIds.get(normal),
+      `node: ${nodeJobId}, python: ${jobIds.get(normal)}`,
+    );
     await waitFor(
       `the Node duplicate of ${normal} to be processed`,
       async () => (['completed', 'failed', 'unknown'].includes(await queue.getJobState(nodeJobId)) ? true : undefined),
@@ -474,7 +517,11 @@ async function flow(stack: Stack, mode: PythonMode): Promise<void> {
     );
   } else {
     const nodeJobId = jobIds.get(normal);
-    check('the Node TransferProducer derives the job id producer.py uses (transfer-<sequenceId>)', nodeJobId === `transfer-${normal}`, `node: ${nodeJobId}`);
+    check(
+      'the Node TransferProducer derives the job id producer.py uses (transfer-<sequenceId>)',
+      nodeJobId === `transfer-${normal}`,
+      `node: ${nodeJobId}`,
+    );
     skip('the same transfer enqueued again from the other language', 'bullmq not installed');
   }
 }
@@ -520,7 +567,9 @@ try {
   await ensureSchemas();
   const venvStart = Date.now();
   const venv = await ensureVenv();
-  note(`virtualenv ${VENV.slice(ROOT.length + 1) || VENV} ${venv.state} in ${seconds(Date.now() - venvStart)}${venv.mode === 'full' ? '' : ' (without bullmq)'}`);
+  note(
+    `virtualenv ${VENV.slice(ROOT.length + 1) || VENV} ${venv.state} in ${seconds(Date.now() - venvStart)}${venv.mode === 'full' ? '' : ' (without bullmq)'}`,
+  );
   const packages = venv.mode === 'full' ? ['bullmq', 'redis', 'jsonschema'] : ['redis', 'jsonschema'];
   const versions = await run(
     VENV_PYTHON,

@@ -44,7 +44,13 @@ const SUBMITTED = { type: 'transfer.submitted', data: { transfer: null, recovere
 /** A transfer moved to `submitted` as the submit handler does it: with the outbox entry, no job yet. */
 async function submitted(sequenceId: string): Promise<void> {
   await ledger.transition(sequenceId, { from: [NO_RECORD], to: TransferState.SUBMITTING, set: { walletId: '1', coin: 'eth' } });
-  const moved = await ledger.transition(sequenceId, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'free' }, event: SUBMITTED, trackerPending: true });
+  const moved = await ledger.transition(sequenceId, {
+    from: [TransferState.SUBMITTING],
+    to: TransferState.SUBMITTED,
+    lease: { mode: 'free' },
+    event: SUBMITTED,
+    trackerPending: true,
+  });
   expect(moved.ok).toBe(true);
 }
 
@@ -56,7 +62,12 @@ describe('the tracker outbox', () => {
     await submitted(s);
     expect(await outbox()).toEqual([s]);
     // A refused transition (the transfer is no longer submitting) records nothing.
-    const refused = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'free' }, trackerPending: true });
+    const refused = await ledger.transition(s, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTED,
+      lease: { mode: 'free' },
+      trackerPending: true,
+    });
     expect(refused.ok).toBe(false);
     expect(await outbox()).toEqual([s]);
     // No key of BullMQ's was written by the transition: no job hash, nothing delayed or waiting.
@@ -76,7 +87,10 @@ describe('the tracker outbox', () => {
     expect(await track.getJobCounts('delayed', 'waiting')).toEqual({ delayed: 1, waiting: 0 });
 
     const ran: string[] = [];
-    const worker = new Worker(QueueName.TRACK, async (j: Job) => void ran.push((j.data as { sequenceId: string }).sequenceId), { connection: redis.duplicate(), prefix });
+    const worker = new Worker(QueueName.TRACK, async (j: Job) => void ran.push((j.data as { sequenceId: string }).sequenceId), {
+      connection: redis.duplicate(),
+      prefix,
+    });
     workers.push(worker);
     await until('the tracking job ran', 10_000, async () => (ran.length > 0 ? true : undefined));
     expect(ran).toEqual([s]);
@@ -87,7 +101,14 @@ describe('the tracker outbox', () => {
     await submitted(crashed); // the runner died before Queue.add
     const ended = id();
     await submitted(ended);
-    await ledger.transition(ended, { from: [TransferState.SUBMITTED], to: TransferState.BROADCAST, event: { type: 'transfer.expired', data: { code: 'TRACKING_DEADLINE', submittedAt: new Date().toISOString(), deadline: new Date().toISOString() } } });
+    await ledger.transition(ended, {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.BROADCAST,
+      event: {
+        type: 'transfer.expired',
+        data: { code: 'TRACKING_DEADLINE', submittedAt: new Date().toISOString(), deadline: new Date().toISOString() },
+      },
+    });
     // The terminal transition cleared its entry already; one left by an older worker goes in the sweep.
     expect(await outbox()).toEqual([crashed]);
     await redis.zadd(keys.trackerOutbox, 1, ended);

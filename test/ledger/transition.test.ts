@@ -28,7 +28,13 @@ afterAll(async () => {
 
 /** Event data of the right shape: the ledger checks every event against its schema before publishing. */
 const BLOCKED = { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: 1, mandatory: true, blockTxn: false } } as const;
-const FAILED = { code: 'OPERATOR_RESOLVED', httpStatus: null, message: 'checked the console', attempts: 1, resolvedBy: 'operator' } as const;
+const FAILED = {
+  code: 'OPERATOR_RESOLVED',
+  httpStatus: null,
+  message: 'checked the console',
+  attempts: 1,
+  resolvedBy: 'operator',
+} as const;
 const UNRESOLVED = { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1, lastError: 'CUSTODY_TIMEOUT' } as const;
 
 const take = (owner: string, ms = 1_000): TransitionRequest['lease'] => ({ mode: 'take', owner, ms });
@@ -36,14 +42,20 @@ const take = (owner: string, ms = 1_000): TransitionRequest['lease'] => ({ mode:
 /** A transfer in `submitting` whose send lease `owner` holds with a pending send. */
 async function sending(sequenceId: string, owner: string, ms = 1_000) {
   await ledger.transition(sequenceId, { from: [NO_RECORD], to: TransferState.GATED, set: { walletId: '1', coin: 'eth' } });
-  const taken = await ledger.transition(sequenceId, { from: [TransferState.GATED], to: TransferState.SUBMITTING, lease: take(owner, ms), set: { pending: 1 }, increment: { sends: 1 } });
+  const taken = await ledger.transition(sequenceId, {
+    from: [TransferState.GATED],
+    to: TransferState.SUBMITTING,
+    lease: take(owner, ms),
+    set: { pending: 1 },
+    increment: { sends: 1 },
+  });
   expect(taken.ok).toBe(true);
 }
 
 const RECONCILED: EventData['reconcile.completed'] = { ...zeroCounts(), durationMs: 3 };
 
 describe('system events', () => {
-  it('publishes a run\'s reconcile.completed once, even when the command is sent again (an ioredis replay)', async () => {
+  it("publishes a run's reconcile.completed once, even when the command is sent again (an ioredis replay)", async () => {
     const first = await ledger.publishSystemEvent('reconcile.completed', RECONCILED, 'run-1');
     const replayed = await ledger.publishSystemEvent('reconcile.completed', RECONCILED, 'run-1');
     expect(replayed).toBe(first);
@@ -57,7 +69,12 @@ describe('system events', () => {
 describe('tombstones and a sequenceId in use', () => {
   it('a terminal transition leaves a tombstone that outlives the record, and no record is created under it again', async () => {
     const s = id();
-    const tombstoned = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 60_000, tombstoneRetentionMs: 3_600_000, clock: () => clock });
+    const tombstoned = new Ledger(redis, keys, {
+      eventsMaxLen: 10_000,
+      retentionMs: 60_000,
+      tombstoneRetentionMs: 3_600_000,
+      clock: () => clock,
+    });
     await tombstoned.transition(s, { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: BLOCKED } });
     const ttl = await redis.pttl(keys.tombstone(s));
     expect(ttl).toBeGreaterThan(3_600_000);
@@ -74,11 +91,32 @@ describe('tombstones and a sequenceId in use', () => {
   it('refuses failed while the sequenceId is found in use upstream, unless an operator decides', async () => {
     const s = id();
     await sending(s, 'a');
-    const marked = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own', owner: 'a' }, stampOnce: ['inUseSince'], unset: ['pending'] });
+    const marked = await ledger.transition(s, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'own', owner: 'a' },
+      stampOnce: ['inUseSince'],
+      unset: ['pending'],
+    });
     expect(marked.ok && marked.record.inUseSince).toBe(clock);
     const failed = { code: 'CUSTODY_REJECTED', httpStatus: 400, message: 'x', attempts: 1 } as const;
-    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'a' }, event: { type: 'transfer.failed', data: failed } })).toMatchObject({ ok: false, reason: 'unknown' });
-    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'a' }, operator: true, event: { type: 'transfer.failed', data: FAILED } })).toMatchObject({ ok: true });
+    expect(
+      await ledger.transition(s, {
+        from: [TransferState.SUBMITTING],
+        to: TransferState.FAILED,
+        lease: { mode: 'own', owner: 'a' },
+        event: { type: 'transfer.failed', data: failed },
+      }),
+    ).toMatchObject({ ok: false, reason: 'unknown' });
+    expect(
+      await ledger.transition(s, {
+        from: [TransferState.SUBMITTING],
+        to: TransferState.FAILED,
+        lease: { mode: 'own', owner: 'a' },
+        operator: true,
+        event: { type: 'transfer.failed', data: FAILED },
+      }),
+    ).toMatchObject({ ok: true });
   });
 });
 
@@ -87,7 +125,12 @@ describe('the transition script', () => {
     const s = id();
     await ledger.transition(s, { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: BLOCKED } });
     for (const to of [TransferState.FAILED, TransferState.SUBMITTED, TransferState.BLOCKED]) {
-      const result = await ledger.transition(s, { from: [TransferState.BLOCKED], to, operator: true, event: { type: 'transfer.failed', data: FAILED } });
+      const result = await ledger.transition(s, {
+        from: [TransferState.BLOCKED],
+        to,
+        operator: true,
+        event: { type: 'transfer.failed', data: FAILED },
+      });
       expect(result).toMatchObject({ ok: false, reason: 'terminal', state: 'blocked' });
     }
     expect(await redis.xlen(keys.events)).toBe(1);
@@ -97,20 +140,35 @@ describe('the transition script', () => {
     const s = id();
     const wrong = { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: '1', mandatory: true, blockTxn: false } };
     // A publisher bug as the type system would not see it (data built from untyped input).
-    const request = { from: [NO_RECORD], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: wrong } } as unknown as TransitionRequest;
+    const request = {
+      from: [NO_RECORD],
+      to: TransferState.BLOCKED,
+      event: { type: 'transfer.blocked', data: wrong },
+    } as unknown as TransitionRequest;
     await expect(ledger.transition(s, request)).rejects.toThrow(new EventShapeError('transfer.blocked', ['setting.outgoingTxn']));
     expect(await ledger.get(s)).toBeUndefined();
-    await expect(ledger.publishSystemEvent('reconcile.completed', { checked: 1 } as unknown as EventData['reconcile.completed'], 'run-0')).rejects.toBeInstanceOf(EventShapeError);
+    await expect(
+      ledger.publishSystemEvent('reconcile.completed', { checked: 1 } as unknown as EventData['reconcile.completed'], 'run-0'),
+    ).rejects.toBeInstanceOf(EventShapeError);
     expect(await redis.xlen(keys.events)).toBe(0);
   });
 
   it('refuses to leave submitting without the lease (own or free), whatever the expected state says', async () => {
     const s = id();
     await sending(s, 'a');
-    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED })).toMatchObject({ ok: false, reason: 'lease' });
-    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' } })).toMatchObject({ ok: false, reason: 'owner' });
-    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'free' } })).toMatchObject({ ok: false, reason: 'lease' });
-    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'a' } })).toMatchObject({ ok: true });
+    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED })).toMatchObject({
+      ok: false,
+      reason: 'lease',
+    });
+    expect(
+      await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' } }),
+    ).toMatchObject({ ok: false, reason: 'owner' });
+    expect(
+      await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'free' } }),
+    ).toMatchObject({ ok: false, reason: 'lease' });
+    expect(
+      await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'a' } }),
+    ).toMatchObject({ ok: true });
   });
 
   it('lets nobody take a live lease, and anybody take an expired one; the refusal says when it ends by the ledger clock', async () => {
@@ -135,7 +193,13 @@ describe('the transition script', () => {
     const taken = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') });
     expect(taken).toMatchObject({ ok: true, record: { unknownSince: 1_000_100, pending: false, leaseOwner: 'b' } });
     // b's own send is answered "refused": b releases, but the earlier unknown stays.
-    await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own', owner: 'b' }, unset: ['leaseOwner', 'leaseUntil', 'pending'], stampOnce: ['unknownSince'] });
+    await ledger.transition(s, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'own', owner: 'b' },
+      unset: ['leaseOwner', 'leaseUntil', 'pending'],
+      stampOnce: ['unknownSince'],
+    });
     expect((await ledger.get(s))!.unknownSince).toBe(1_000_100);
   });
 
@@ -144,18 +208,33 @@ describe('the transition script', () => {
     await sending(s, 'a', 100);
     clock += 100;
     // The holder never reported (pending) and its lease ran out: nobody may fail it.
-    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'free' } })).toMatchObject({ ok: false, reason: 'unknown' });
+    expect(
+      await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'free' } }),
+    ).toMatchObject({ ok: false, reason: 'unknown' });
     await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') });
-    expect(await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'b' } })).toMatchObject({ ok: false, reason: 'unknown' });
+    expect(
+      await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'b' } }),
+    ).toMatchObject({ ok: false, reason: 'unknown' });
     clock += 10_000;
-    const byOperator = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'free' }, operator: true, event: { type: 'transfer.failed', data: FAILED } });
+    const byOperator = await ledger.transition(s, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.FAILED,
+      lease: { mode: 'free' },
+      operator: true,
+      event: { type: 'transfer.failed', data: FAILED },
+    });
     expect(byOperator).toMatchObject({ ok: true, version: 1 });
   });
 
   it('lets the owner fail its own definitely refused send, and a stale owner change nothing after a takeover', async () => {
     const s = id();
     await sending(s, 'a', 100);
-    const failed = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.FAILED, lease: { mode: 'own', owner: 'a' }, unset: ['pending'] });
+    const failed = await ledger.transition(s, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.FAILED,
+      lease: { mode: 'own', owner: 'a' },
+      unset: ['pending'],
+    });
     expect(failed.ok).toBe(true);
 
     const t = id();
@@ -163,18 +242,34 @@ describe('the transition script', () => {
     clock += 100;
     await ledger.transition(t, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b') });
     for (const to of [TransferState.SUBMITTED, TransferState.FAILED, TransferState.SUBMITTING]) {
-      expect(await ledger.transition(t, { from: [TransferState.SUBMITTING], to, lease: { mode: 'own', owner: 'a' } })).toMatchObject({ ok: false, reason: 'owner' });
+      expect(await ledger.transition(t, { from: [TransferState.SUBMITTING], to, lease: { mode: 'own', owner: 'a' } })).toMatchObject({
+        ok: false,
+        reason: 'owner',
+      });
     }
   });
 
   it('requireAbsent, stamps and signed increments', async () => {
     const s = id();
     await sending(s, 'a');
-    const once = { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own' as const, owner: 'a' }, requireAbsent: ['unresolvedAt'], stamp: ['unresolvedAt'], event: { type: 'transfer.unresolved' as const, data: UNRESOLVED } } satisfies TransitionRequest;
+    const once = {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'own' as const, owner: 'a' },
+      requireAbsent: ['unresolvedAt'],
+      stamp: ['unresolvedAt'],
+      event: { type: 'transfer.unresolved' as const, data: UNRESOLVED },
+    } satisfies TransitionRequest;
     expect(await ledger.transition(s, once)).toMatchObject({ ok: true, record: { unresolvedAt: clock } });
     clock += 5;
     expect(await ledger.transition(s, once)).toMatchObject({ ok: false, reason: 'present' });
-    const counted = await ledger.transition(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'own', owner: 'a' }, increment: { sends: -1, failures: 2 }, stampOnce: ['unknownSince'] });
+    const counted = await ledger.transition(s, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'own', owner: 'a' },
+      increment: { sends: -1, failures: 2 },
+      stampOnce: ['unknownSince'],
+    });
     expect(counted).toMatchObject({ ok: true, record: { sends: 0, failures: 2, unknownSince: clock, unresolvedAt: clock - 5 } });
   });
 
@@ -205,29 +300,69 @@ describe('views', () => {
     const s = id();
     const taken = await ledger.transitionReading(
       s,
-      { from: [NO_RECORD], to: TransferState.SUBMITTING, lease: take('a'), set: { walletId: '310', coin: 'eth', pending: 1, payload: '{"long":"text"}' }, increment: { sends: 1 } },
+      {
+        from: [NO_RECORD],
+        to: TransferState.SUBMITTING,
+        lease: take('a'),
+        set: { walletId: '310', coin: 'eth', pending: 1, payload: '{"long":"text"}' },
+        increment: { sends: 1 },
+      },
       SEND_VIEW,
     );
-    expect(taken).toEqual({ ok: true, version: 0, streamId: '', record: { sequenceId: s, sends: 1, failures: 0, unknownSince: undefined, unresolvedAt: undefined } });
+    expect(taken).toEqual({
+      ok: true,
+      version: 0,
+      streamId: '',
+      record: { sequenceId: s, sends: 1, failures: 0, unknownSince: undefined, unresolvedAt: undefined },
+    });
     clock += 5_000; // the lease ran out: a takeover records "may have been sent"
-    const again = await ledger.transitionReading(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b'), increment: { sends: 1, failures: 1 } }, SEND_VIEW);
-    expect(again).toMatchObject({ ok: true, record: { sequenceId: s, sends: 2, failures: 1, unknownSince: clock, unresolvedAt: undefined } });
+    const again = await ledger.transitionReading(
+      s,
+      { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: take('b'), increment: { sends: 1, failures: 1 } },
+      SEND_VIEW,
+    );
+    expect(again).toMatchObject({
+      ok: true,
+      record: { sequenceId: s, sends: 2, failures: 1, unknownSince: clock, unresolvedAt: undefined },
+    });
     const whole = (await ledger.get(s))!;
-    expect(again.ok && again.record).toEqual({ sequenceId: s, sends: whole.sends, failures: whole.failures, unknownSince: whole.unknownSince, unresolvedAt: whole.unresolvedAt });
+    expect(again.ok && again.record).toEqual({
+      sequenceId: s,
+      sends: whole.sends,
+      failures: whole.failures,
+      unknownSince: whole.unknownSince,
+      unresolvedAt: whole.unresolvedAt,
+    });
 
     const submitted = await ledger.transitionReading(
       s,
-      { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' }, set: { matchAddress: '0xAb', matchAmount: '0.5' }, stamp: ['submittedAt'], unset: ['payload'] },
+      {
+        from: [TransferState.SUBMITTING],
+        to: TransferState.SUBMITTED,
+        lease: { mode: 'own', owner: 'b' },
+        set: { matchAddress: '0xAb', matchAmount: '0.5' },
+        stamp: ['submittedAt'],
+        unset: ['payload'],
+      },
       NO_VIEW,
     );
     expect(submitted).toEqual({ ok: true, version: 0, streamId: '', record: { sequenceId: s } });
-    const refused = await ledger.transitionReading(s, { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' } }, NO_VIEW);
+    const refused = await ledger.transitionReading(
+      s,
+      { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTED, lease: { mode: 'own', owner: 'b' } },
+      NO_VIEW,
+    );
     expect(refused).toMatchObject({ ok: false, reason: 'state', state: 'submitted' });
   });
 
   it('reads part of a record, the same values as the whole record, and nothing when there is none', async () => {
     const s = id();
-    await ledger.transition(s, { from: [NO_RECORD], to: TransferState.SUBMITTED, set: { walletId: '310', coin: 'eth', matchAddress: '0xAb', matchAmount: '0.5', pollFailures: 2 }, stamp: ['submittedAt'] });
+    await ledger.transition(s, {
+      from: [NO_RECORD],
+      to: TransferState.SUBMITTED,
+      set: { walletId: '310', coin: 'eth', matchAddress: '0xAb', matchAmount: '0.5', pollFailures: 2 },
+      stamp: ['submittedAt'],
+    });
     const whole = (await ledger.get(s))!;
     expect(await ledger.read(s, TRACKING_VIEW)).toEqual({
       sequenceId: s,
@@ -260,7 +395,12 @@ describe('the payload', () => {
     const gated = await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.GATED });
     expect(gated.ok && gated.record.payload).toBe(payload);
 
-    const blocked = await ledger.transition(s, { from: [TransferState.GATED], to: TransferState.BLOCKED, unset: ['payload'], event: { type: 'transfer.blocked', data: BLOCKED } });
+    const blocked = await ledger.transition(s, {
+      from: [TransferState.GATED],
+      to: TransferState.BLOCKED,
+      unset: ['payload'],
+      event: { type: 'transfer.blocked', data: BLOCKED },
+    });
     expect(blocked.ok && blocked.record.payload).toBeUndefined();
     expect((await ledger.get(s))!.payload).toBeUndefined();
     expect(await redis.exists(keys.transferPayload(s))).toBe(0);
@@ -280,7 +420,11 @@ describe('the payload', () => {
   it('left on a terminal record expires with it', async () => {
     const s = id();
     await ledger.transition(s, { from: [NO_RECORD], to: TransferState.RECEIVED, set: { payload } });
-    await ledger.transition(s, { from: [TransferState.RECEIVED], to: TransferState.BLOCKED, event: { type: 'transfer.blocked', data: BLOCKED } });
+    await ledger.transition(s, {
+      from: [TransferState.RECEIVED],
+      to: TransferState.BLOCKED,
+      event: { type: 'transfer.blocked', data: BLOCKED },
+    });
     const ttl = await redis.pttl(keys.transferPayload(s));
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(60_000);

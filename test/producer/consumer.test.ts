@@ -46,27 +46,59 @@ async function publish(redis: Redis, stream: string, sequenceId: string, version
   return (await redis.xadd(
     stream,
     '*',
-    'event', 'transfer.submitted',
-    'sequenceId', sequenceId,
-    'walletId', '310',
-    'coin', 'eth',
-    'version', String(version),
-    'at', new Date().toISOString(),
-    'data', JSON.stringify({ transfer: null, recoveredBy: 'duplicate' }),
-    'metadata', JSON.stringify({ orderId: `A-${sequenceId}` }),
+    'event',
+    'transfer.submitted',
+    'sequenceId',
+    sequenceId,
+    'walletId',
+    '310',
+    'coin',
+    'eth',
+    'version',
+    String(version),
+    'at',
+    new Date().toISOString(),
+    'data',
+    JSON.stringify({ transfer: null, recoveredBy: 'duplicate' }),
+    'metadata',
+    JSON.stringify({ orderId: `A-${sequenceId}` }),
   ))!;
 }
 
 /** A system event as the ledger writes it: no transfer (sequenceId empty, version 0). */
 async function publishReconcile(redis: Redis, stream: string): Promise<string> {
   const data = {
-    checked: 1, resubmitted: 0, trackersRestored: 0, unrecoverable: 0, verified: 1, mismatches: 0,
-    verifyErrors: 0, retentionRemoved: 0, staleIndexRemoved: 0, interrupted: false, durationMs: 3,
+    checked: 1,
+    resubmitted: 0,
+    trackersRestored: 0,
+    unrecoverable: 0,
+    verified: 1,
+    mismatches: 0,
+    verifyErrors: 0,
+    retentionRemoved: 0,
+    staleIndexRemoved: 0,
+    interrupted: false,
+    durationMs: 3,
   };
   return (await redis.xadd(
-    stream, '*',
-    'event', 'reconcile.completed', 'sequenceId', '', 'walletId', '', 'coin', '', 'version', '0',
-    'at', new Date().toISOString(), 'data', JSON.stringify(data), 'metadata', '',
+    stream,
+    '*',
+    'event',
+    'reconcile.completed',
+    'sequenceId',
+    '',
+    'walletId',
+    '',
+    'coin',
+    '',
+    'version',
+    '0',
+    'at',
+    new Date().toISOString(),
+    'data',
+    JSON.stringify(data),
+    'metadata',
+    '',
   ))!;
 }
 
@@ -80,7 +112,9 @@ async function pendingCount(redis: Redis, stream: string, group: string): Promis
 /** Entries of the group not yet delivered to any consumer (Redis 7 `lag`). */
 async function lag(redis: Redis, stream: string, group: string): Promise<number | null> {
   const groups = (await redis.xinfo('GROUPS', stream)) as unknown[][];
-  const info = groups.map((fields) => Object.fromEntries(Array.from({ length: fields.length / 2 }, (_, i) => [fields[2 * i], fields[2 * i + 1]])));
+  const info = groups.map((fields) =>
+    Object.fromEntries(Array.from({ length: fields.length / 2 }, (_, i) => [fields[2 * i], fields[2 * i + 1]])),
+  );
   return (info.find((g) => g.name === group)?.lag as number | null | undefined) ?? null;
 }
 
@@ -109,13 +143,18 @@ describe('TransferEvents', () => {
     const calls = new Map<string, number>();
     const errors: Array<{ error: Error; info: ConsumeErrorInfo }> = [];
     track(
-      events.consume({ group: 'g1', consumer: 'c1', from: '0', batch: 50, onError: (error, info) => errors.push({ error, info }) }, async (event, entryId) => {
-        expect(entryId).toBe(event.id);
-        calls.set(keyOf(event), (calls.get(keyOf(event)) ?? 0) + 1);
-      }),
+      events.consume(
+        { group: 'g1', consumer: 'c1', from: '0', batch: 50, onError: (error, info) => errors.push({ error, info }) },
+        async (event, entryId) => {
+          expect(entryId).toBe(event.id);
+          calls.set(keyOf(event), (calls.get(keyOf(event)) ?? 0) + 1);
+        },
+      ),
     );
 
-    await expect.poll(async () => (await lag(redis, stream, 'g1')) === 0 && (await pendingCount(redis, stream, 'g1')) === 0, { timeout: 10_000 }).toBe(true);
+    await expect
+      .poll(async () => (await lag(redis, stream, 'g1')) === 0 && (await pendingCount(redis, stream, 'g1')) === 0, { timeout: 10_000 })
+      .toBe(true);
     expect(errors).toEqual([]);
     expect(calls.size).toBe(190);
     expect([...calls.values()].every((n) => n === 1)).toBe(true);
@@ -123,7 +162,12 @@ describe('TransferEvents', () => {
 
     // A second group gets every event too, each once.
     const other = new Map<string, number>();
-    track(events.consume({ group: 'g2', consumer: 'c1', from: '0' }, async (event) => void other.set(keyOf(event), (other.get(keyOf(event)) ?? 0) + 1)));
+    track(
+      events.consume(
+        { group: 'g2', consumer: 'c1', from: '0' },
+        async (event) => void other.set(keyOf(event), (other.get(keyOf(event)) ?? 0) + 1),
+      ),
+    );
     await expect.poll(() => other.size, { timeout: 10_000 }).toBe(190);
     expect([...other.values()].every((n) => n === 1)).toBe(true);
   });
@@ -166,7 +210,9 @@ describe('TransferEvents', () => {
         handledBy.B.push(keyOf(event));
       }),
     );
-    await expect.poll(async () => (await lag(setup, stream, 'g')) === 0 && (await pendingCount(setup, stream, 'g')) === 0, { timeout: 15_000 }).toBe(true);
+    await expect
+      .poll(async () => (await lag(setup, stream, 'g')) === 0 && (await pendingCount(setup, stream, 'g')) === 0, { timeout: 15_000 })
+      .toBe(true);
 
     const all = new Set([...handledBy.A, ...handledBy.B]);
     // At least once: every entry was handled by someone.
@@ -232,9 +278,24 @@ describe('TransferEvents', () => {
     await publish(redis, stream, 'seq-1', 1);
     const notOurs = (await redis.xadd(stream, '*', 'foo', 'bar'))!;
     const badJson = (await redis.xadd(
-      stream, '*',
-      'event', 'transfer.submitted', 'sequenceId', 'seq-x', 'walletId', '310', 'coin', 'eth', 'version', '1',
-      'at', new Date().toISOString(), 'data', '{not json', 'metadata', '',
+      stream,
+      '*',
+      'event',
+      'transfer.submitted',
+      'sequenceId',
+      'seq-x',
+      'walletId',
+      '310',
+      'coin',
+      'eth',
+      'version',
+      '1',
+      'at',
+      new Date().toISOString(),
+      'data',
+      '{not json',
+      'metadata',
+      '',
     ))!;
     const flaky = await publish(redis, stream, 'seq-2', 1);
     await publish(redis, stream, 'seq-3', 1);
@@ -244,7 +305,14 @@ describe('TransferEvents', () => {
     let failures = 0;
     track(
       events.consume(
-        { group: 'g', consumer: 'c', from: '0', claimIdleMs: 200, blockMs: 100, onError: (error, info) => errors.push({ message: error.message, info }) },
+        {
+          group: 'g',
+          consumer: 'c',
+          from: '0',
+          claimIdleMs: 200,
+          blockMs: 100,
+          onError: (error, info) => errors.push({ message: error.message, info }),
+        },
         async (event) => {
           if (event.sequenceId === 'seq-2' && failures++ === 0) throw new Error('downstream unavailable');
           handled.push(keyOf(event));

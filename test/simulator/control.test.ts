@@ -104,7 +104,7 @@ describe('/_sim control API', () => {
     expect((await control('PUT', 'faults/token')).status).toBe(400);
   });
 
-  it('GET transfers/:sequenceId shows the simulator\'s view, 404 when unknown', async () => {
+  it("GET transfers/:sequenceId shows the simulator's view, 404 when unknown", async () => {
     sim.updateSettings({ visibleAfterMs: 60_000 });
     const sequenceId = newSequenceId();
     const record = (await (await send(sim, bearer, sequenceId, 777)).json()) as Record<string, unknown>;

@@ -120,7 +120,7 @@ describe('duplicate sends', () => {
 });
 
 describe('narrowResults', () => {
-  it('off: a lookup also returns the wallet\'s other transfers of that coin, newest first', async () => {
+  it("off: a lookup also returns the wallet's other transfers of that coin, newest first", async () => {
     ctx.sim.updateSettings({ narrowResults: false });
     const sequenceIds: string[] = [];
     for (let index = 0; index < 3; index += 1) {

@@ -221,7 +221,6 @@ describe('get-transfer under the realistic profile (2.1)', () => {
         }
       }
     }
-
   });
 });
 
@@ -391,11 +390,13 @@ describe('choosing the profile', () => {
     expect(Object.keys(tx!)).toHaveLength(16);
     expect(tx!.DestinationTag).toBeNull();
     expect(tx!.wallet).toBe(310);
-    const answer = (await (await postJson(`${ctx.sim.url}/oauth/token`, {
-      grant_type: 'client_credentials',
-      client_id: ctx.sim.clientId,
-      client_secret: ctx.sim.clientSecret,
-    })).json()) as Json;
+    const answer = (await (
+      await postJson(`${ctx.sim.url}/oauth/token`, {
+        grant_type: 'client_credentials',
+        client_id: ctx.sim.clientId,
+        client_secret: ctx.sim.clientSecret,
+      })
+    ).json()) as Json;
     expect(answer).toEqual({ access_token: expect.any(String), expires_in: 3600, token_type: 'Bearer' });
     expect(await token(ctx.sim)).toEqual(expect.any(String));
   });

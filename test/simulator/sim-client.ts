@@ -10,12 +10,7 @@ export function basicOf(sim: Simulator): string {
   return basic(sim.clientId, sim.clientSecret);
 }
 
-export async function postJson(
-  url: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-  signal?: AbortSignal,
-): Promise<Response> {
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
   const init: RequestInit = {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
@@ -59,12 +54,7 @@ export async function send(
   walletId: number | string = 310,
   signal?: AbortSignal,
 ): Promise<Response> {
-  return postJson(
-    `${sim.url}/api/wallet/${walletId}/sendTransaction`,
-    sendBody(sequenceId),
-    { authorization: `Bearer ${bearer}` },
-    signal,
-  );
+  return postJson(`${sim.url}/api/wallet/${walletId}/sendTransaction`, sendBody(sequenceId), { authorization: `Bearer ${bearer}` }, signal);
 }
 
 export async function getTransfer(
@@ -73,9 +63,13 @@ export async function getTransfer(
   walletId = 310,
   coin = 'eth',
 ): Promise<Response> {
-  return postJson(`${sim.url}/api/wallet/get-transfer`, { wallet: { coin, walletId }, ...lookup }, {
-    authorization: basicOf(sim),
-  });
+  return postJson(
+    `${sim.url}/api/wallet/get-transfer`,
+    { wallet: { coin, walletId }, ...lookup },
+    {
+      authorization: basicOf(sim),
+    },
+  );
 }
 
 export async function transfersOf(

@@ -73,7 +73,9 @@ function referencesOf(path: string, text: string): FileRefs {
       }
     }
     if (ts.isMetaProperty(node) && node.keywordToken === ts.SyntaxKind.ImportKeyword && !understood.has(node)) {
-      refs.problems.push(`${where(node)}: import.meta used other than in new URL('<relative>', import.meta.url): cannot tell what it loads`);
+      refs.problems.push(
+        `${where(node)}: import.meta used other than in new URL('<relative>', import.meta.url): cannot tell what it loads`,
+      );
     }
     ts.forEachChild(node, visit);
   };

@@ -29,7 +29,10 @@ describe('request budget rules', () => {
 
   it('reserving classes queue: a burst at once, then one slot per interval, each told its wait', () => {
     const state = fresh();
-    const answers = run(state, Array.from({ length: 8 }, (_, i) => [T0, 'send', `s${i}`] as [number, BudgetClass, string]));
+    const answers = run(
+      state,
+      Array.from({ length: 8 }, (_, i) => [T0, 'send', `s${i}`] as [number, BudgetClass, string]),
+    );
     expect(answers.map((a) => (a.admitted ? a.waitMs : -1))).toEqual([0, 0, 0, 0, 25, 50, 75, 100]);
   });
 

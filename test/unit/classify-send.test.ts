@@ -17,11 +17,21 @@ const TABLE: Array<[string, unknown, SendFailureKind, SendFailureKind]> = [
   ['200 success:false', send(CustodyErrorCode.REJECTED, { httpStatus: 200 }), 'refused', 'unknown'],
   ['404', send(CustodyErrorCode.NOT_FOUND, { httpStatus: 404 }), 'refused', 'unknown'],
   ['401 after a renewed token', send(CustodyErrorCode.UNAUTHORIZED, { httpStatus: 401 }), 'retry', 'unknown'],
-  ['invalid request, never written (CR/LF header)', send(CustodyErrorCode.INVALID_REQUEST, { maybeProcessed: false }), 'refused', 'unknown'],
+  [
+    'invalid request, never written (CR/LF header)',
+    send(CustodyErrorCode.INVALID_REQUEST, { maybeProcessed: false }),
+    'refused',
+    'unknown',
+  ],
   ['503 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 503 }), 'retry', 'unknown'],
   ['500 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 500 }), 'unknown', 'unknown'],
   ['408 answered', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 408 }), 'unknown', 'unknown'],
-  ['524 from a proxy (origin took the request, no answer in time)', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 524 }), 'unknown', 'unknown'],
+  [
+    '524 from a proxy (origin took the request, no answer in time)',
+    send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 524 }),
+    'unknown',
+    'unknown',
+  ],
   ['520 from a proxy', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 520 }), 'unknown', 'unknown'],
   ['522 from a proxy', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 522 }), 'unknown', 'unknown'],
   ['599 from a proxy', send(CustodyErrorCode.UNAVAILABLE, { httpStatus: 599 }), 'unknown', 'unknown'],
@@ -59,6 +69,10 @@ describe('what a failed send means', () => {
       message: 'sendTransaction: CUSTODY_RATE_LIMITED',
       retryAfterMs: 2_000,
     });
-    expect(classifySendFailure(new Error('secret detail'), FIRST)).toMatchObject({ code: 'INTERNAL_ERROR', httpStatus: null, message: 'send failed unexpectedly' });
+    expect(classifySendFailure(new Error('secret detail'), FIRST)).toMatchObject({
+      code: 'INTERNAL_ERROR',
+      httpStatus: null,
+      message: 'send failed unexpectedly',
+    });
   });
 });

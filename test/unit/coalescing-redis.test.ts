@@ -20,7 +20,7 @@ function countWrites(socket: Socket): () => number {
   return () => write.mock.calls.length + writev.mock.calls.length;
 }
 
-describe('the worker\'s Redis client', () => {
+describe("the worker's Redis client", () => {
   it('writes the commands issued in one iteration of the event loop together, in order, with their own replies', async () => {
     const redis = await ready();
     const key = `${uniquePrefix('coalesce')}:n`;

@@ -104,19 +104,23 @@ describe('configuration', () => {
 
   it('refuses Redis Cluster without a hash tag in the prefix', () => {
     const env = { ...valid, REDIS_CLUSTER_NODES: '127.0.0.1:7000,127.0.0.1:7001' };
-    const noTag = 'QUEUE_PREFIX: must carry a Redis hash tag such as {wtx} (a non-empty text between its first "{" and the next "}") when REDIS_CLUSTER_NODES is set';
+    const noTag =
+      'QUEUE_PREFIX: must carry a Redis hash tag such as {wtx} (a non-empty text between its first "{" and the next "}") when REDIS_CLUSTER_NODES is set';
     expect(problems(env)).toEqual([noTag]);
     // Redis's rule, not a pattern: the first "{" counts, and "{}" is no tag.
     expect(problems({ ...env, QUEUE_PREFIX: '{}{wtx}' })).toEqual([noTag]);
     expect(problems({ ...env, QUEUE_PREFIX: 'wtx}{' })).toEqual([noTag]);
-    const otherSlot = 'EVENTS_STREAM: must hash to the same Redis Cluster slot as QUEUE_PREFIX (carry the same hash tag first) when REDIS_CLUSTER_NODES is set';
+    const otherSlot =
+      'EVENTS_STREAM: must hash to the same Redis Cluster slot as QUEUE_PREFIX (carry the same hash tag first) when REDIS_CLUSTER_NODES is set';
     expect(problems({ ...env, QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: '{a}{wtx}:events' })).toEqual([otherSlot]);
     expect(problems({ ...env, QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: 'events' })).toEqual([otherSlot]);
     expect(() => loadConfig({ ...env, QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: 'transfer-events:{wtx}' })).not.toThrow();
     expect(() => loadConfig({ ...env, QUEUE_PREFIX: 'x{wtx}' })).not.toThrow();
     expect(() => loadConfig({ ...env, QUEUE_PREFIX: '{wtx}:{other}' })).not.toThrow();
     expect(() => loadQueueConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:7000', QUEUE_PREFIX: '{}{wtx}' })).toThrow(/hash tag/);
-    expect(() => loadQueueConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:7000', QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: '{a}{wtx}:e' })).toThrow(/EVENTS_STREAM/);
+    expect(() => loadQueueConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:7000', QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: '{a}{wtx}:e' })).toThrow(
+      /EVENTS_STREAM/,
+    );
     expect(loadConfig({ ...env, QUEUE_PREFIX: '{wtx}' }).redis.clusterNodes).toEqual([
       { host: '127.0.0.1', port: 7000 },
       { host: '127.0.0.1', port: 7001 },
@@ -145,10 +149,15 @@ describe('configuration', () => {
     expect(loadConfig(valid).redis).toMatchObject({ sentinel: undefined, minReplicas: 0, replicaTimeoutMs: 1_000 });
     expect(problems({ ...valid, REDIS_SENTINELS: 'nope' })).toEqual(['REDIS_SENTINELS: must be a comma-separated list of host:port']);
     expect(problems({ ...valid, REDIS_MIN_REPLICAS: '-1' })[0]).toMatch(/^REDIS_MIN_REPLICAS: /);
-    expect(problems({ ...valid, REDIS_SENTINELS: '10.0.0.1:26379', REDIS_CLUSTER_NODES: '127.0.0.1:7000', QUEUE_PREFIX: '{wtx}' })).toEqual([
-      'REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER_NODES (a Cluster fails over on its own)',
-    ]);
-    const secretLines = problems({ ...valid, REDIS_SENTINELS: 'x', REDIS_SENTINEL_PASSWORD: 'sentinel-secret', REDIS_PASSWORD: 'data-secret' }).join('\n');
+    expect(problems({ ...valid, REDIS_SENTINELS: '10.0.0.1:26379', REDIS_CLUSTER_NODES: '127.0.0.1:7000', QUEUE_PREFIX: '{wtx}' })).toEqual(
+      ['REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER_NODES (a Cluster fails over on its own)'],
+    );
+    const secretLines = problems({
+      ...valid,
+      REDIS_SENTINELS: 'x',
+      REDIS_SENTINEL_PASSWORD: 'sentinel-secret',
+      REDIS_PASSWORD: 'data-secret',
+    }).join('\n');
     expect(secretLines).not.toMatch(/sentinel-secret|data-secret/);
   });
 
@@ -166,7 +175,10 @@ describe('configuration', () => {
     expect(loadConfig(valid).http.dashboardMetadataKeys).toEqual([]);
     expect(loadConfig({ ...valid, DASHBOARD_METADATA_KEYS: '' }).http.dashboardMetadataKeys).toEqual([]);
     expect(loadConfig({ ...valid, DASHBOARD_METADATA_KEYS: 'orderId' }).http.dashboardMetadataKeys).toEqual(['orderId']);
-    expect(loadConfig({ ...valid, DASHBOARD_METADATA_KEYS: ' orderId , channel,orderId' }).http.dashboardMetadataKeys).toEqual(['orderId', 'channel']);
+    expect(loadConfig({ ...valid, DASHBOARD_METADATA_KEYS: ' orderId , channel,orderId' }).http.dashboardMetadataKeys).toEqual([
+      'orderId',
+      'channel',
+    ]);
     for (const value of [' ', ',', 'orderId,', 'orderId, ,channel']) {
       expect(problems({ ...valid, DASHBOARD_METADATA_KEYS: value }), JSON.stringify(value)).toEqual([
         'DASHBOARD_METADATA_KEYS: must be a comma-separated list of names, none of them empty',

@@ -27,7 +27,7 @@ describe('a deadline', () => {
     expect(deadline.signal.aborted).toBe(false);
   });
 
-  it('aborts with the outer signal\'s reason when that comes first, and stops following it once cleared', () => {
+  it("aborts with the outer signal's reason when that comes first, and stops following it once cleared", () => {
     const outer = new AbortController();
     const deadline = new Deadline(1_000, outer.signal);
     const reason = new DOMException('overall deadline', 'TimeoutError');

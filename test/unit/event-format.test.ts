@@ -6,7 +6,24 @@ import { eventPhrase } from '../../src/events/format.ts';
 function event<K extends EventType>(type: K, data: EventData[K]): TransferEvent {
   return parseStreamEntry([
     '1-0',
-    ['event', type, 'sequenceId', 's-1', 'walletId', '310', 'coin', 'eth', 'version', '1', 'at', '2026-11-23T10:15:02.120Z', 'data', JSON.stringify(data), 'metadata', ''],
+    [
+      'event',
+      type,
+      'sequenceId',
+      's-1',
+      'walletId',
+      '310',
+      'coin',
+      'eth',
+      'version',
+      '1',
+      'at',
+      '2026-11-23T10:15:02.120Z',
+      'data',
+      JSON.stringify(data),
+      'metadata',
+      '',
+    ],
   ]);
 }
 
@@ -23,7 +40,11 @@ describe('the phrase of each event type (CLI in full, demo brief)', () => {
     ],
     [
       'submitted, found by lookup',
-      event('transfer.submitted', { transfer: null, recoveredBy: 'get-transfer', transaction: { id: '1702233', type: 'send', txid: '', outputs: [] } }),
+      event('transfer.submitted', {
+        transfer: null,
+        recoveredBy: 'get-transfer',
+        transaction: { id: '1702233', type: 'send', txid: '', outputs: [] },
+      }),
       'recovered by lookup, upstream id 1702233',
       'recovered by lookup, upstream id 1702233',
     ],
@@ -47,7 +68,14 @@ describe('the phrase of each event type (CLI in full, demo brief)', () => {
     ],
     [
       'rejected',
-      event('transfer.rejected', { code: 'INVALID_PAYLOAD', issues: [{ path: 'coin', message: 'required' }, { path: 'coin', message: 'again' }, { path: 'txHex', message: 'must be hex' }] }),
+      event('transfer.rejected', {
+        code: 'INVALID_PAYLOAD',
+        issues: [
+          { path: 'coin', message: 'required' },
+          { path: 'coin', message: 'again' },
+          { path: 'txHex', message: 'must be hex' },
+        ],
+      }),
       'INVALID_PAYLOAD (coin: required; coin: again; txHex: must be hex)',
       'INVALID_PAYLOAD (coin, txHex)',
     ],
@@ -59,7 +87,12 @@ describe('the phrase of each event type (CLI in full, demo brief)', () => {
     ],
     [
       'failed',
-      event('transfer.failed', { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'sendTransaction: HTTP 422, request refused', attempts: 1 }),
+      event('transfer.failed', {
+        code: 'CUSTODY_REJECTED',
+        httpStatus: 422,
+        message: 'sendTransaction: HTTP 422, request refused',
+        attempts: 1,
+      }),
       'CUSTODY_REJECTED, http 422, after 1 send: sendTransaction: HTTP 422, request refused',
       'CUSTODY_REJECTED, http 422, after 1 send',
     ],
@@ -71,7 +104,11 @@ describe('the phrase of each event type (CLI in full, demo brief)', () => {
     ],
     [
       'expired',
-      event('transfer.expired', { code: 'TRACKING_DEADLINE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' }),
+      event('transfer.expired', {
+        code: 'TRACKING_DEADLINE',
+        submittedAt: '2026-11-23T10:15:02.120Z',
+        deadline: '2026-11-24T10:15:02.120Z',
+      }),
       'TRACKING_DEADLINE, submitted 2026-11-23T10:15:02.120Z, deadline 2026-11-24T10:15:02.120Z',
       'TRACKING_DEADLINE, submitted 2026-11-23T10:15:02.120Z, deadline 2026-11-24T10:15:02.120Z',
     ],
@@ -84,8 +121,17 @@ describe('the phrase of each event type (CLI in full, demo brief)', () => {
     [
       'reconcile.completed',
       event('reconcile.completed', {
-        checked: 0, resubmitted: 1, trackersRestored: 0, unrecoverable: 0, verified: 40, mismatches: 0,
-        verifyErrors: 0, retentionRemoved: 0, staleIndexRemoved: 0, interrupted: true, durationMs: 84.4,
+        checked: 0,
+        resubmitted: 1,
+        trackersRestored: 0,
+        unrecoverable: 0,
+        verified: 40,
+        mismatches: 0,
+        verifyErrors: 0,
+        retentionRemoved: 0,
+        staleIndexRemoved: 0,
+        interrupted: true,
+        durationMs: 84.4,
       }),
       'checked 0, resubmitted 1, verified 40 in 84 ms, interrupted',
       'checked 0, resubmitted 1, verified 40 in 84 ms, interrupted',

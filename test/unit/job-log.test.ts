@@ -38,7 +38,8 @@ describe('a job log', () => {
     expect(child).toHaveBeenCalledTimes(1);
     const written = lines();
     expect(written).toHaveLength(3);
-    for (const line of written) expect(line).toMatchObject({ queue: 'submit-transaction', jobId: 'transfer-s-1', attempt: 2, sequenceId: 's-1' });
+    for (const line of written)
+      expect(line).toMatchObject({ queue: 'submit-transaction', jobId: 'transfer-s-1', attempt: 2, sequenceId: 's-1' });
     expect(written[0]).toMatchObject({ level: 'info', msg: 'transfer submitted', recordId: 7 });
     expect(written[1]).toMatchObject({ level: 'warn', msg: 'send answered 409' });
     // The child keeps the logger's redaction.

@@ -11,7 +11,12 @@ function payload() {
     halfSigned: { txBase64: 'q83v', txHex: '0xabcdef', sequenceId: 'a88a1846-b23d-f7e8-2344-f2bddb0c16f9' },
     travelRule: {
       reference: 'tr-ref-1',
-      originator: { name: 'Jane Roe', accountNumber: 12345, verified: true, address: { lines: ['1 Main St', 'Springfield'], country: null } },
+      originator: {
+        name: 'Jane Roe',
+        accountNumber: 12345,
+        verified: true,
+        address: { lines: ['1 Main St', 'Springfield'], country: null },
+      },
     },
     metadata: { orderId: 'A-1003', email: 'jane@example.test', customerName: 'Jane Roe', tags: ['vip'] },
     user: { email: 'top@example.test' },
@@ -35,21 +40,33 @@ describe('redactJobData', () => {
     const view = redactJobData(payload(), ['orderId', 'reference', 'name']) as Record<string, unknown>;
     expect(view.travelRule).toEqual({
       reference: REDACTED,
-      originator: { name: REDACTED, accountNumber: REDACTED, verified: REDACTED, address: { lines: [REDACTED, REDACTED], country: REDACTED } },
+      originator: {
+        name: REDACTED,
+        accountNumber: REDACTED,
+        verified: REDACTED,
+        address: { lines: [REDACTED, REDACTED], country: REDACTED },
+      },
     });
     expect(redactJobData({ travelRule: 'Jane Roe' }, [])).toEqual({ travelRule: REDACTED });
     expect(redactJobData({ travelRule: null, metadata: null }, [])).toEqual({ travelRule: null, metadata: null });
   });
 
   it('leaves `user` to the bounded copy, which removes it everywhere', () => {
-    const data = { ...payload(), metadata: { orderId: 'A-1', user: { email: 'm@example.test' } }, track: { user: { email: 'n@example.test' } } };
+    const data = {
+      ...payload(),
+      metadata: { orderId: 'A-1', user: { email: 'm@example.test' } },
+      track: { user: { email: 'n@example.test' } },
+    };
     const shown = boundedCopyWithoutUser(redactJobData(data, ['orderId', 'user']));
     expect(JSON.stringify(shown)).not.toMatch(/"user"|example\.test|Jane Roe/);
     expect(shown).toMatchObject({ metadata: { orderId: 'A-1' }, track: {} });
   });
 
   it('applies to any job data with a top-level metadata or travelRule (track-transfer too)', () => {
-    expect(redactJobData({ sequenceId: 's-1', metadata: { email: 'x@example.test' } }, [])).toEqual({ sequenceId: 's-1', metadata: { email: REDACTED } });
+    expect(redactJobData({ sequenceId: 's-1', metadata: { email: 'x@example.test' } }, [])).toEqual({
+      sequenceId: 's-1',
+      metadata: { email: REDACTED },
+    });
     // Only at the top: a nested `metadata` is job data like any other.
     const nested = { sequenceId: 's-1', record: { metadata: { orderId: 'A-1' } } };
     expect(redactJobData(nested, [])).toBe(nested);
@@ -73,7 +90,9 @@ describe('redactJobData', () => {
   });
 
   it('keeps a `__proto__` key a key', () => {
-    const data = JSON.parse('{"metadata":{"__proto__":{"polluted":true},"orderId":"A-1"},"travelRule":{"__proto__":{"name":"x"}}}') as unknown;
+    const data = JSON.parse(
+      '{"metadata":{"__proto__":{"polluted":true},"orderId":"A-1"},"travelRule":{"__proto__":{"name":"x"}}}',
+    ) as unknown;
     const view = redactJobData(data, ['__proto__']) as Record<string, Record<string, unknown>>;
     expect(Object.keys(view.metadata!)).toEqual(['__proto__', 'orderId']);
     expect(view.metadata!.orderId).toBe(REDACTED);

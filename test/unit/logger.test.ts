@@ -62,7 +62,7 @@ describe('log redaction', () => {
 });
 
 describe('error serialization', () => {
-  it('keeps a failed Redis command\'s name but not its arguments (scripts, payloads)', async () => {
+  it("keeps a failed Redis command's name but not its arguments (scripts, payloads)", async () => {
     const redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
     try {
       const error = await redis.eval('return redis.call("NO_SUCH_COMMAND")', 0, 'payload-argument-7f3a').catch((e: Error) => e);

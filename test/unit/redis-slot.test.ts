@@ -39,7 +39,11 @@ describe('hash tags and slots as Redis computes them', () => {
     });
 
     it('agrees on 300 generated keys, braces, empty tags and non-ASCII text included', async () => {
-      const keyArb = fc.array(fc.oneof(fc.constantFrom('{', '}', '{}', ':', 'wtx', 'a'), fc.string({ maxLength: 6 }), fc.constantFrom('é', '€', '日本')), { maxLength: 8 }).map((parts) => parts.join(''));
+      const keyArb = fc
+        .array(fc.oneof(fc.constantFrom('{', '}', '{}', ':', 'wtx', 'a'), fc.string({ maxLength: 6 }), fc.constantFrom('é', '€', '日本')), {
+          maxLength: 8,
+        })
+        .map((parts) => parts.join(''));
       const keys = fc.sample(keyArb, { numRuns: 300, seed: 42 });
       const slots = await Promise.all(keys.map((key) => redis.call('CLUSTER', 'KEYSLOT', key)));
       const wrong = keys.filter((key, i) => keySlot(key) !== Number(slots[i]));

@@ -50,11 +50,21 @@ describe('the tracking job', () => {
       ledger,
       submitQueue: submit,
       trackers: new Trackers(track, ledger, 3_600_000),
-      custody: { getTransfersByTxId: async () => [], getWalletTransaction: async () => { throw new Error('not used'); } },
+      custody: {
+        getTransfersByTxId: async () => [],
+        getWalletTransaction: async () => {
+          throw new Error('not used');
+        },
+      },
       graceMs: 0,
       retentionMs: 3_600_000,
     });
-    const run = () => reconcile({ job: { id: 'reconcile', name: QueueName.RECONCILE, data: {} }, token: undefined, log: createLogger({ level: 'silent' }) } as unknown as JobContext);
+    const run = () =>
+      reconcile({
+        job: { id: 'reconcile', name: QueueName.RECONCILE, data: {} },
+        token: undefined,
+        log: createLogger({ level: 'silent' }),
+      } as unknown as JobContext);
 
     const sequenceId = newSequenceId();
     await ledger.transition(sequenceId, { from: [NO_RECORD], to: TransferState.SUBMITTED, set: { walletId: '310', coin: 'eth' } });

@@ -38,7 +38,6 @@ function client(overrides: Partial<CustodyClientOptions> = {}): CustodyClient {
   return c;
 }
 
-
 const WALLET = { walletId: 310, coin: 'eth' };
 
 describe('custody client against the simulator', () => {
@@ -130,7 +129,9 @@ describe('custody client against the simulator', () => {
     const fixed = client({ tokenUrl: undefined, accessToken: access_token });
     const record = await fixed.sendTransaction(310, sampleSend(newSequenceId()));
     expect(record.id).toBeGreaterThan(0);
-    const refused = await failure(client({ tokenUrl: undefined, accessToken: 'not-a-token' }).sendTransaction(310, sampleSend(newSequenceId())));
+    const refused = await failure(
+      client({ tokenUrl: undefined, accessToken: 'not-a-token' }).sendTransaction(310, sampleSend(newSequenceId())),
+    );
     expect(refused.code).toBe(CustodyErrorCode.UNAUTHORIZED);
   });
 
@@ -289,8 +290,14 @@ describe('custody client against a garbage server', () => {
 
   it('tolerates a float in a field it does not decide on, and skips a record whose output amount is a float', async () => {
     const skipped: unknown[] = [];
-    body = JSON.stringify([{ ...validTransaction(), value: -0.5 }, { ...validTransaction(), id: '1002', outputs: [{ address: '0xAbC', amount: 0.5 }] }]);
-    const list = await client({ sdkUrl: url, onSkippedRecords: (_endpoint, records) => skipped.push(...records) }).getTransfersBySequenceId(WALLET, 'abc');
+    body = JSON.stringify([
+      { ...validTransaction(), value: -0.5 },
+      { ...validTransaction(), id: '1002', outputs: [{ address: '0xAbC', amount: 0.5 }] },
+    ]);
+    const list = await client({ sdkUrl: url, onSkippedRecords: (_endpoint, records) => skipped.push(...records) }).getTransfersBySequenceId(
+      WALLET,
+      'abc',
+    );
     expect(list.map((tx) => [tx.id, tx.value])).toEqual([['1001', -0.5]]);
     expect(skipped).toEqual([{ index: 1, paths: ['outputs.0.amount'], ours: false }]);
   });

@@ -167,17 +167,21 @@ function touchesUsed(path: Path, used: readonly Path[]): boolean {
 function allPaths(value: Json, prefix: Path = []): Path[] {
   const out: Path[] = [];
   if (Array.isArray(value)) value.forEach((item, i) => out.push([...prefix, i], ...allPaths(item, [...prefix, i])));
-  else if (value && typeof value === 'object') for (const [key, item] of Object.entries(value)) out.push([...prefix, key], ...allPaths(item, [...prefix, key]));
+  else if (value && typeof value === 'object')
+    for (const [key, item] of Object.entries(value)) out.push([...prefix, key], ...allPaths(item, [...prefix, key]));
   return out;
 }
 
 /** Every object in the answer, the root and those on the way to used fields included. */
 function objectPaths(value: Json): Path[] {
   const roots: Path[] = value && typeof value === 'object' && !Array.isArray(value) ? [[]] : [];
-  return [...roots, ...allPaths(value).filter((path) => {
-    const node = at(value, path);
-    return node !== null && typeof node === 'object' && !Array.isArray(node);
-  })];
+  return [
+    ...roots,
+    ...allPaths(value).filter((path) => {
+      const node = at(value, path);
+      return node !== null && typeof node === 'object' && !Array.isArray(node);
+    }),
+  ];
 }
 
 function at(value: Json, path: Path): Json {
@@ -205,7 +209,20 @@ function setAt(value: Json, path: Path, next: Json | undefined): Json {
 // (a) Mutations of what the worker does not decide on
 
 /** Undocumented key names, generic ones a provider might add included (none is documented anywhere). */
-const UNKNOWN_KEYS = ['meta', 'createdBy', '_links', 'extra', 'labels', 'revision', 'x_trace', 'constructor', 'items', 'links', 'data', 'result'];
+const UNKNOWN_KEYS = [
+  'meta',
+  'createdBy',
+  '_links',
+  'extra',
+  'labels',
+  'revision',
+  'x_trace',
+  'constructor',
+  'items',
+  'links',
+  'data',
+  'result',
+];
 
 type LooseOp =
   | { kind: 'null' | 'delete'; at: number }
@@ -225,7 +242,15 @@ const retyped: fc.Arbitrary<Json> = fc.oneof(
 const looseOpArb: fc.Arbitrary<LooseOp> = fc.oneof(
   fc.record({ kind: fc.constantFrom('null' as const, 'delete' as const), at: fc.nat() }),
   fc.record({ kind: fc.constant('set' as const), at: fc.nat(), value: retyped }),
-  fc.record({ kind: fc.constant('add' as const), at: fc.nat(), key: fc.oneof(fc.constantFrom(...UNKNOWN_KEYS), fc.string({ maxLength: 8 }).map((s) => `x_${s}`)), value: anyValue }),
+  fc.record({
+    kind: fc.constant('add' as const),
+    at: fc.nat(),
+    key: fc.oneof(
+      fc.constantFrom(...UNKNOWN_KEYS),
+      fc.string({ maxLength: 8 }).map((s) => `x_${s}`),
+    ),
+    value: anyValue,
+  }),
 );
 const looseOpsArb = fc.array(looseOpArb, { minLength: 1, maxLength: 6 });
 
@@ -238,7 +263,8 @@ function applyLoose(value: Json, ops: readonly LooseOp[], used: readonly Path[])
       if (objects.length === 0) continue;
       const path = objects[op.at % objects.length]!;
       // A key is unknown only where no used field has that name (e.g. `sequenceId` is read on a record).
-      if (used.some((pattern) => pattern.length === path.length + 1 && matches(pattern, path, path.length) && pattern.at(-1) === op.key)) continue;
+      if (used.some((pattern) => pattern.length === path.length + 1 && matches(pattern, path, path.length) && pattern.at(-1) === op.key))
+        continue;
       value = setAt(value, [...path, op.key], op.value);
       done.push(`add ${[...path, op.key].join('.')}`);
       continue;
@@ -257,7 +283,26 @@ function applyLoose(value: Json, ops: readonly LooseOp[], used: readonly Path[])
 
 const BAD_RECORD_ID: Json[] = [-1, 1.5, raw('9007199254740993'), raw('1e400'), true, null, {}, [], 'abc', '', '12a', '-5', '1.0', ' 1'];
 const BAD_TEXT: Json[] = [12345, 0, 1.5, true, false, {}, { value: 'x' }, [], ['send']];
-const BAD_DECIMAL: Json[] = [0.01234567, 1, 0, null, true, {}, [], 'abc', '-1', '1e5', '1,5', '', ' 1', '0x10', '1.', '.5', 'NaN', 'Infinity'];
+const BAD_DECIMAL: Json[] = [
+  0.01234567,
+  1,
+  0,
+  null,
+  true,
+  {},
+  [],
+  'abc',
+  '-1',
+  '1e5',
+  '1,5',
+  '',
+  ' 1',
+  '0x10',
+  '1.',
+  '.5',
+  'NaN',
+  'Infinity',
+];
 const BAD_ADDRESS: Json[] = [null, 42, true, {}, [], ['0xabc']];
 
 type BadOp = { field: Path; value: Json | undefined };
@@ -294,7 +339,11 @@ function decisionView(list: readonly ListedTransfer[]) {
 }
 
 function describeMatch(result: MatchResult): string {
-  return result.kind === 'found' ? `found ${result.transaction.id}` : result.kind === 'ambiguous' ? `ambiguous ${result.candidates}` : 'none';
+  return result.kind === 'found'
+    ? `found ${result.transaction.id}`
+    : result.kind === 'ambiguous'
+      ? `ambiguous ${result.candidates}`
+      : 'none';
 }
 
 /** How each job of the worker looks for the transfer in a get-transfer answer. */
@@ -308,12 +357,25 @@ function matchings(c: Captured): Array<{ name: string; run: (list: readonly Tran
     // track, once the record id was seen
     { name: 'track (record id)', run: (list) => findTransfer(list, { ...track, transactionId: c.ourId }) },
     // reconcile: the records with the broadcast txid
-    { name: 'reconcile (txid)', run: (list) => findTransfer(list.filter((tx) => txidEquals(tx.txid, c.ourTxid)), track) },
+    {
+      name: 'reconcile (txid)',
+      run: (list) =>
+        findTransfer(
+          list.filter((tx) => txidEquals(tx.txid, c.ourTxid)),
+          track,
+        ),
+    },
   ];
 }
 
 function sendView(record: SubmittedTransfer) {
-  return { id: record.id, sequenceId: record.sequenceId, destinationAddress: record.destinationAddress, amount: record.amount, exact: record[EXACT_AMOUNT] };
+  return {
+    id: record.id,
+    sequenceId: record.sequenceId,
+    destinationAddress: record.destinationAddress,
+    amount: record.amount,
+    exact: record[EXACT_AMOUNT],
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -436,7 +498,9 @@ describe('answers varied where the worker decides nothing: the same money decisi
         const setting = await client.getTravelRuleSetting().catch((error: unknown) => {
           throw new Error(`refused after ${done.join('; ')}: ${String(error)}`);
         });
-        expect({ outgoingTxn: setting.outgoingTxn, mandatory: setting.mandatory, blockTxn: setting.blockTxn }, done.join('; ')).toEqual(gate);
+        expect({ outgoingTxn: setting.outgoingTxn, mandatory: setting.mandatory, blockTxn: setting.blockTxn }, done.join('; ')).toEqual(
+          gate,
+        );
         expect(travelRuleApplies(setting)).toBe(gate.outgoingTxn === 1 && gate.mandatory);
         decisions.add(travelRuleApplies(setting));
       }),
@@ -464,13 +528,15 @@ describe('answers with a broken field the worker decides on: refused or skipped,
   it(`get-transfer: the broken record is skipped and reported (ours when it carried the sequenceId looked for), the others read as before, and no job ever takes another transfer's record for ours (${RUNS} runs)`, async () => {
     const caseArb = listArb.chain((choice) => {
       const { records } = pickList(choice);
-      return fc.record({
-        choice: fc.constant(choice),
-        target: fc.nat({ max: records.length - 1 }),
-        noise: fc.array(looseOpArb, { maxLength: 3 }),
-      }).chain(({ choice, target, noise }) =>
-        badTransactionOps(records[target] as Record<string, Json>).map((bad) => ({ choice, target, noise, bad })),
-      );
+      return fc
+        .record({
+          choice: fc.constant(choice),
+          target: fc.nat({ max: records.length - 1 }),
+          noise: fc.array(looseOpArb, { maxLength: 3 }),
+        })
+        .chain(({ choice, target, noise }) =>
+          badTransactionOps(records[target] as Record<string, Json>).map((bad) => ({ choice, target, noise, bad })),
+        );
     });
     const tally = { ours: 0, others: 0, flaggedOurs: 0 };
     await fc.assert(
@@ -511,28 +577,39 @@ describe('answers with a broken field the worker decides on: refused or skipped,
   it(`sendTransaction: refused with CUSTODY_BAD_RESPONSE (${RUNS} runs)`, async () => {
     const badArb = fc.oneof(
       fc.constantFrom(...BAD_RECORD_ID, undefined).map((value) => ({ field: 'id', value })),
-      fc.constantFrom<Json | undefined>(42, null, '', {}, [], true, 'another-sequence-id', undefined).map((value) => ({ field: 'sequenceId', value })),
+      fc
+        .constantFrom<Json | undefined>(42, null, '', {}, [], true, 'another-sequence-id', undefined)
+        .map((value) => ({ field: 'sequenceId', value })),
       fc.constantFrom(...BAD_ADDRESS, undefined).map((value) => ({ field: 'destinationAddress', value })),
       // A JSON number or decimal text is a valid 2.4 amount: only what is neither is broken.
-      fc.constantFrom<Json | undefined>(null, true, {}, [], 'abc', '-1', -1, raw('-0.5'), '1e5', '1,5', '', undefined).map((value) => ({ field: 'amount', value })),
+      fc
+        .constantFrom<Json | undefined>(null, true, {}, [], 'abc', '-1', -1, raw('-0.5'), '1e5', '1,5', '', undefined)
+        .map((value) => ({ field: 'amount', value })),
     );
     await fc.assert(
-      fc.asyncProperty(fc.nat({ max: captured.sends.length - 1 }), badArb, fc.array(looseOpArb, { maxLength: 3 }), async (which, bad, noise) => {
-        const { sequenceId, body: valid } = captured.sends[which]!;
-        const { value: noisy } = applyLoose(valid, noise, SEND_USED);
-        body = serialize(setAt(noisy, [bad.field], bad.value));
-        const error = await refusal(client.sendTransaction(310, sampleSend(sequenceId)));
-        expect(error.code, `${bad.field} = ${String(bad.value)}: ${error.message}`).toBe(CustodyErrorCode.BAD_RESPONSE);
-        // The send went out and was answered: the transfer may exist, so it is looked up, never resent blindly.
-        expect(error.maybeProcessed).toBe(true);
-      }),
+      fc.asyncProperty(
+        fc.nat({ max: captured.sends.length - 1 }),
+        badArb,
+        fc.array(looseOpArb, { maxLength: 3 }),
+        async (which, bad, noise) => {
+          const { sequenceId, body: valid } = captured.sends[which]!;
+          const { value: noisy } = applyLoose(valid, noise, SEND_USED);
+          body = serialize(setAt(noisy, [bad.field], bad.value));
+          const error = await refusal(client.sendTransaction(310, sampleSend(sequenceId)));
+          expect(error.code, `${bad.field} = ${String(bad.value)}: ${error.message}`).toBe(CustodyErrorCode.BAD_RESPONSE);
+          // The send went out and was answered: the transfer may exist, so it is looked up, never resent blindly.
+          expect(error.maybeProcessed).toBe(true);
+        },
+      ),
       { numRuns: RUNS },
     );
   });
 
   it(`is-enabled: refused with CUSTODY_BAD_RESPONSE, never a gate decision (${RUNS} runs)`, async () => {
     const badArb = fc.oneof(
-      fc.constantFrom<Json | undefined>('1', '0', 1.5, null, true, {}, [], raw('1e400'), undefined).map((value) => ({ field: 'outgoingTxn', value })),
+      fc
+        .constantFrom<Json | undefined>('1', '0', 1.5, null, true, {}, [], raw('1e400'), undefined)
+        .map((value) => ({ field: 'outgoingTxn', value })),
       fc.constantFrom<Json | undefined>('true', 'false', 1, 0, null, {}, [], undefined).map((value) => ({ field: 'mandatory', value })),
       fc.constantFrom<Json | undefined>('true', 'false', 1, 0, null, {}, [], undefined).map((value) => ({ field: 'blockTxn', value })),
     );

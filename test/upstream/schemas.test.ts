@@ -83,7 +83,14 @@ describe('the 2.4 record without raw', () => {
     const { raw: _raw, ...rest } = withRaw;
     expect(withoutRaw).toEqual(rest);
     expect(withoutRaw[EXACT_AMOUNT]).toBe('0.300000000000000044');
-    for (const broken of [{ amount: -1 }, { amount: '1,5' }, { id: 'abc' }, { sequenceId: '' }, { destinationAddress: null }, { destinationAddress: undefined }]) {
+    for (const broken of [
+      { amount: -1 },
+      { amount: '1,5' },
+      { id: 'abc' },
+      { sequenceId: '' },
+      { destinationAddress: null },
+      { destinationAddress: undefined },
+    ]) {
       const body = { ...record, ...broken };
       expect(sendTransactionResponseWithoutRawSchema.safeParse(body).success).toBe(false);
       expect(sendTransactionResponseSchema.safeParse(body).success).toBe(false);

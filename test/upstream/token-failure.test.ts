@@ -39,7 +39,6 @@ function client(): CustodyClient {
   return c;
 }
 
-
 describe('a send whose token request fails', () => {
   const cases: Array<[FaultKind, string]> = [
     ['timeout', CustodyErrorCode.TIMEOUT],

@@ -43,7 +43,11 @@ function client(overrides: Partial<CustodyClientOptions> = {}): CustodyClient {
   return c;
 }
 
-const json = (body: unknown, status = 200): Reply => ({ status, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const json = (body: unknown, status = 200): Reply => ({
+  status,
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify(body),
+});
 const WALLET = { walletId: 310, coin: 'eth' };
 const SEQ = 'a88a1846-b23d-f7e8-2344-f2bddb0c16f9';
 
@@ -77,15 +81,34 @@ function submitted(amountText = '0.01234567', overrides: Record<string, unknown>
     user: { id: 7, displayName: 'Jane Doe', photoURL: null, lastLoginAt: null, email: 'jane@example.com', phoneNumber: null },
     sequenceId: SEQ,
   });
-  const record = { id: 150001, userid: 1043, raw, status: 1, walletid: '310', type: 0, asset: 'eth', chain: 'eth', timestamp: '2026-11-22T10:00:00.000Z', transactionSequenceId: 9, sequenceId: SEQ, amount: 0, destinationAddress: '0xAbCdEf', usdamount: 41.2, ...overrides };
+  const record = {
+    id: 150001,
+    userid: 1043,
+    raw,
+    status: 1,
+    walletid: '310',
+    type: 0,
+    asset: 'eth',
+    chain: 'eth',
+    timestamp: '2026-11-22T10:00:00.000Z',
+    transactionSequenceId: 9,
+    sequenceId: SEQ,
+    amount: 0,
+    destinationAddress: '0xAbCdEf',
+    usdamount: 41.2,
+    ...overrides,
+  };
   // The amount is written as its digits, as a provider's JSON would carry it (JSON.stringify of a double cannot).
   return JSON.stringify(record).replace('"amount":0', `"amount":${amountText}`);
 }
 
-
 describe('is-enabled', () => {
   it('reads the gate from a setting with dataJson and updatedBy null, absent fields and extra keys', async () => {
-    answer = () => json({ success: true, data: { outgoingTxn: 1, mandatory: true, blockTxn: false, dataJson: null, updatedBy: null, id: '42', extra: { a: 1 } } });
+    answer = () =>
+      json({
+        success: true,
+        data: { outgoingTxn: 1, mandatory: true, blockTxn: false, dataJson: null, updatedBy: null, id: '42', extra: { a: 1 } },
+      });
     const setting = await client().getTravelRuleSetting();
     expect(setting).toMatchObject({ outgoingTxn: 1, mandatory: true, blockTxn: false });
     expect(travelRuleApplies(setting)).toBe(true);
@@ -93,7 +116,11 @@ describe('is-enabled', () => {
   });
 
   it('refuses a gate field of another type: the decision is never guessed', async () => {
-    for (const data of [{ outgoingTxn: '1', mandatory: true, blockTxn: false }, { outgoingTxn: 1, mandatory: 'true', blockTxn: false }, { outgoingTxn: 1, mandatory: true }]) {
+    for (const data of [
+      { outgoingTxn: '1', mandatory: true, blockTxn: false },
+      { outgoingTxn: 1, mandatory: 'true', blockTxn: false },
+      { outgoingTxn: 1, mandatory: true },
+    ]) {
       answer = () => json({ success: true, data });
       expect((await failure(client().getTravelRuleSetting())).code).toBe(CustodyErrorCode.BAD_RESPONSE);
     }
@@ -104,8 +131,20 @@ describe('get-transfer lists', () => {
   it('parses record by record: receive records, nulls, absent keys and an older format never hide the transfer', async () => {
     answer = () =>
       json([
-        transaction({ id: '60000001', type: 'receive', outputs: [{ address: '0xMine', amount: '1.00000000', isMine: true, wallet: 'hot' }] }),
-        transaction({ id: '60000002', outputs: [{ address: '0xOther', amount: '2' }], usd: null, DestinationTag: undefined, feeString: undefined, walletType: null, extra: 1 }),
+        transaction({
+          id: '60000001',
+          type: 'receive',
+          outputs: [{ address: '0xMine', amount: '1.00000000', isMine: true, wallet: 'hot' }],
+        }),
+        transaction({
+          id: '60000002',
+          outputs: [{ address: '0xOther', amount: '2' }],
+          usd: null,
+          DestinationTag: undefined,
+          feeString: undefined,
+          walletType: null,
+          extra: 1,
+        }),
         { id: 60000003, type: 'send', txid: '0x01', value: -0.5, fee: '0.1', outputs: [{ address: '0xOld', amount: '0.5' }] },
         transaction({ outputs: [{ address: '0xabcdef', amount: '0.01234567', isMine: false, wallet: null }] }),
       ]);
@@ -133,7 +172,8 @@ describe('get-transfer lists', () => {
   });
 
   it('reads a txid that is null, absent or empty as "not broadcast yet"', async () => {
-    answer = () => json([transaction({ id: '1', txid: null }), transaction({ id: '2', txid: undefined }), transaction({ id: '3', txid: '' })]);
+    answer = () =>
+      json([transaction({ id: '1', txid: null }), transaction({ id: '2', txid: undefined }), transaction({ id: '3', txid: '' })]);
     expect((await client().getTransfersBySequenceId(WALLET, SEQ)).map((tx) => tx.txid)).toEqual(['', '', '']);
   });
 
@@ -142,7 +182,14 @@ describe('get-transfer lists', () => {
       json([
         transaction({
           DestinationTag: undefined,
-          inputs: [{ address: '', amount: '1', isMine: true, wallet: { id: '310', status: null, balance: null, raw: { user: { email: 'x@example.com' } } } }],
+          inputs: [
+            {
+              address: '',
+              amount: '1',
+              isMine: true,
+              wallet: { id: '310', status: null, balance: null, raw: { user: { email: 'x@example.com' } } },
+            },
+          ],
           outputs: [{ address: '', amount: '0.5', isMine: false, wallet: 'n/a' }],
         }),
       ]);
@@ -198,13 +245,21 @@ describe('sendTransaction', () => {
   });
 
   it('takes loose fields as text, null or absent', async () => {
-    answer = () => ({ status: 200, headers: { 'content-type': 'application/json' }, body: submitted('0.5', { usdamount: '41.2', userid: null, chain: undefined, status: 'ok' }) });
+    answer = () => ({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: submitted('0.5', { usdamount: '41.2', userid: null, chain: undefined, status: 'ok' }),
+    });
     const record = await client().sendTransaction(310, sampleSend(SEQ));
     expect(record[EXACT_AMOUNT]).toBe('0.5');
   });
 
   it('refuses an answer about another sequenceId as unreadable, and as "may have gone out"', async () => {
-    answer = () => ({ status: 200, headers: { 'content-type': 'application/json' }, body: submitted('0.5', { sequenceId: 'someone-else' }) });
+    answer = () => ({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: submitted('0.5', { sequenceId: 'someone-else' }),
+    });
     const error = await failure(client().sendTransaction(310, sampleSend(SEQ)));
     expect(error.code).toBe(CustodyErrorCode.BAD_RESPONSE);
     expect(error.maybeProcessed).toBe(true);
@@ -230,7 +285,9 @@ describe('the token endpoint', () => {
 
   it('refuses a token of another type', async () => {
     answer = (request) => (request.url === '/oauth/token' ? json({ access_token: 'abc', token_type: 'mac' }) : json({}));
-    const error = await failure(client({ accessToken: undefined, tokenUrl: `${server.url}/oauth/token` }).sendTransaction(310, sampleSend(SEQ)));
+    const error = await failure(
+      client({ accessToken: undefined, tokenUrl: `${server.url}/oauth/token` }).sendTransaction(310, sampleSend(SEQ)),
+    );
     expect(error.code).toBe(CustodyErrorCode.BAD_RESPONSE);
     expect(error.endpoint).toBe('token');
   });

@@ -70,7 +70,11 @@ try {
     jobs: enqueueOrder(samples).length,
   });
 
-  const result = await runSamples(started, samples, out, { paceMs: options.paceMs, timeoutMs: options.timeoutMs, signal: controller.signal });
+  const result = await runSamples(started, samples, out, {
+    paceMs: options.paceMs,
+    timeoutMs: options.timeoutMs,
+    signal: controller.signal,
+  });
   out.summary({
     runId,
     prefix: started.config.queue.prefix,

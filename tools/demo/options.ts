@@ -32,9 +32,7 @@ export interface DemoOptions {
   logLevel: string;
 }
 
-export type ReadOptions =
-  | { ok: true; options: DemoOptions }
-  | { ok: false; usage: boolean; problems: string[] };
+export type ReadOptions = { ok: true; options: DemoOptions } | { ok: false; usage: boolean; problems: string[] };
 
 export const USAGE = `npm run demo [-- --keep] [-- --json]
 

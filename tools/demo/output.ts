@@ -101,7 +101,15 @@ export class DemoOutput {
 
   event(event: TransferEvent): void {
     if (this.json) {
-      this.#record({ type: 'event', id: event.id, at: event.at, event: event.event, sequenceId: event.sequenceId, version: event.version, detail: eventPhrase(event, { brief: true }) });
+      this.#record({
+        type: 'event',
+        id: event.id,
+        at: event.at,
+        event: event.event,
+        sequenceId: event.sequenceId,
+        version: event.version,
+        detail: eventPhrase(event, { brief: true }),
+      });
       return;
     }
     const time = event.at.slice(11, 23);
@@ -180,7 +188,10 @@ export class DemoOutput {
       '',
       verdict.ok
         ? this.#paint('green', `ok: all ${transfers} transfers reached their expected outcome (${stats})`)
-        : this.#paint('red', `FAILED: ${failed} of ${transfers} transfers did not reach their expected outcome${summary.timedOut ? ' before DEMO_TIMEOUT' : ''} (${stats})`),
+        : this.#paint(
+            'red',
+            `FAILED: ${failed} of ${transfers} transfers did not reach their expected outcome${summary.timedOut ? ' before DEMO_TIMEOUT' : ''} (${stats})`,
+          ),
       ...verdict.problems.map((problem) => `  ${problem}`),
       `dashboard: ${summary.dashboardUrl}`,
     ];

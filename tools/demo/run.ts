@@ -71,7 +71,9 @@ export async function runSamples(started: Started, samples: readonly Sample[], o
         if (TERMINAL_EVENTS.has(event.event)) terminal.add(event.sequenceId);
       }
       await markFinishedJobs(samples, terminal, finishedJobs, queue);
-      const settled = samples.filter((sample) => terminal.has(sample.sequenceId) && sample.jobs.every((job) => finishedJobs.has(job.jobId))).length;
+      const settled = samples.filter(
+        (sample) => terminal.has(sample.sequenceId) && sample.jobs.every((job) => finishedJobs.has(job.jobId)),
+      ).length;
       out.progress(settled, samples.length, Date.now() - startedAt);
       if (settled === samples.length && enqueueDone) break;
       if (Date.now() >= deadline) {
@@ -111,15 +113,22 @@ async function enqueueAll(
 }
 
 async function readEvents(reader: Redis, stream: string, cursor: string): Promise<TransferEvent[]> {
-  const reply = (await reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, cursor)) as
-    | Array<[string, Array<[string, string[]]>]>
-    | null;
+  const reply = (await reader.xread('COUNT', 100, 'BLOCK', READ_BLOCK_MS, 'STREAMS', stream, cursor)) as Array<
+    [string, Array<[string, string[]]>]
+  > | null;
   return (reply ?? []).flatMap(([, entries]) => entries.map((entry) => parseStreamEntry(entry)));
 }
 
 /** Looks up the jobs of transfers that have their outcome; a job stays finished, so each is asked until it is. */
-async function markFinishedJobs(samples: readonly Sample[], terminal: ReadonlySet<string>, finished: Set<string>, queue: Queue): Promise<void> {
-  const pending = samples.filter((sample) => terminal.has(sample.sequenceId)).flatMap((sample) => sample.jobs.filter((job) => !finished.has(job.jobId)));
+async function markFinishedJobs(
+  samples: readonly Sample[],
+  terminal: ReadonlySet<string>,
+  finished: Set<string>,
+  queue: Queue,
+): Promise<void> {
+  const pending = samples
+    .filter((sample) => terminal.has(sample.sequenceId))
+    .flatMap((sample) => sample.jobs.filter((job) => !finished.has(job.jobId)));
   const states = await Promise.all(pending.map((job) => queue.getJobState(job.jobId)));
   pending.forEach((job, index) => {
     if (states[index] === 'completed' || states[index] === 'failed') finished.add(job.jobId);

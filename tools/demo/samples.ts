@@ -76,7 +76,9 @@ export function buildSamples(runId: string, normal: number): Sample[] {
   ]);
 
   const blocked = `${runId}-blocked`;
-  add('blocked', blocked, 'transfer.blocked', 0, [{ jobId: jobIdFor(blocked), data: validPayload(blocked, 1, undefined), via: 'producer' }]);
+  add('blocked', blocked, 'transfer.blocked', 0, [
+    { jobId: jobIdFor(blocked), data: validPayload(blocked, 1, undefined), via: 'producer' },
+  ]);
 
   const invalid = `${runId}-invalid`;
   const tx = halfSignedTx();

@@ -184,7 +184,8 @@ export class DemoStack {
     const sim = this.#sim;
     if (sim) await step('simulator', () => sim.close());
     const redis = this.#redis;
-    if (redis && redis.source !== 'env') await step(redis.source === 'testcontainers' ? 'redis container' : 'redis-server', () => redis.stop());
+    if (redis && redis.source !== 'env')
+      await step(redis.source === 'testcontainers' ? 'redis container' : 'redis-server', () => redis.stop());
   }
 }
 

@@ -26,8 +26,18 @@ export interface Verdict {
   problems: string[];
 }
 
-export function verifyRun(samples: readonly Sample[], events: readonly TransferEvent[], acceptedSends: (sequenceId: string) => number): Verdict {
-  const results = samples.map((sample) => verifySample(sample, events.filter((event) => event.sequenceId === sample.sequenceId), acceptedSends(sample.sequenceId)));
+export function verifyRun(
+  samples: readonly Sample[],
+  events: readonly TransferEvent[],
+  acceptedSends: (sequenceId: string) => number,
+): Verdict {
+  const results = samples.map((sample) =>
+    verifySample(
+      sample,
+      events.filter((event) => event.sequenceId === sample.sequenceId),
+      acceptedSends(sample.sequenceId),
+    ),
+  );
   const known = new Set(samples.map((sample) => sample.sequenceId));
   const problems = results.flatMap((result) => result.problems.map((problem) => `${result.sample.sequenceId}: ${problem}`));
   for (const event of events) {
@@ -55,7 +65,8 @@ function verifySample(sample: Sample, events: readonly TransferEvent[], accepted
   });
   const submittedAt = events.findIndex((event) => event.event === 'transfer.submitted');
   const broadcastAt = events.findIndex((event) => event.event === 'transfer.broadcast');
-  if (broadcastAt !== -1 && (submittedAt === -1 || submittedAt > broadcastAt)) problems.push('transfer.broadcast before transfer.submitted');
+  if (broadcastAt !== -1 && (submittedAt === -1 || submittedAt > broadcastAt))
+    problems.push('transfer.broadcast before transfer.submitted');
 
   return { sample, terminal, submitted, accepted, events: events.length, ok: problems.length === 0, problems };
 }

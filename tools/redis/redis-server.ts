@@ -220,20 +220,31 @@ export async function startRedisServer(opts: StartRedisServerOptions = {}): Prom
 
   const buildArgs = (port: number, clusterPort: number | undefined): string[] => {
     const args = [
-      '--port', String(port),
-      '--bind', '127.0.0.1',
-      '--daemonize', 'no',
-      '--save', '',
-      '--appendonly', opts.appendonly ? 'yes' : 'no',
-      '--dir', dir,
-      '--logfile', logFile,
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--daemonize',
+      'no',
+      '--save',
+      '',
+      '--appendonly',
+      opts.appendonly ? 'yes' : 'no',
+      '--dir',
+      dir,
+      '--logfile',
+      logFile,
     ];
     if (opts.clusterEnabled) {
       args.push(
-        '--cluster-enabled', 'yes',
-        '--cluster-config-file', join(dir, 'nodes.conf'),
-        '--cluster-port', String(clusterPort),
-        '--cluster-node-timeout', '5000',
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        join(dir, 'nodes.conf'),
+        '--cluster-port',
+        String(clusterPort),
+        '--cluster-node-timeout',
+        '5000',
       );
     }
     args.push(...(opts.extraArgs ?? []));

@@ -8,7 +8,17 @@
  */
 
 /** A transfer's states, in the order of its life; the last five end it. */
-export const TRANSFER_STATES = ['received', 'gated', 'submitting', 'submitted', 'broadcast', 'rejected', 'blocked', 'failed', 'expired'] as const;
+export const TRANSFER_STATES = [
+  'received',
+  'gated',
+  'submitting',
+  'submitted',
+  'broadcast',
+  'rejected',
+  'blocked',
+  'failed',
+  'expired',
+] as const;
 export type TransferStateName = (typeof TRANSFER_STATES)[number];
 
 /** The states a transfer never leaves: each is reached by publishing the event `transfer.<state>`. */

@@ -114,7 +114,8 @@ export class TransferEvents {
     this.#seenTtlMs = seenTtlMs;
     this.#ownsRedis = typeof options.connection === 'string';
     // A consumer outlives outages: its own connection keeps retrying instead of failing commands.
-    this.#redis = typeof options.connection === 'string' ? new Redis(options.connection, { maxRetriesPerRequest: null }) : options.connection;
+    this.#redis =
+      typeof options.connection === 'string' ? new Redis(options.connection, { maxRetriesPerRequest: null }) : options.connection;
     this.#prefix = options.prefix ?? 'bull';
     this.#stream = options.eventsStream ?? defaultEventsStream(this.#prefix);
   }
@@ -276,7 +277,9 @@ class ConsumerLoop {
     if (blockMs !== undefined) args.push('BLOCK', blockMs);
     args.push('STREAMS', this.#stream, id);
     // The typed command, not call(): ioredis turns a RESP3 map reply into the RESP2 shape.
-    const xreadgroup = client.xreadgroup.bind(client) as unknown as (...args: Array<string | number>) => Promise<Array<[string, RawEntry[]]> | null>;
+    const xreadgroup = client.xreadgroup.bind(client) as unknown as (
+      ...args: Array<string | number>
+    ) => Promise<Array<[string, RawEntry[]]> | null>;
     const call = xreadgroup(...args);
     const reply = blockMs === undefined ? await call : await bounded(call, blockMs + BLOCK_GRACE_MS, client);
     return reply?.[0]?.[1] ?? [];
@@ -298,7 +301,8 @@ class ConsumerLoop {
       )) as [string, RawEntry[], string[]?];
       cursor = reply[0];
       // Redis 7 lists entries deleted from the stream (trimmed) apart, and drops them from the pending list.
-      for (const id of reply[2] ?? []) this.#report(new Error(`entry ${id} was trimmed from the stream before it was handled`), 'parse', id);
+      for (const id of reply[2] ?? [])
+        this.#report(new Error(`entry ${id} was trimmed from the stream before it was handled`), 'parse', id);
       await this.#handleBatch(reply[1]);
     } while (cursor !== '0-0' && !this.#stopping);
   }

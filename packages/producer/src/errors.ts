@@ -71,4 +71,3 @@ export class ProducerClosedError extends ProducerError {
     this.name = 'ProducerClosedError';
   }
 }
-

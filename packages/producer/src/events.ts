@@ -29,7 +29,9 @@ export const transactionDataSchema = z
     outputs: z.array(z.looseObject({ address: z.string(), amount: decimalText })),
     sequenceId: z.string().optional(),
   })
-  .meta({ description: 'The 2.1 Transaction (get-transfer): documented keys only, as upstream sent them; id, type, txid and outputs checked' });
+  .meta({
+    description: 'The 2.1 Transaction (get-transfer): documented keys only, as upstream sent them; id, type, txid and outputs checked',
+  });
 
 /** 2.4 Submitted transfer record, without `raw` (it echoes the request and carries a person). */
 export const submittedRecordSchema = z
@@ -38,7 +40,7 @@ export const submittedRecordSchema = z
     sequenceId: z.string().min(1),
     destinationAddress: z.string(),
     amount: z.union([z.number().nonnegative(), decimalText]),
-    raw: z.never().optional().meta({ description: 'Never present: raw echoes the producer\'s own request and carries a person' }),
+    raw: z.never().optional().meta({ description: "Never present: raw echoes the producer's own request and carries a person" }),
   })
   .meta({ description: 'The 2.4 record sendTransaction answered: documented keys only, without raw' });
 
@@ -57,7 +59,7 @@ const transferSubmitted = z
     z.looseObject({
       transfer: z.null(),
       recoveredBy: z.literal('operator').meta({ description: 'An operator resolved the unresolved transfer as submitted' }),
-      reason: z.string().min(1).meta({ description: 'The operator\'s reason' }),
+      reason: z.string().min(1).meta({ description: "The operator's reason" }),
     }),
   ])
   .meta({
@@ -94,7 +96,10 @@ export const EVENT_DATA_SCHEMAS = {
       code: z.literal('INVALID_PAYLOAD'),
       issues: z.array(z.looseObject({ path: z.string(), message: z.string() })).min(1),
     })
-    .meta({ title: 'transfer.rejected', description: 'The job payload broke docs/contract.md section 3; nothing was sent upstream. Terminal.' }),
+    .meta({
+      title: 'transfer.rejected',
+      description: 'The job payload broke docs/contract.md section 3; nothing was sent upstream. Terminal.',
+    }),
   'transfer.blocked': z
     .looseObject({
       code: z.literal('TRAVEL_RULE_REQUIRED'),
@@ -114,7 +119,8 @@ export const EVENT_DATA_SCHEMAS = {
     })
     .meta({
       title: 'transfer.failed',
-      description: 'Upstream refused the transfer for good, or retries ran out, and no send may have been accepted; or an operator resolved it as failed. Terminal.',
+      description:
+        'Upstream refused the transfer for good, or retries ran out, and no send may have been accepted; or an operator resolved it as failed. Terminal.',
     }),
   'transfer.expired': z
     .looseObject({
@@ -140,7 +146,10 @@ export const EVENT_DATA_SCHEMAS = {
       interrupted: z.boolean(),
       durationMs: z.number().nonnegative(),
     })
-    .meta({ title: 'reconcile.completed', description: 'One reconciliation run ended (sequenceId empty, version 0): what it checked and repaired.' }),
+    .meta({
+      title: 'reconcile.completed',
+      description: 'One reconciliation run ended (sequenceId empty, version 0): what it checked and repaired.',
+    }),
 } as const satisfies Record<EventType, z.ZodType>;
 
 export type EventData = { [K in EventType]: z.output<(typeof EVENT_DATA_SCHEMAS)[K]> };

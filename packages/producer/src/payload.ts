@@ -10,7 +10,6 @@ const MAX_HEX = MIB;
 const MAX_BASE64 = Math.floor(1.4 * MIB);
 const MAX_METADATA_BYTES = 4 * 1024;
 
-
 const hex = z
   .string()
   .min(1, 'must not be empty')
@@ -49,62 +48,77 @@ function positiveIntegerText(max: number): string {
  * The `submit-transaction` job (docs/contract.md section 3), parsed at the edge. Unknown fields are dropped.
  * The schema only ever grows by optional fields, so jobs enqueued before a deploy still validate.
  */
-export const submitPayloadSchema = z.object({
-  walletId: z.union([
-    z.number().int('must be a whole number').positive('must be positive').max(Number.MAX_SAFE_INTEGER),
-    z
-      .string()
-      // Leading zeros are still a string of digits (docs/contract.md section 3); past them, 16 digits hold every safe integer.
-      .regex(/^0*\d{1,16}$/, 'must be a positive integer')
-      .transform(Number)
-      .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer')
-      .meta({ pattern: positiveIntegerText(Number.MAX_SAFE_INTEGER) }),
-  ], { error: 'must be a positive integer' }).meta({ description: 'A positive integer; a string of digits is accepted and normalised' }),
-  coin: z.string({ error: 'required' }).regex(/^[a-z0-9._-]{1,32}$/, 'must be 1-32 of a-z 0-9 . _ -').meta({ description: 'Lowercase asset code' }),
-  txHex: hex,
-  halfSigned: z.object({
-    txBase64: base64.meta({ description: 'Standard base64 with padding, at most 1.4 MiB' }),
+export const submitPayloadSchema = z
+  .object({
+    walletId: z
+      .union(
+        [
+          z.number().int('must be a whole number').positive('must be positive').max(Number.MAX_SAFE_INTEGER),
+          z
+            .string()
+            // Leading zeros are still a string of digits (docs/contract.md section 3); past them, 16 digits hold every safe integer.
+            .regex(/^0*\d{1,16}$/, 'must be a positive integer')
+            .transform(Number)
+            .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer')
+            .meta({ pattern: positiveIntegerText(Number.MAX_SAFE_INTEGER) }),
+        ],
+        { error: 'must be a positive integer' },
+      )
+      .meta({ description: 'A positive integer; a string of digits is accepted and normalised' }),
+    coin: z
+      .string({ error: 'required' })
+      .regex(/^[a-z0-9._-]{1,32}$/, 'must be 1-32 of a-z 0-9 . _ -')
+      .meta({ description: 'Lowercase asset code' }),
     txHex: hex,
-    sequenceId: sequenceIdSchema.meta({ description: "The transfer's identity end to end: one sequenceId is one transfer, whatever job ids it arrives under" }),
-  }),
-  travelRule: z
-    .object({
-      reference: z
-        .string()
-        .min(1, 'must not be empty')
-        .max(256, 'must be at most 256 characters')
-        .meta({ description: "The producer's proof that the travel-rule exchange for this transfer is done" }),
-    })
-    .nullish()
-    .transform((v) => v ?? undefined)
-    .meta({ description: 'Optional (null means absent)' }),
-  metadata: z
-    .custom<Record<string, unknown>>(isPlainObject, { error: 'must be a JSON object' })
-    .transform((v, ctx) => {
-      const text = jsonText(v);
-      if (text === undefined) {
-        ctx.addIssue({ code: 'custom', message: 'must be serialisable as JSON' });
-        return z.NEVER;
-      }
-      if (Buffer.byteLength(text, 'utf8') > MAX_METADATA_BYTES) {
-        ctx.addIssue({ code: 'custom', message: 'must be at most 4 KiB as JSON' });
-        return z.NEVER;
-      }
-      // A copy read back from its JSON text, which is what the queue stores anyway. It keeps keys such
-      // as `__proto__` as plain data (a record schema drops them), so every event echoes the metadata
-      // exactly as given.
-      return JSON.parse(text) as Record<string, unknown>;
-    })
-    // What JSON Schema can say of it: an object. The size is checked by the producer and the worker.
-    .meta({ type: 'object', description: 'Any JSON object, at most 4 KiB (4096 bytes) as UTF-8 JSON text; echoed in every event of the transfer' })
-    .nullish()
-    .transform((v) => v ?? undefined)
-    .meta({ description: 'Optional (null means absent)' }),
-}).meta({
-  title: 'submit-transaction job data',
-  description:
-    'The data of a job named submit-transaction in the queue submit-transaction (docs/contract.md section 3). Unknown fields are ignored. Not checkable here: metadata at most 4 KiB as JSON.',
-});
+    halfSigned: z.object({
+      txBase64: base64.meta({ description: 'Standard base64 with padding, at most 1.4 MiB' }),
+      txHex: hex,
+      sequenceId: sequenceIdSchema.meta({
+        description: "The transfer's identity end to end: one sequenceId is one transfer, whatever job ids it arrives under",
+      }),
+    }),
+    travelRule: z
+      .object({
+        reference: z
+          .string()
+          .min(1, 'must not be empty')
+          .max(256, 'must be at most 256 characters')
+          .meta({ description: "The producer's proof that the travel-rule exchange for this transfer is done" }),
+      })
+      .nullish()
+      .transform((v) => v ?? undefined)
+      .meta({ description: 'Optional (null means absent)' }),
+    metadata: z
+      .custom<Record<string, unknown>>(isPlainObject, { error: 'must be a JSON object' })
+      .transform((v, ctx) => {
+        const text = jsonText(v);
+        if (text === undefined) {
+          ctx.addIssue({ code: 'custom', message: 'must be serialisable as JSON' });
+          return z.NEVER;
+        }
+        if (Buffer.byteLength(text, 'utf8') > MAX_METADATA_BYTES) {
+          ctx.addIssue({ code: 'custom', message: 'must be at most 4 KiB as JSON' });
+          return z.NEVER;
+        }
+        // A copy read back from its JSON text, which is what the queue stores anyway. It keeps keys such
+        // as `__proto__` as plain data (a record schema drops them), so every event echoes the metadata
+        // exactly as given.
+        return JSON.parse(text) as Record<string, unknown>;
+      })
+      // What JSON Schema can say of it: an object. The size is checked by the producer and the worker.
+      .meta({
+        type: 'object',
+        description: 'Any JSON object, at most 4 KiB (4096 bytes) as UTF-8 JSON text; echoed in every event of the transfer',
+      })
+      .nullish()
+      .transform((v) => v ?? undefined)
+      .meta({ description: 'Optional (null means absent)' }),
+  })
+  .meta({
+    title: 'submit-transaction job data',
+    description:
+      'The data of a job named submit-transaction in the queue submit-transaction (docs/contract.md section 3). Unknown fields are ignored. Not checkable here: metadata at most 4 KiB as JSON.',
+  });
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
@@ -145,7 +159,8 @@ export function parseSubmitPayload(data: unknown): ParsedPayload {
  * plain values, else empty (docs/contract.md section 4).
  */
 export function describeInvalidPayload(data: unknown): { sequenceId: string; walletId: string; coin: string; metadata: string } {
-  const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+  const obj = (v: unknown): Record<string, unknown> =>
+    v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
   const plain = (v: unknown, max: number) =>
     (typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) && String(v).length <= max ? String(v) : '';
   const root = obj(data);

@@ -354,7 +354,8 @@ export class TransferProducer {
 
   #unavailable(operation: ProducerOperation, detail: string, maybeEnqueued: boolean, cause?: unknown): ProducerUnavailableError {
     const last = this.#lastError && this.#lastError !== cause ? ` (last connection error: ${this.#lastError.message})` : '';
-    const hint = operation === 'submit' ? `; ${maybeEnqueued ? 'the job may still be added' : 'nothing was enqueued'}, submitting again is safe` : '';
+    const hint =
+      operation === 'submit' ? `; ${maybeEnqueued ? 'the job may still be added' : 'nothing was enqueued'}, submitting again is safe` : '';
     return new ProducerUnavailableError(operation, `${detail}${last}${hint}`, { maybeEnqueued, cause: cause ?? this.#lastError });
   }
 
@@ -377,15 +378,27 @@ function bounded<T>(promise: Promise<T>, deadline: number, onTimeout: () => Erro
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
 const CONNECTION_NAMES = new Set(['MaxRetriesPerRequestError', 'ConnectionClosedError', 'ClusterAllFailedError']);
-const CONNECTION_MESSAGES = /Connection is closed|Stream isn't writeable|enableOfflineQueue|connect E[A-Z]+|Command timed out|Failed to refresh slots cache|LOADING|MASTERDOWN|READONLY/;
+const CONNECTION_MESSAGES =
+  /Connection is closed|Stream isn't writeable|enableOfflineQueue|connect E[A-Z]+|Command timed out|Failed to refresh slots cache|LOADING|MASTERDOWN|READONLY/;
 
 /** Trouble reaching Redis, as opposed to a refusal of the job itself. */
 function isConnectionError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
-  return (typeof code === 'string' && CONNECTION_CODES.has(code)) || CONNECTION_NAMES.has(error.name) || CONNECTION_MESSAGES.test(error.message);
+  return (
+    (typeof code === 'string' && CONNECTION_CODES.has(code)) || CONNECTION_NAMES.has(error.name) || CONNECTION_MESSAGES.test(error.message)
+  );
 }
 
 function fieldOf(fields: string[], name: string): string | undefined {

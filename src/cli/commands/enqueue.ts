@@ -50,7 +50,8 @@ Examples:
         // `data` is the JSON parseSubmitPayload accepted above; submit() validates it again.
         return await producer.submit(data as SubmitPayloadInput);
       } catch (error) {
-        if (error instanceof InvalidPayloadError) throw invalidInput('INVALID_PAYLOAD', 'invalid submit-transaction payload, nothing enqueued', error.issues);
+        if (error instanceof InvalidPayloadError)
+          throw invalidInput('INVALID_PAYLOAD', 'invalid submit-transaction payload, nothing enqueued', error.issues);
         if (error instanceof ProducerUnavailableError) throw new CliError('REDIS_ERROR', `redis: ${error.message}`, ExitCode.FAILURE);
         if (error instanceof EnqueueError) throw new CliError('ENQUEUE_FAILED', error.message, ExitCode.FAILURE);
         throw error;
@@ -75,7 +76,13 @@ async function readInput(source: Readable | string): Promise<string> {
       chunks.push(buffer);
     }
   } catch (error) {
-    if (!(error instanceof CliError) && error instanceof Error && 'code' in error && typeof error.code === 'string' && typeof source === 'string') {
+    if (
+      !(error instanceof CliError) &&
+      error instanceof Error &&
+      'code' in error &&
+      typeof error.code === 'string' &&
+      typeof source === 'string'
+    ) {
       throw invalidInput('INPUT_UNREADABLE', `cannot read ${source}: ${error.code}`);
     }
     throw error;

@@ -45,7 +45,11 @@ Examples:
     const from = stringOption(values, 'from');
     const countText = stringOption(values, 'count');
     if (from !== undefined && !STREAM_ID.test(from) && !(follow && from === '$')) {
-      throw usageError(follow ? '--from must be a stream id such as 1718000000000-0, 0 or $' : '--from must be a stream id such as 1718000000000-0 or 0 ($ needs --follow)');
+      throw usageError(
+        follow
+          ? '--from must be a stream id such as 1718000000000-0, 0 or $'
+          : '--from must be a stream id such as 1718000000000-0 or 0 ($ needs --follow)',
+      );
     }
     if (countText !== undefined && !/^[1-9]\d{0,8}$/.test(countText)) throw usageError('--count must be a whole number from 1');
     const limit = countText === undefined ? Infinity : Number(countText);
@@ -94,9 +98,9 @@ async function followStream(redis: RedisClient, stream: string, from: string, li
     out.notice(`following ${stream} after ${cursor} (Ctrl-C to stop)`);
     let printed = 0;
     while (!stopping && !out.closed && printed < limit) {
-      const reply = (await redis.xread('COUNT', Math.min(PAGE, limit - printed), 'BLOCK', BLOCK_MS, 'STREAMS', stream, cursor)) as
-        | Array<[string, Entry[]]>
-        | null;
+      const reply = (await redis.xread('COUNT', Math.min(PAGE, limit - printed), 'BLOCK', BLOCK_MS, 'STREAMS', stream, cursor)) as Array<
+        [string, Entry[]]
+      > | null;
       for (const [, entries] of reply ?? []) {
         for (const entry of entries) {
           cursor = entry[0];

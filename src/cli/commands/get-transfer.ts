@@ -23,7 +23,12 @@ Needs the worker's CUSTODY_* configuration (CUSTODY_SDK_URL, CUSTODY_CLIENT_ID, 
 Examples:
   custody-worker get-transfer --wallet 310 --coin eth --sequence-id a88a1846-b23d-f7e8-2344-f2bddb0c16f9
   custody-worker get-transfer --wallet 310 --coin eth --txid 0x5f1c... --json`,
-  options: { wallet: custodyOptions.wallet, coin: custodyOptions.coin, 'sequence-id': custodyOptions['sequence-id'], txid: custodyOptions.txid },
+  options: {
+    wallet: custodyOptions.wallet,
+    coin: custodyOptions.coin,
+    'sequence-id': custodyOptions['sequence-id'],
+    txid: custodyOptions.txid,
+  },
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, out, env }) {
     const walletId = walletArgument(values);

@@ -20,7 +20,6 @@ export const MAX_REASON_LENGTH = 500;
 const OUTCOMES = ['submitted', 'failed'] as const;
 type Outcome = (typeof OUTCOMES)[number];
 
-
 // Control characters (a newline, an escape sequence) have no place in one line of reason that ends up
 // in consumers' logs and in operators' terminals.
 // eslint-disable-next-line no-control-regex
@@ -99,7 +98,13 @@ Examples:
 
       const resolved = await ledger.transition(sequenceId, resolution(record, outcome, reason));
       if (!resolved.ok) throw refusal(sequenceId, resolved);
-      const base: ResolveResult = { sequenceId, resolvedAs: outcome, version: resolved.version, event: eventOf(outcome), streamId: resolved.streamId };
+      const base: ResolveResult = {
+        sequenceId,
+        resolvedAs: outcome,
+        version: resolved.version,
+        event: eventOf(outcome),
+        streamId: resolved.streamId,
+      };
       if (outcome === 'failed') return base;
       await addTracker(redis, ledger, config.queue.prefix, sequenceId, resolved.version);
       return { ...base, trackJobId: trackJobId(sequenceId) };
@@ -134,7 +139,8 @@ function eventOf(outcome: Outcome): EventType {
  * person who checked the provider may decide.
  */
 function resolution(record: TransferRecord, outcome: Outcome, reason: string): TransitionRequest {
-  if (outcome === 'submitted') return op.resolveByOperator({ type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'operator', reason } });
+  if (outcome === 'submitted')
+    return op.resolveByOperator({ type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'operator', reason } });
   return op.resolveByOperator({
     type: 'transfer.failed',
     data: { code: FailureCode.OPERATOR_RESOLVED, httpStatus: null, message: reason, attempts: record.sends, resolvedBy: 'operator' },
@@ -157,7 +163,10 @@ function refusal(sequenceId: string, result: Extract<TransitionResult, { ok: fal
     );
   }
   if (result.state !== TransferState.SUBMITTING) return wrongState(sequenceId, result.state);
-  return refused('REFUSED', `the ledger refused to resolve transfer ${sequenceId} (${result.reason})`, { state: result.state, reason: result.reason });
+  return refused('REFUSED', `the ledger refused to resolve transfer ${sequenceId} (${result.reason})`, {
+    state: result.state,
+    reason: result.reason,
+  });
 }
 
 /**
@@ -188,7 +197,8 @@ function formatResult(result: ResolveResult): string {
     ['resolved as', result.resolvedAs],
     ['event', `${result.event} version ${result.version} (stream id ${result.streamId})`],
   ];
-  if (result.trackJobId !== undefined) rows.push(['tracking', `job ${result.trackJobId} added: transfer.broadcast follows once the provider shows a txid`]);
+  if (result.trackJobId !== undefined)
+    rows.push(['tracking', `job ${result.trackJobId} added: transfer.broadcast follows once the provider shows a txid`]);
   else rows.push(['final', 'yes: no further event for this transfer']);
   return table(rows);
 }

@@ -31,7 +31,11 @@ Examples:
     const config = loadQueueConfig(env);
     const view = await withRedis(config.redis, out, async (redis) => {
       // Read only: transferView never changes state, so the publishing options below are never used.
-      const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), { eventsMaxLen: 0, retentionMs: 0, tombstoneRetentionMs: 0 });
+      const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), {
+        eventsMaxLen: 0,
+        retentionMs: 0,
+        tombstoneRetentionMs: 0,
+      });
       return transferView(ledger, sequenceId);
     });
     if (!view) throw notFound(`no transfer with sequenceId ${sequenceId}`);
@@ -54,7 +58,12 @@ function formatView(view: TransferView): string {
     ['submitted', view.submittedAt],
     ['outcome unknown since', view.sendOutcomeUnknownSince === null ? null : `${view.sendOutcomeUnknownSince} (a send may have gone out)`],
     ['unresolved', view.unresolvedAt === null ? null : `${view.unresolvedAt} (transfer.unresolved published; see resolve --help)`],
-    ['sequenceId in use', view.sequenceIdInUseSince === null ? null : `${view.sequenceIdInUseSince} (another transaction holds it upstream: compare it with what the producer signed, then resolve)`],
+    [
+      'sequenceId in use',
+      view.sequenceIdInUseSince === null
+        ? null
+        : `${view.sequenceIdInUseSince} (another transaction holds it upstream: compare it with what the producer signed, then resolve)`,
+    ],
     ['send lease until', view.leaseUntil],
     ['version', view.version],
   ]);

@@ -30,7 +30,6 @@ export class StaticTokenProvider implements TokenProvider {
   }
 }
 
-
 export interface OAuthTokenOptions {
   tokenUrl: string;
   clientId: string;

@@ -84,7 +84,12 @@ export class CustodyClient implements CustodyPort {
   /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (upstream API 4.1 leaves it open). */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<Transaction[]> {
     const budget = options.budget ?? { klass: BudgetClass.POLL, member: sequenceId };
-    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options.signal, budget, sequenceId);
+    return this.#getTransfer(
+      { wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) },
+      options.signal,
+      budget,
+      sequenceId,
+    );
   }
 
   /** 4.1 by txId, for `send` and `receive`. */
@@ -103,16 +108,22 @@ export class CustodyClient implements CustodyPort {
       txHex: body.txHex,
       halfSigned: { txBase64: body.halfSigned.txBase64, txHex: body.halfSigned.txHex, sequenceId: body.halfSigned.sequenceId },
     });
-    const record = await this.#withBearer('sendTransaction', (authorization) => ({
-      endpoint: 'sendTransaction',
-      url: new URL(this.#baseUrl + path),
-      method: 'POST',
-      headers: { authorization, accept: 'application/json', 'content-type': 'application/json' },
-      body: payload,
-      signal: options.signal,
-      onDispatch: options.onRequest,
-      budget: options.budget ?? { klass: BudgetClass.SEND, member: body.halfSigned.sequenceId },
-    }), options.keepRaw === false ? sendTransactionResponseWithoutRawSchema : sendTransactionResponseSchema, options.signal, EXACT_KEYS);
+    const record = await this.#withBearer(
+      'sendTransaction',
+      (authorization) => ({
+        endpoint: 'sendTransaction',
+        url: new URL(this.#baseUrl + path),
+        method: 'POST',
+        headers: { authorization, accept: 'application/json', 'content-type': 'application/json' },
+        body: payload,
+        signal: options.signal,
+        onDispatch: options.onRequest,
+        budget: options.budget ?? { klass: BudgetClass.SEND, member: body.halfSigned.sequenceId },
+      }),
+      options.keepRaw === false ? sendTransactionResponseWithoutRawSchema : sendTransactionResponseSchema,
+      options.signal,
+      EXACT_KEYS,
+    );
     if (record.sequenceId !== body.halfSigned.sequenceId) {
       // An accepted answer about another transfer: garbage for this one, and the send may have gone out.
       throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, 'sendTransaction: the answer names another sequenceId', {
@@ -128,14 +139,19 @@ export class CustodyClient implements CustodyPort {
   async getWalletTransaction(walletId: number | string, txid: string, options: CallOptions = {}): Promise<WalletTransaction> {
     if (!TXID.test(txid)) throw invalid('getWalletTransaction', 'txid must be one plain token of letters, digits and ._:-');
     const path = `/api/wallet/${encodeURIComponent(walletPathId('getWalletTransaction', walletId))}/txid/${encodeURIComponent(txid)}`;
-    const answer = await this.#withBearer('getWalletTransaction', (authorization) => ({
-      endpoint: 'getWalletTransaction',
-      url: new URL(this.#baseUrl + path),
-      method: 'GET',
-      headers: { authorization, accept: 'application/json' },
-      signal: options.signal,
-      budget: options.budget ?? { klass: BudgetClass.ENRICH, member: txid },
-    }), walletTransactionResponseSchema, options.signal);
+    const answer = await this.#withBearer(
+      'getWalletTransaction',
+      (authorization) => ({
+        endpoint: 'getWalletTransaction',
+        url: new URL(this.#baseUrl + path),
+        method: 'GET',
+        headers: { authorization, accept: 'application/json' },
+        signal: options.signal,
+        budget: options.budget ?? { klass: BudgetClass.ENRICH, member: txid },
+      }),
+      walletTransactionResponseSchema,
+      options.signal,
+    );
     return answer.result;
   }
 
@@ -240,7 +256,10 @@ function isNotFound(error: unknown): boolean {
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined, endpoint: CustodyEndpoint): Promise<T> {
   if (!signal) return promise;
   const deadline = () =>
-    new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a token`, { endpoint, maybeProcessed: false });
+    new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a token`, {
+      endpoint,
+      maybeProcessed: false,
+    });
   if (signal.aborted) return Promise.reject(deadline());
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(deadline());

@@ -66,8 +66,25 @@ function knownKeys(keys: readonly string[]) {
 
 /** 2.3 Wallet embedded in transfer parties: unused by the worker, documented keys passed through. */
 const WALLET_KEYS = [
-  'id', 'name', 'type', 'config', 'status', 'balance', 'balanceusd', 'raw', 'issynced', 'walletpath', 'walletidentifier',
-  'coin', 'chain', 'parentchain', 'subtype', 'isArchived', 'teamId', 'version', 'orgid',
+  'id',
+  'name',
+  'type',
+  'config',
+  'status',
+  'balance',
+  'balanceusd',
+  'raw',
+  'issynced',
+  'walletpath',
+  'walletidentifier',
+  'coin',
+  'chain',
+  'parentchain',
+  'subtype',
+  'isArchived',
+  'teamId',
+  'version',
+  'orgid',
 ] as const;
 const looseWallet = knownKeys(WALLET_KEYS);
 
@@ -143,7 +160,10 @@ export interface SkippedRecord {
  * never values), matching then runs among the rest. `sequenceId`, when given, flags a skipped record
  * that carried it: the one record that mattered is unreadable, which the caller must say loudly.
  */
-export function parseTransactionList(list: readonly unknown[], sequenceId?: string): { transactions: TransactionList; skipped: SkippedRecord[] } {
+export function parseTransactionList(
+  list: readonly unknown[],
+  sequenceId?: string,
+): { transactions: TransactionList; skipped: SkippedRecord[] } {
   const transactions: TransactionList = [];
   const skipped: SkippedRecord[] = [];
   list.forEach((item, index) => {
@@ -180,16 +200,19 @@ const exactAmount = z.union([
 ]);
 
 /** 2.4 `raw`: JSON text as documented; its `user` object is removed; dropped when it is not readable. */
-const rawSubmission = z.unknown().optional().transform((value) => {
-  if (typeof value === 'string') {
-    try {
-      return JSON.stringify(withoutUser(JSON.parse(value)));
-    } catch {
-      return undefined; // unreadable text might hold a person we cannot find: it does not travel
+const rawSubmission = z
+  .unknown()
+  .optional()
+  .transform((value) => {
+    if (typeof value === 'string') {
+      try {
+        return JSON.stringify(withoutUser(JSON.parse(value)));
+      } catch {
+        return undefined; // unreadable text might hold a person we cannot find: it does not travel
+      }
     }
-  }
-  return isPlainObject(value) ? withoutUser(value) : value;
-});
+    return isPlainObject(value) ? withoutUser(value) : value;
+  });
 
 /** 2.4 Submitted transfer record (sendTransaction): strict in its id, sequenceId, destination and amount. */
 const submittedTransferObject = z.object({
@@ -213,7 +236,9 @@ const submittedTransferObject = z.object({
  * The record keeps `amount` as upstream typed it (a number, as documented); the exact decimal text
  * rides along on a symbol key for matching.
  */
-function withExactAmount<T extends { amount: ExactNumber | number | string }>(record: T): Omit<T, 'amount'> & { amount: number | string; [EXACT_AMOUNT]: string } {
+function withExactAmount<T extends { amount: ExactNumber | number | string }>(
+  record: T,
+): Omit<T, 'amount'> & { amount: number | string; [EXACT_AMOUNT]: string } {
   const { amount } = record;
   if (amount instanceof ExactNumber) {
     return { ...record, amount: amount.value, [EXACT_AMOUNT]: decimalFromNumberText(amount.source) ?? decimalFromNumber(amount.value) };
@@ -248,7 +273,20 @@ export const walletTransactionSchema = z.object({
   externaladdress: loose,
   coin: loose,
   effectivechangeusd: loose,
-  wallet: knownKeys(['id', 'name', 'type', 'config', 'balance', 'address', 'coin', 'chain', 'parentchain', 'subtype', 'access', 'balanceUSD']),
+  wallet: knownKeys([
+    'id',
+    'name',
+    'type',
+    'config',
+    'balance',
+    'address',
+    'coin',
+    'chain',
+    'parentchain',
+    'subtype',
+    'access',
+    'balanceUSD',
+  ]),
   explorerLink: loose,
 });
 
@@ -284,7 +322,14 @@ export const failureEnvelopeSchema = z.object({ success: z.literal(false), messa
 export const tokenResponseSchema = z.object({
   access_token: z.string().min(1),
   expires_in: z
-    .union([z.number().positive(), z.string().regex(/^\d+(\.\d+)?$/).transform(Number), z.null()])
+    .union([
+      z.number().positive(),
+      z
+        .string()
+        .regex(/^\d+(\.\d+)?$/)
+        .transform(Number),
+      z.null(),
+    ])
     .optional()
     .transform((value) => (value === null || value === 0 ? undefined : value)),
   token_type: z

@@ -175,7 +175,10 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         const budget = { klass: BudgetClass.VERIFY, member: sequenceId };
         const list = await deps.custody.getTransfersByTxId(wallet, record.txid, { budget });
         const match = { sequenceId, ...record.match };
-        const found = findTransfer(list.filter((tx) => txidEquals(tx.txid, record.txid!)), match);
+        const found = findTransfer(
+          list.filter((tx) => txidEquals(tx.txid, record.txid!)),
+          match,
+        );
         if (found.kind === 'ambiguous') deps.onAmbiguous?.('reconcile');
         const walletTx = await deps.custody.getWalletTransaction(record.walletId, record.txid, { budget }).catch((error: unknown) => {
           if (isCustodyError(error) && error.budgetRefused) throw error;

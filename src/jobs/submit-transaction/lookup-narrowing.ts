@@ -34,7 +34,10 @@ export class LookupNarrowing {
     let narrowed: boolean;
     try {
       const probe = `probe-${randomUUID()}`;
-      const list = await this.#custody.getTransfersBySequenceId(wallet, probe, { signal, budget: { klass: BudgetClass.SETTLE, member: probe } });
+      const list = await this.#custody.getTransfersBySequenceId(wallet, probe, {
+        signal,
+        budget: { klass: BudgetClass.SETTLE, member: probe },
+      });
       narrowed = list.length === 0;
     } catch {
       return false;

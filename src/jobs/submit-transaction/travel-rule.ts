@@ -20,7 +20,6 @@ export interface TravelRuleCacheOptions {
   monotonicNow?: () => number;
 }
 
-
 /**
  * The is-enabled answer, cached in Redis for all worker processes. A refresh takes a lock so one
  * process calls upstream while the others wait for the cached answer; a crashed refresher's lock

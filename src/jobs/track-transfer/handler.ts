@@ -3,7 +3,14 @@ import { FailureCode } from '../../../packages/producer/src/events.ts';
 import { op } from '../../ledger/operations.ts';
 import { BROADCAST_VIEW, TRACKING_VIEW, TransferState, type Ledger, type TrackingView } from '../../ledger/ledger.ts';
 import { RetryLater } from '../../queues/outcomes.ts';
-import { backoffDelay, ENRICH_ATTEMPTS, POLL_FAILURES_ALERT, TRACK_ERROR_RETRY, UNMATCHED_POLLS_ALERT, type BackoffProfile } from '../../timing.ts';
+import {
+  backoffDelay,
+  ENRICH_ATTEMPTS,
+  POLL_FAILURES_ALERT,
+  TRACK_ERROR_RETRY,
+  UNMATCHED_POLLS_ALERT,
+  type BackoffProfile,
+} from '../../timing.ts';
 import { LIST_AMOUNT_PLACES } from '../../lib/decimal.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import type { CustodyPort, ListedTransfer, WalletTransaction } from '../../custody/port.ts';
@@ -121,7 +128,10 @@ export function createTrackHandler(deps: TrackDeps) {
           {
             unmatchedPolls: unmatched,
             sends: list.filter((tx) => tx.type.toLowerCase() === 'send').length,
-            compared: match.transactionId !== undefined ? ['id'] : ['sequenceId', 'outputs[].address (any letter case)', `outputs[].amount (at ${LIST_AMOUNT_PLACES} fractional digits)`],
+            compared:
+              match.transactionId !== undefined
+                ? ['id']
+                : ['sequenceId', 'outputs[].address (any letter case)', `outputs[].amount (at ${LIST_AMOUNT_PLACES} fractional digits)`],
             matchAmount: match.amount,
           },
           'transfer not matched in get-transfer answers that list sends of its wallet',

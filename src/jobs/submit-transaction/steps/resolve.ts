@@ -68,12 +68,28 @@ async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
     // No resend without a look: try again later (failed once SUBMIT_ATTEMPTS runs could not look).
     run.log.warn({ err: error, code }, 'lookup before a resend failed');
     if (held.failures + 1 >= run.deps.attempts) {
-      return fail(run, held, { kind: 'refused', code: held.lastError ?? code, httpStatus: null, message: 'retries exhausted', retryAfterMs: undefined }, 0);
+      return fail(
+        run,
+        held,
+        { kind: 'refused', code: held.lastError ?? code, httpStatus: null, message: 'retries exhausted', retryAfterMs: undefined },
+        0,
+      );
     }
     return releaseAndRetry(run, held, { extraSends: 0 }, code);
   }
   if (taken) {
-    return inUse(run, held, { kind: 'in-use', code: 'SEQUENCE_ID_IN_USE', httpStatus: null, message: 'lookup shows the sequenceId in use', retryAfterMs: undefined }, 0);
+    return inUse(
+      run,
+      held,
+      {
+        kind: 'in-use',
+        code: 'SEQUENCE_ID_IN_USE',
+        httpStatus: null,
+        message: 'lookup shows the sequenceId in use',
+        retryAfterMs: undefined,
+      },
+      0,
+    );
   }
   return takeAndSend(run, held, TransferState.SUBMITTING);
 }
@@ -93,7 +109,11 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
     found = await lookup(run, held, BudgetClass.SETTLE, async (list, wallet, signal) => {
       const match = findTransfer(list, { sequenceId });
       // A record without our sequenceId identifies nothing unless this provider narrows its answers.
-      if (match.kind === 'found' && match.transaction.sequenceId !== sequenceId && !(await run.deps.lookupNarrowing.narrows(wallet, signal))) {
+      if (
+        match.kind === 'found' &&
+        match.transaction.sequenceId !== sequenceId &&
+        !(await run.deps.lookupNarrowing.narrows(wallet, signal))
+      ) {
         return { kind: 'ambiguous', candidates: 1 };
       }
       return match;

@@ -14,7 +14,11 @@ import { fail, inUse, markSubmitted, release, releaseAndRetry, stillUnknown } fr
  * send; from `submitting` a resend, made only by a runner that already holds the lease. A crash after
  * this transition leaves `pending`, which the next runner reads as "may have gone out".
  */
-export async function takeAndSend(run: Run, record: TransferRecord, from: typeof TransferState.GATED | typeof TransferState.SUBMITTING): Promise<Step> {
+export async function takeAndSend(
+  run: Run,
+  record: TransferRecord,
+  from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
+): Promise<Step> {
   const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs));
   if (!taken.ok) return refused(taken);
   return sendTaken(run, taken.record, storedPayload(taken.record));
@@ -65,7 +69,13 @@ async function sendFailed(run: Run, record: SendView, error: unknown, extraSends
     case 'in-use':
       return inUse(run, record, failure, extraSends);
     case 'accepted-earlier': {
-      const submitted = await markSubmitted(run, record, { transfer: null, recoveredBy: 'duplicate' }, { sequenceId: record.sequenceId }, extraSends);
+      const submitted = await markSubmitted(
+        run,
+        record,
+        { transfer: null, recoveredBy: 'duplicate' },
+        { sequenceId: record.sequenceId },
+        extraSends,
+      );
       if (submitted) run.log.warn('send answered 409: accepted earlier, treated as submitted');
       return submitted;
     }
@@ -79,7 +89,8 @@ async function sendFailed(run: Run, record: SendView, error: unknown, extraSends
       return fail(run, record, failure, extraSends);
     case 'retry': {
       // Attempts are HTTP sends; failures count calls that never got as far as a send (token trouble).
-      if (record.sends + extraSends >= run.deps.attempts || record.failures + 1 >= run.deps.attempts) return fail(run, record, failure, extraSends);
+      if (record.sends + extraSends >= run.deps.attempts || record.failures + 1 >= run.deps.attempts)
+        return fail(run, record, failure, extraSends);
       const released = await release(run, record, { lastError: failure.code, extraSends, failures: 1 });
       if (!released.ok) return refused(released);
       const delayMs = backoffDelay(run.deps.retry, released.record.failures);

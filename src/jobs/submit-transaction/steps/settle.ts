@@ -24,7 +24,13 @@ export async function releaseAndRetry(run: Run, record: SendView, release: Relea
   throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), why);
 }
 
-export async function markSubmitted(run: Run, record: SendView, data: EventData['transfer.submitted'], match: TransferMatch, extraSends: number): Promise<Step> {
+export async function markSubmitted(
+  run: Run,
+  record: SendView,
+  data: EventData['transfer.submitted'],
+  match: TransferMatch,
+  extraSends: number,
+): Promise<Step> {
   const marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markSubmitted(run.owner, data, match, extraSends), NO_VIEW);
   return marked.ok ? SUBMITTED : undefined;
 }
@@ -41,13 +47,29 @@ export async function fail(run: Run, record: SendView, failure: SendFailure, ext
  * The send may have gone out and nothing settled it: record that (sticky), release the lease, publish
  * `transfer.unresolved` once when it has lasted UNRESOLVED_AFTER, and come back at the capped backoff.
  */
-export async function stillUnknown(run: Run, record: SendView, code: string, ledgerNow: number | undefined, extraSends: number): Promise<never | undefined> {
+export async function stillUnknown(
+  run: Run,
+  record: SendView,
+  code: string,
+  ledgerNow: number | undefined,
+  extraSends: number,
+): Promise<never | undefined> {
   const since = record.unknownSince;
-  const announce = since !== undefined && ledgerNow !== undefined && record.unresolvedAt === undefined && ledgerNow - since >= run.deps.unresolvedAfterMs;
-  const unresolved = announce ? { code: FailureCode.SEND_OUTCOME_UNKNOWN, attempts: record.sends + extraSends, lastError: code } : undefined;
-  const released = await run.deps.ledger.transition(record.sequenceId, op.markUnknown(run.owner, { lastError: code, extraSends, failures: 1 }, unresolved));
+  const announce =
+    since !== undefined && ledgerNow !== undefined && record.unresolvedAt === undefined && ledgerNow - since >= run.deps.unresolvedAfterMs;
+  const unresolved = announce
+    ? { code: FailureCode.SEND_OUTCOME_UNKNOWN, attempts: record.sends + extraSends, lastError: code }
+    : undefined;
+  const released = await run.deps.ledger.transition(
+    record.sequenceId,
+    op.markUnknown(run.owner, { lastError: code, extraSends, failures: 1 }, unresolved),
+  );
   if (!released.ok) return refused(released);
-  if (announce) run.log.error({ attempts: released.record.sends, lastError: code }, 'send outcome still unknown: transfer.unresolved published, an operator may resolve it');
+  if (announce)
+    run.log.error(
+      { attempts: released.record.sends, lastError: code },
+      'send outcome still unknown: transfer.unresolved published, an operator may resolve it',
+    );
   throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), 'send outcome unknown');
 }
 
@@ -58,10 +80,18 @@ export async function stillUnknown(run: Run, record: SendView, code: string, led
  */
 export async function inUse(run: Run, record: SendView, failure: SendFailure, extraSends: number): Promise<never | undefined> {
   const unresolved =
-    record.unresolvedAt === undefined ? { code: FailureCode.SEQUENCE_ID_IN_USE, attempts: record.sends + extraSends, lastError: failure.code } : undefined;
-  const released = await run.deps.ledger.transition(record.sequenceId, op.markInUse(run.owner, { lastError: failure.code, extraSends, failures: 1 }, unresolved));
+    record.unresolvedAt === undefined
+      ? { code: FailureCode.SEQUENCE_ID_IN_USE, attempts: record.sends + extraSends, lastError: failure.code }
+      : undefined;
+  const released = await run.deps.ledger.transition(
+    record.sequenceId,
+    op.markInUse(run.owner, { lastError: failure.code, extraSends, failures: 1 }, unresolved),
+  );
   if (!released.ok) return refused(released);
-  run.log.error({ attempts: released.record.sends }, 'sequenceId in use upstream by another transaction: transfer.unresolved published, an operator must resolve it');
+  run.log.error(
+    { attempts: released.record.sends },
+    'sequenceId in use upstream by another transaction: transfer.unresolved published, an operator must resolve it',
+  );
   throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), 'sequenceId in use upstream');
 }
 
