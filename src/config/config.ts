@@ -7,6 +7,10 @@ import { DURATION_GRAMMAR, parseDuration } from './duration.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EX_CONFIG = 78;
+/** Exit code when Redis stayed unreachable for REDIS_CONNECT_TIMEOUT, or the HTTP port is taken (EX_UNAVAILABLE). */
+export const EX_UNAVAILABLE = 69;
+/** Exit code for any other failure at start-up (EX_SOFTWARE). */
+export const EX_SOFTWARE = 70;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -120,6 +124,7 @@ const envSchema = z.object({
   REDIS_PASSWORD: text(),
   REDIS_MIN_REPLICAS: integer(0, 0, 16),
   REDIS_REPLICA_TIMEOUT: duration('1s', 1),
+  REDIS_CONNECT_TIMEOUT: duration('60s', 0),
   QUEUE_PREFIX: queuePrefix,
   EVENTS_STREAM: text(),
   EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
@@ -246,6 +251,8 @@ function build(env: z.infer<typeof envSchema>) {
       ...redisConnection(env),
       minReplicas: env.REDIS_MIN_REPLICAS,
       replicaTimeoutMs: env.REDIS_REPLICA_TIMEOUT,
+      /** How long start-up waits for Redis before exiting EX_UNAVAILABLE; 0 = for ever. */
+      connectTimeoutMs: env.REDIS_CONNECT_TIMEOUT,
     },
     queue: {
       prefix,

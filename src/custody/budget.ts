@@ -200,7 +200,14 @@ if tat < pauseEnd then redis.call('SET', KEYS[1], string.format('%.17g', pauseEn
 return math.ceil(pauseEnd)
 `;
 
+/** KEYS[1] a transfer's ledger record; ARGV[1] its calls field. Counts one call, never creating the record. */
+const COUNT_LUA = `if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], ARGV[1], 1) end return 0`;
+
+/** With no limit (CUSTODY_MAX_RPS=0), how often a process looks whether another one saw a 429. */
+const PAUSE_REFRESH_MS = 250;
+
 interface BudgetCommands {
+  custodyBudgetCount(key: string, field: string): Promise<number>;
   custodyBudgetAdmit(...args: Array<string | number>): Promise<[number, number]>;
   custodyBudgetPause(key: string, ms: number, now: string, tolerance: number): Promise<number>;
 }
@@ -246,7 +253,57 @@ export class RequestBudget {
     if (!('custodyBudgetAdmit' in redis)) {
       redis.defineCommand('custodyBudgetAdmit', { numberOfKeys: 2 + OPPORTUNISTIC_CLASSES.length, lua: ADMIT_LUA });
       redis.defineCommand('custodyBudgetPause', { numberOfKeys: 1, lua: PAUSE_LUA });
+      redis.defineCommand('custodyBudgetCount', { numberOfKeys: 1, lua: COUNT_LUA });
     }
+  }
+
+  /** With no limit: when the last 429 seen by any process ends (this process's clock), refreshed now and then. */
+  #pausedUntil = 0;
+  #pauseReadAt = 0;
+
+  async #pausedFor(): Promise<number> {
+    const now = Date.now();
+    if (now >= this.#pauseReadAt) {
+      this.#pauseReadAt = now + PAUSE_REFRESH_MS;
+      const left = await this.#redis.pttl(`${this.#scheduleKey}:paused`);
+      if (left > 0) this.#pausedUntil = Math.max(this.#pausedUntil, now + left);
+    }
+    return Math.max(0, this.#pausedUntil - Date.now());
+  }
+
+  /**
+   * CUSTODY_MAX_RPS=0: no schedule to keep, so no Redis round trip per request. Only a provider's 429
+   * (seen by any process, read at most every PAUSE_REFRESH_MS) stops requests; the call is still
+   * counted on the transfer's record, without waiting for it.
+   */
+  async #takeUnlimited(
+    endpoint: CustodyEndpoint,
+    klass: BudgetClass,
+    signal: AbortSignal | undefined,
+    count?: { key: string; field: string },
+  ): Promise<void> {
+    const pausedFor = await this.#pausedFor();
+    if (pausedFor > 0) {
+      if (!RESERVING_CLASSES.has(klass) || pausedFor > this.#params.horizonMs) {
+        // The reserving classes come back first: the others a little after the pause's end.
+        const retryAfterMs = pausedFor + (OPPORTUNISTIC_CLASSES.indexOf(klass) + 1) * 100;
+        this.#observer.refused?.(klass, retryAfterMs);
+        throw budgetRefusal(endpoint, klass, retryAfterMs);
+      }
+      await this.#sleep(endpoint, pausedFor, signal);
+    }
+    this.#observer.admitted?.(klass, pausedFor);
+    if (count) (this.#redis as unknown as BudgetCommands).custodyBudgetCount(count.key, count.field).catch(() => {});
+  }
+
+  async #sleep(endpoint: CustodyEndpoint, ms: number, signal: AbortSignal | undefined): Promise<void> {
+    // A reserved slot goes unused if the caller's deadline ends the wait: harmless.
+    await sleep(ms, undefined, { signal }).catch(() => {
+      throw new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a request slot`, {
+        endpoint,
+        maybeProcessed: false,
+      });
+    });
   }
 
   /**
@@ -286,25 +343,23 @@ export class RequestBudget {
     signal?: AbortSignal,
     count?: { key: string; field: string },
   ): Promise<void> {
+    if (this.#params.intervalMs === 0 && !this.#clock) return this.#takeUnlimited(endpoint, klass, signal, count);
     const answer = await this.ask(klass, member, count);
     if (!answer.admitted) {
       this.#observer.refused?.(klass, answer.retryAfterMs);
       throw budgetRefusal(endpoint, klass, answer.retryAfterMs);
     }
     this.#observer.admitted?.(klass, answer.waitMs);
-    if (answer.waitMs > 0) {
-      // The slot is reserved and goes unused if the caller's deadline ends the wait: harmless.
-      await sleep(answer.waitMs, undefined, { signal }).catch(() => {
-        throw new CustodyError(CustodyErrorCode.TIMEOUT, `${endpoint}: deadline reached while waiting for a request slot`, {
-          endpoint,
-          maybeProcessed: false,
-        });
-      });
-    }
+    if (answer.waitMs > 0) await this.#sleep(endpoint, answer.waitMs, signal);
   }
 
   /** A provider's 429 with `Retry-After`: every class of every process stops for `ms`. */
   async pause(ms: number): Promise<void> {
+    const wait = Math.max(0, Math.ceil(ms));
+    if (this.#params.intervalMs === 0 && wait > 0) {
+      this.#pausedUntil = Math.max(this.#pausedUntil, Date.now() + wait);
+      await this.#redis.set(`${this.#scheduleKey}:paused`, '1', 'PX', wait);
+    }
     await (this.#redis as unknown as BudgetCommands).custodyBudgetPause(
       this.#scheduleKey,
       Math.max(0, Math.ceil(ms)),

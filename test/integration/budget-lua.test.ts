@@ -17,6 +17,7 @@ import {
 } from '../../src/custody/budget.ts';
 import '../fuzz/fc-seed.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
+import { until } from '../helpers/wait.ts';
 
 type Step = { kind: 'ask'; klass: BudgetClass; member: string; advance: number } | { kind: 'pause'; ms: number; advance: number };
 
@@ -64,6 +65,27 @@ describe('request budget: the Lua script against the pure rules', () => {
       }),
       { numRuns: 150 },
     );
+  });
+
+  it('with no limit, a 429 seen by one process stops the others too (polls refused, sends wait), and calls are still counted', async () => {
+    const prefix = uniquePrefix('budget-open');
+    const [a, b] = [new RequestBudget(newRedis(), `${prefix}:rate`, 0), new RequestBudget(newRedis(), `${prefix}:rate`, 0)];
+    const record = `${prefix}:transfer:seq-1`;
+    const redis = newRedis();
+    await redis.hset(record, 'state', 'submitted');
+    await b.take('getTransfer', 'poll', 'seq-1', undefined, { key: record, field: 'calls' });
+    await a.pause(1_500);
+    // b read the pause state at its first call: it learns of a's 429 at its next read, 250 ms on.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const refused = await b.take('getTransfer', 'poll', 'seq-1').then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toMatchObject({ code: 'CUSTODY_RATE_LIMITED', budgetRefused: true, maybeProcessed: false });
+    expect((refused as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
+    // A send waits for the end of the pause instead of being refused.
+    await b.take('sendTransaction', 'send', 'seq-1', undefined, { key: record, field: 'calls' });
+    await until('both calls counted', 2_000, async () => ((await redis.hget(record, 'calls')) === '2' ? true : undefined));
   });
 
   it('counts an admitted call on the transfer record, and never creates one', async () => {
