@@ -10,7 +10,7 @@ import { CALLS_FIELD, Ledger } from './ledger/ledger.ts';
 import { SEQUENCE_ID } from '../packages/producer/src/payload.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { QueueName } from './queues/names.ts';
+import { QueueName, trackJobId } from './queues/names.ts';
 import { Trackers } from './queues/trackers.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
@@ -277,6 +277,12 @@ export async function createApp(
     onUnmatched: () => metrics.unmatchedTransfers.inc(),
     onPollStretched: (ms) => metrics.pollStretch.observe(ms / 1000),
     onBroadcast: (calls) => metrics.callsPerTransfer.observe(calls),
+    onFoundForOther: () => metrics.foundForOther.inc(),
+    wake: async (sequenceId) => {
+      const job = await queues[QueueName.TRACK].getJob(trackJobId(sequenceId));
+      // Only a tracker waiting for its next poll: an active one reads the ledger itself anyway.
+      if (job && (await job.isDelayed())) await job.promote().catch(() => {});
+    },
   });
   const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 

@@ -170,6 +170,11 @@ function declareMetrics() {
       help: 'Provider 429 answers that paused every class of the budget for their Retry-After.',
       registers: [registry],
     }),
+    foundForOther: new Counter({
+      name: 'custody_track_found_in_other_answers_total',
+      help: "Tracked transfers found with their txid in another transfer's get-transfer answer (a poll of their own saved).",
+      registers: [registry],
+    }),
     callsPerTransfer: new Histogram({
       name: 'custody_upstream_calls_per_transfer',
       help: 'Upstream calls made for one transfer (sends, lookups, polls, enrichment), observed when it is broadcast.',
@@ -200,6 +205,7 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
     metrics.budgetRefused.inc({ class: klass }, 0);
   }
   metrics.budgetPauses.inc(0);
+  metrics.foundForOther.inc(0);
   for (const queue of Object.values(QueueName)) {
     for (const reason of ['job_name', 'unparsable_data']) metrics.refusedJobs.inc({ queue, reason }, 0);
     for (const outcome of JOB_OUTCOMES) {

@@ -39,6 +39,13 @@ export interface TrackDeps {
   onPollStretched?: (ms: number) => void;
   /** The transfer was broadcast; `calls`: the upstream calls made for it. */
   onBroadcast?: (calls: number) => void;
+  /**
+   * Runs the tracking job of another transfer now (it was delayed): used when this poll's answer
+   * listed that transfer with its txid, so its own run goes straight to the wallet-transaction lookup.
+   */
+  wake?: (sequenceId: string) => Promise<void>;
+  /** Another tracked transfer was found, txid and all, in this transfer's answer (one poll saved). */
+  onFoundForOther?: () => void;
 }
 
 export type TrackResult = { outcome: 'broadcast' | 'expired' | 'not-tracking'; sequenceId: string; state?: string };
@@ -99,6 +106,9 @@ export function createTrackHandler(deps: TrackDeps) {
       return expireOrWait(record, deadline, backoffDelay(errorProfile, failures), log);
     }
 
+    if (deps.wake && list.some((tx) => tx.sequenceId !== undefined && tx.sequenceId !== sequenceId && tx.txid !== '')) {
+      await settleOthers(record, list, log);
+    }
     const found = findTransfer(list, match);
     if (found.kind === 'ambiguous') {
       deps.onAmbiguous?.('track');
@@ -142,6 +152,34 @@ export function createTrackHandler(deps: TrackDeps) {
     }
     return expireOrWait(record, deadline, backoffDelay(pollProfile, job.attemptsStarted), log);
   };
+
+  /**
+   * A provider that does not narrow its answers lists the wallet's other transfers too. Each one that
+   * carries the sequenceId of another transfer of ours being tracked, and that the same matching rules
+   * find for it with its txid, is recorded as found (Ledger.rememberFound, op.txidFound) and its
+   * tracker woken: its next run makes the wallet-transaction lookup without a poll of its own. Best
+   * effort: whatever fails here, that transfer's own polls go on.
+   */
+  async function settleOthers(record: TrackingView, list: Parameters<typeof findTransfer>[0], log: JobContext['log']): Promise<void> {
+    const others = new Set<string>();
+    for (const tx of list)
+      if (tx.sequenceId !== undefined && tx.sequenceId !== record.sequenceId && tx.txid !== '') others.add(tx.sequenceId);
+    for (const other of others) {
+      try {
+        const view = await deps.ledger.read(other, TRACKING_VIEW);
+        if (!view || view.state !== TransferState.SUBMITTED || view.walletId !== record.walletId || view.txid !== undefined) continue;
+        const found = findTransfer(list, { sequenceId: other, ...view.match });
+        if (found.kind !== 'found' || found.transaction.txid === '') continue;
+        await deps.ledger.rememberFound(other, found.transaction);
+        const noted = await deps.ledger.transition(other, op.txidFound(found.transaction.txid));
+        if (!noted.ok) continue;
+        deps.onFoundForOther?.();
+        await deps.wake!(other);
+      } catch (err) {
+        log.warn({ err, other }, "could not record a transfer found in another transfer's answer; its own polls go on");
+      }
+    }
+  }
 
   async function broadcast(
     record: TrackingView,
