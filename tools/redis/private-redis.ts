@@ -75,7 +75,7 @@ async function tryTestcontainers(): Promise<{ url: string; stop: () => Promise<v
 export async function acquireRedis(options: PrivateRedisOptions = {}): Promise<PrivateRedis> {
   if (options.url) return { url: options.url, source: 'env', note: 'REDIS_URL', stop: async () => {} };
   const tc = options.noContainers ? { error: 'skipped' } : await tryTestcontainers();
-  if ('url' in tc) return { url: tc.url, source: 'testcontainers', note: 'testcontainers redis:7', stop: tc.stop };
+  if ('url' in tc) return { url: tc.url, source: 'testcontainers', note: 'testcontainers redis:7.0', stop: tc.stop };
   const server = await startRedisServer(options.server);
   return {
     url: server.url,

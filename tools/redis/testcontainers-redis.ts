@@ -41,7 +41,7 @@ process.on('disconnect', () => {
 
 try {
   const { GenericContainer, Wait } = await import('testcontainers');
-  container = await new GenericContainer('redis:7')
+  container = await new GenericContainer('redis:7.0')
     .withExposedPorts(6379)
     .withWaitStrategy(Wait.forLogMessage(/Ready to accept connections/))
     .start();
