@@ -39,7 +39,11 @@ export const REDACT_PATHS = [
   'data.transfer.raw',
 ];
 
-export function createLogger(options: { level: string; name?: string }, destination?: DestinationStream): Logger {
+/**
+ * `mixin`: fields added to every line (the worker adds `trace_id` and `span_id` of the active span
+ * when tracing is on; called per line, so it must be cheap and return {} otherwise).
+ */
+export function createLogger(options: { level: string; name?: string; mixin?: () => object }, destination?: DestinationStream): Logger {
   return pino(
     {
       name: options.name ?? 'custody-worker',
@@ -49,6 +53,7 @@ export function createLogger(options: { level: string; name?: string }, destinat
       formatters: { level: (label) => ({ level: label }) },
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       serializers: { err: serializeError },
+      ...(options.mixin ? { mixin: options.mixin } : {}),
     },
     destination,
   );

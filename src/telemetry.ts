@@ -11,6 +11,8 @@ export interface Tracing {
   readonly bullmq: Telemetry;
   /** Wraps one upstream call in a client span. */
   readonly upstream: <T>(endpoint: string, call: () => Promise<T>) => Promise<T>;
+  /** The active span's ids, for log lines (`trace_id`, `span_id`), or undefined outside any span. */
+  logIds(): { trace_id: string; span_id: string } | undefined;
   /** Flushes and stops the exporter. */
   shutdown(): Promise<void>;
 }
@@ -39,6 +41,10 @@ export async function startTracing(config: Pick<Config, 'telemetry'>, logger: Lo
   return {
     bullmq: new BullMQOtel({ tracerName: TRACER_NAME }),
     upstream: (endpointName, call) => traced(tracer, endpointName, call),
+    logIds: () => {
+      const context = trace.getActiveSpan()?.spanContext();
+      return context ? { trace_id: context.traceId, span_id: context.spanId } : undefined;
+    },
     shutdown: () => sdk.shutdown(),
   };
 }

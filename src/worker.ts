@@ -16,7 +16,9 @@ const TRACING_SHUTDOWN_MS = 2_000;
 // an exit code (README "Operations"): 78 configuration, 69 Redis unreachable or HTTP port taken,
 // 70 anything else.
 const config = loadConfigOrExit();
-const logger = createLogger({ level: config.log.level });
+// With tracing on, every line logged inside a span carries its trace_id and span_id.
+let logIds: (() => object | undefined) | undefined;
+const logger = createLogger({ level: config.log.level, mixin: () => logIds?.() ?? {} });
 const metrics = createMetrics();
 
 let tracing: Tracing | undefined;
@@ -45,6 +47,7 @@ async function start(): Promise<void> {
   if (stopping) return;
 
   tracing = await startTracing(config, logger);
+  if (tracing) logIds = tracing.logIds;
   app = await createApp(config, logger, metrics, tracing);
   // The full server takes over the port the starting one got (HTTP_PORT=0 picks one once).
   const port = (starting.server.address() as AddressInfo).port;

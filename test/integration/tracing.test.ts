@@ -58,6 +58,18 @@ describe('tracing', () => {
     expect(text).toContain('custody-test');
     // Spans carry endpoint names and codes, never credentials.
     expect(text).not.toContain(h.sim.clientSecret);
+
+    // Log lines written inside a job carry the ids of its span, and that trace was exported.
+    const submittedLine = worker
+      .output()
+      .split('\n')
+      .find((line) => line.includes('"msg":"transfer submitted"'));
+    expect(submittedLine, 'the submit handler logs "transfer submitted"').toBeDefined();
+    const ids = JSON.parse(submittedLine!) as { trace_id?: string; span_id?: string };
+    expect(ids.trace_id).toMatch(/^[0-9a-f]{32}$/);
+    expect(ids.span_id).toMatch(/^[0-9a-f]{16}$/);
+    const bodies = Buffer.concat(exports.map((e) => e.body));
+    expect(bodies.includes(Buffer.from(ids.trace_id!, 'hex')) || bodies.includes(Buffer.from(ids.trace_id!))).toBe(true);
   });
 
   it('starts nothing when OTEL_EXPORTER_OTLP_ENDPOINT is unset', async () => {
