@@ -85,6 +85,7 @@ try {
     events: result.events.length,
     durationMs: result.durationMs,
     timedOut: result.timedOut,
+    keep: options.keep,
   });
   summarised = true;
   code = result.verdict.ok ? EXIT_OK : EXIT_FAILED;

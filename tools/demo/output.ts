@@ -40,6 +40,8 @@ export interface SummaryInfo {
   durationMs: number;
   /** Set when the run gave up waiting. */
   timedOut: boolean;
+  /** --keep: the dashboard stays up after the summary. */
+  keep: boolean;
 }
 
 const COLORS = { red: 31, green: 32, yellow: 33, cyan: 36, dim: 2, bold: 1 } as const;
@@ -193,7 +195,8 @@ export class DemoOutput {
             `FAILED: ${failed} of ${transfers} transfers did not reach their expected outcome${summary.timedOut ? ' before DEMO_TIMEOUT' : ''} (${stats})`,
           ),
       ...verdict.problems.map((problem) => `  ${problem}`),
-      `dashboard: ${summary.dashboardUrl}`,
+      // The URL only while it answers: without --keep everything stops right after this summary.
+      summary.keep ? `dashboard: ${summary.dashboardUrl}` : `the dashboard stops with the demo; \`npm run demo -- --keep\` keeps it up`,
     ];
     this.info(lines.join('\n'));
   }
