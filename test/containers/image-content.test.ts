@@ -30,9 +30,12 @@ const runtime = stagesOf(parseDockerfile(read('Dockerfile'))).at(-1)!;
 const ignore = readDockerignore(read('.dockerignore'));
 const workdir = posix.resolve('/', runtime.instructions.findLast((i) => i.keyword === 'WORKDIR')!.args.trim());
 
-/** The script `node <file>` of an npm script. */
+/**
+ * The script `node <file>` of an npm script. The Node check that npm scripts run first
+ * (tools/node-check.js) is not in the image: its CMD starts `node src/worker.ts` on the image's own Node 24.
+ */
 function nodeScript(name: string): string {
-  const match = /^node (\S+\.ts)$/.exec(pkg.scripts[name] ?? '');
+  const match = /^(?:node tools\/node-check\.js && )?node (\S+\.ts)$/.exec(pkg.scripts[name] ?? '');
   if (!match) throw new Error(`npm script ${name} is not "node <file>.ts": ${pkg.scripts[name]}`);
   return match[1]!;
 }
