@@ -19,6 +19,8 @@ import { buildSamples } from '../../tools/demo/samples.ts';
 import { versionProblems } from '../helpers/harness.ts';
 import { closeAllRedis, newRedis, testRedisUrl } from '../helpers/redis.ts';
 import { killAllDemos, spawnDemo, type DemoResult } from './demo-process.ts';
+import { startSentinel } from '../helpers/sentinel.ts';
+import { startRedisServer } from '../../tools/redis/redis-server.ts';
 
 /** What must never be printed: the simulator's client secret, the person in raw.user, travel-rule originator data. */
 const FORBIDDEN = [/sim-secret/, /jane\.doe@example\.com/i, /phoneNumber/, /displayName/, /Jane Doe/, /C01X00T47/, /Invalidenstrasse/];
@@ -195,6 +197,25 @@ describe('npm run demo', () => {
       await deleteKeys(summary.prefix);
     }
   });
+
+  it('runs against the master a Sentinel names (REDIS_SENTINELS), and deletes its keys there', async () => {
+    const primary = await startRedisServer();
+    const sentinel = await startSentinel(primary.port);
+    try {
+      const env = fastEnv({ DEMO_TRANSFERS: '1', REDIS_SENTINELS: `127.0.0.1:${sentinel.port}` });
+      delete env.REDIS_URL;
+      const result = await spawnDemo([], env).exit();
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toMatch(/^ {2}redis {7}sentinel:\/\/127\.0\.0\.1:\d+\/mymaster \(REDIS_SENTINELS\)$/m);
+      expect(result.stdout).toMatch(/^ok: all 4 transfers reached their expected outcome/m);
+      expect(result.stderr).toMatch(/^deleted \d+ keys under demo-[0-9a-f]{8}: from the Sentinels' master/m);
+      const direct = newRedis({ url: primary.url });
+      expect(await direct.dbsize()).toBe(0);
+    } finally {
+      await sentinel.stop();
+      await primary.stop();
+    }
+  }, 60_000);
 
   it('prints readable events, progress, a summary table and the dashboard URL, then deletes its keys from the shared Redis', async () => {
     const result = await spawnDemo([], fastEnv({ DEMO_TRANSFERS: '2' })).exit();

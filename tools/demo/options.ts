@@ -24,6 +24,11 @@ export interface DemoOptions {
   /** On REDIS_URL: leave the run's keys (queues, ledger, events) behind instead of deleting them. */
   keepData: boolean;
   redisUrl: string | undefined;
+  /**
+   * Sentinel instead of a URL (REDIS_SENTINELS host:port,…; REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD,
+   * REDIS_PASSWORD): handed to the worker as they are; the demo then starts no Redis of its own.
+   */
+  sentinel: Record<string, string> | undefined;
   httpHost: string;
   /** undefined: 3000 when free, else any free port. */
   httpPort: number | undefined;
@@ -48,6 +53,8 @@ Options:
 
 Environment:
   REDIS_URL             use this Redis; the run keeps to a fresh key prefix and deletes it at the end
+  REDIS_SENTINELS       use the master these Sentinels name (with REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD,
+                        REDIS_PASSWORD), as the worker does; the same fresh prefix, deleted at the end
   DEMO_KEEP_DATA=1      on REDIS_URL, leave the run's keys in place
   DEMO_NO_CONTAINERS=1  do not try testcontainers before redis-server
   DEMO_TRANSFERS        normal sample transfers (default 5)
@@ -118,6 +125,14 @@ export function readDemoOptions(argv: readonly string[], env: NodeJS.ProcessEnv)
     noContainers: bool('DEMO_NO_CONTAINERS'),
     keepData: bool('DEMO_KEEP_DATA'),
     redisUrl: value('REDIS_URL'),
+    sentinel: value('REDIS_SENTINELS')
+      ? Object.fromEntries(
+          ['REDIS_SENTINELS', 'REDIS_SENTINEL_MASTER', 'REDIS_SENTINEL_PASSWORD', 'REDIS_PASSWORD'].flatMap((name) => {
+            const given = value(name);
+            return given === undefined ? [] : [[name, given]];
+          }),
+        )
+      : undefined,
     httpHost: value('HTTP_HOST') ?? '127.0.0.1',
     httpPort: integer('HTTP_PORT', undefined, 0, 65_535),
     dashboardUser: value('DASHBOARD_USER'),

@@ -10,13 +10,14 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
 import { createApp, type App } from '../../src/app.ts';
-import { isLoopback, loadConfig, type Config } from '../../src/config/config.ts';
+import { isLoopback, loadConfig, loadQueueConfig, type Config } from '../../src/config/config.ts';
 import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../redis/private-redis.ts';
 import { createHttpServer, DASHBOARD_PATH } from '../../src/http/server.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
+import type { Redis } from 'ioredis';
+import { createRedis } from '../../src/redis.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorSettings, type DeepPartial } from '../../src/simulator/index.ts';
 import type { DemoOptions } from './options.ts';
@@ -91,16 +92,27 @@ export class DemoStack {
   /** Starts everything; throws the signal's reason when aborted (what was started stays for stop()). */
   async start(signal: AbortSignal): Promise<Started> {
     const options = this.#options;
-    if (!options.redisUrl) this.#report('starting a Redis (testcontainers, else redis-server)…');
-    const redis = await acquireRedis({ url: options.redisUrl, noContainers: options.noContainers });
+    const sentinel = options.sentinel;
+    if (!options.redisUrl && !sentinel) this.#report('starting a Redis (testcontainers, else redis-server)…');
+    // With Sentinels the worker finds the master itself; nothing is started here.
+    const redis: PrivateRedis = sentinel
+      ? {
+          url: `sentinel://${sentinel.REDIS_SENTINELS}/${sentinel.REDIS_SENTINEL_MASTER ?? 'mymaster'}`,
+          source: 'env',
+          note: 'REDIS_SENTINELS',
+          stop: async () => {},
+        }
+      : await acquireRedis({ url: options.redisUrl, noContainers: options.noContainers });
     this.#redis = redis;
     signal.throwIfAborted();
+    const redisEnv: Record<string, string> = sentinel ?? { REDIS_URL: redis.url };
     // Checked before the worker starts: its connections wait for Redis forever, which would look like a hang.
-    const client = new Redis(redis.url, { maxRetriesPerRequest: null, connectionName: 'custody-demo' });
+    // A Redis, never a Cluster: the demo's environment names a URL or Sentinels, not REDIS_CLUSTER_NODES.
+    const client = createRedis(loadQueueConfig(redisEnv).redis, 'custody-demo') as Redis;
     this.#client = client;
     // Errors show up as a failed command (the PING below, an enqueue): no 'Unhandled error event' noise.
     client.on('error', () => {});
-    await pingWithin(client, REDIS_PING_TIMEOUT_MS, redactRedisUrl(redis.url));
+    await pingWithin(client, REDIS_PING_TIMEOUT_MS, sentinel ? redis.url : redactRedisUrl(redis.url));
     signal.throwIfAborted();
 
     const sim = await startSimulator({ port: 0, settings: simulatorSettings(options.paceMs) });
@@ -110,7 +122,7 @@ export class DemoStack {
     const credentials = dashboardCredentials(options);
     const httpPort = options.httpPort ?? ((await portIsFree(options.httpHost, PREFERRED_HTTP_PORT)) ? PREFERRED_HTTP_PORT : 0);
     const env: Record<string, string> = {
-      REDIS_URL: redis.url,
+      ...redisEnv,
       QUEUE_PREFIX: this.#prefix,
       ...workerCustodyEnv(sim),
       HTTP_HOST: options.httpHost,
@@ -176,7 +188,8 @@ export class DemoStack {
         }
         if (this.#redis?.source === 'env' && !this.#options.keepData) {
           const deleted = await deleteKeys(client, this.#prefix);
-          this.#report(`deleted ${deleted} keys under ${this.#prefix}: from REDIS_URL (DEMO_KEEP_DATA=1 keeps them)`);
+          const from = this.#options.sentinel ? "from the Sentinels' master" : 'from REDIS_URL';
+          this.#report(`deleted ${deleted} keys under ${this.#prefix}: ${from} (DEMO_KEEP_DATA=1 keeps them)`);
         }
         await client.quit().catch(() => client.disconnect());
       });
