@@ -303,12 +303,22 @@ export async function createApp(
     removeOnComplete: { count: 100 },
     removeOnFail: { count: 100 },
   });
-  // One scheduler for all worker processes: upserting the same id from each is idempotent.
-  await queues[QueueName.RECONCILE].upsertJobScheduler(
-    QueueName.RECONCILE,
-    { every: config.reconcile.everyMs },
-    { name: QueueName.RECONCILE, data: {}, opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } } },
-  );
+  // One scheduler for all worker processes: upserting the same id from each is idempotent (the next
+  // run's job id is derived from its time slot). BullMQ adds a scheduler's next job only when the
+  // current one is processed, so a job lost with a Redis failover (acknowledged by a primary that
+  // died before its replica had it) would end the schedule for good: every process upserts it again
+  // once per RECONCILE_EVERY, which puts back a missing next run and changes nothing otherwise.
+  const scheduleReconcile = () =>
+    queues[QueueName.RECONCILE].upsertJobScheduler(
+      QueueName.RECONCILE,
+      { every: config.reconcile.everyMs },
+      { name: QueueName.RECONCILE, data: {}, opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } } },
+    );
+  await scheduleReconcile();
+  const rescheduler = setInterval(() => {
+    scheduleReconcile().catch((err: unknown) => logger.warn({ err }, 'could not renew the reconciliation schedule, next try later'));
+  }, config.reconcile.everyMs);
+  rescheduler.unref();
 
   const workers = [submitWorker, trackWorker, reconcileWorker];
   for (const worker of workers) worker.on('error', throttledErrorLog(logger, worker.name));
@@ -327,6 +337,7 @@ export async function createApp(
     async close() {
       if (closed) return;
       closed = true;
+      clearInterval(rescheduler);
       // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
       // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,
       // which is safe since every run picks up where the last one left off.
