@@ -1,7 +1,8 @@
 import type { PayloadIssue } from './payload.ts';
 
 /** Every error the producer throws on purpose carries one of these codes. */
-export type ProducerErrorCode = 'INVALID_PAYLOAD' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
+export type ProducerErrorCode =
+  'INVALID_PAYLOAD' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'NOT_REPLICATED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
 
 /** Base class of the producer's typed errors: `instanceof ProducerError`, then switch on `code`. */
 export abstract class ProducerError extends Error {
@@ -47,6 +48,25 @@ export class EnqueueError extends ProducerError {
     super(`BullMQ refused job ${jobId}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
     this.name = 'EnqueueError';
     this.jobId = jobId;
+  }
+}
+
+/**
+ * The job was added on the primary, but fewer replicas than `minReplicas` acknowledged it within
+ * `replicaTimeoutMs`: a failover now could lose it. Submitting the same payload again is safe (one
+ * sequenceId is one transfer, the job id is derived from it) and is what to do.
+ */
+export class NotReplicatedError extends ProducerError {
+  readonly code = 'NOT_REPLICATED';
+  readonly jobId: string;
+  readonly acknowledged: number;
+  readonly required: number;
+  constructor(jobId: string, acknowledged: number, required: number, timeoutMs: number) {
+    super(`job ${jobId} was added, but ${acknowledged} of ${required} replicas acknowledged it within ${timeoutMs} ms: submit again`);
+    this.name = 'NotReplicatedError';
+    this.jobId = jobId;
+    this.acknowledged = acknowledged;
+    this.required = required;
   }
 }
 

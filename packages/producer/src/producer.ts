@@ -1,8 +1,9 @@
 import { Queue, type JobsOptions } from 'bullmq';
-import { Redis, type Cluster } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import {
   EnqueueError,
   InvalidPayloadError,
+  NotReplicatedError,
   ProducerClosedError,
   ProducerError,
   ProducerUnavailableError,
@@ -22,6 +23,7 @@ export {
   InvalidPayloadError,
   ProducerUnavailableError,
   EnqueueError,
+  NotReplicatedError,
   WaitTimeoutError,
   ProducerClosedError,
 } from './errors.ts';
@@ -52,6 +54,15 @@ export interface ProducerOptions {
    * and on `close()`.
    */
   submitTimeoutMs?: number;
+  /**
+   * Replicas that must acknowledge each add (Redis `WAIT`) before `submit()` resolves (default 0). With
+   * Redis replicas, 1 or more makes a resolved submit survive a failover to a replica that acknowledged
+   * it; fewer acknowledgements within `replicaTimeoutMs` reject with NotReplicatedError (the job was
+   * added on the primary; submit again). Not supported on a Redis Cluster connection.
+   */
+  minReplicas?: number;
+  /** How long `WAIT` may take (default 1000 ms). */
+  replicaTimeoutMs?: number;
 }
 
 export interface EventsOptions {
@@ -84,6 +95,8 @@ export class TransferProducer {
   readonly #keys: EventKeys;
   readonly #prefix: string;
   readonly #timeoutMs: number;
+  readonly #minReplicas: number;
+  readonly #replicaTimeoutMs: number;
   /** Connections of iterations that follow the stream, disconnected by close(). */
   readonly #readers = new Set<Client>();
   #lastError: Error | undefined;
@@ -96,6 +109,15 @@ export class TransferProducer {
     const timeoutMs = options.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS;
     if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError(`submitTimeoutMs must be a positive number, got ${timeoutMs}`);
     this.#timeoutMs = timeoutMs;
+    this.#minReplicas = options.minReplicas ?? 0;
+    this.#replicaTimeoutMs = options.replicaTimeoutMs ?? 1_000;
+    if (!Number.isInteger(this.#minReplicas) || this.#minReplicas < 0)
+      throw new RangeError(`minReplicas must be a whole number ≥ 0, got ${options.minReplicas}`);
+    if (!Number.isFinite(this.#replicaTimeoutMs) || this.#replicaTimeoutMs <= 0) {
+      throw new RangeError(`replicaTimeoutMs must be a positive number, got ${options.replicaTimeoutMs}`);
+    }
+    if (this.#minReplicas > 0 && options.connection instanceof Cluster)
+      throw new RangeError('minReplicas is not supported on a Redis Cluster connection');
     this.#ownsRedis = typeof options.connection === 'string';
     this.#redis =
       typeof options.connection === 'string'
@@ -174,6 +196,12 @@ export class TransferProducer {
       if (error instanceof ProducerError) throw error;
       if (isConnectionError(error)) throw this.#unavailable('submit', (error as Error).message, true, error);
       throw new EnqueueError(jobId, error);
+    }
+    if (this.#minReplicas > 0) {
+      // WAIT counts the replicas that have every write this connection made so far, the add included
+      // (BullMQ's queue writes through the connection it was given).
+      const acknowledged = Number(await (this.#redis as Redis).call('WAIT', this.#minReplicas, this.#replicaTimeoutMs));
+      if (acknowledged < this.#minReplicas) throw new NotReplicatedError(jobId, acknowledged, this.#minReplicas, this.#replicaTimeoutMs);
     }
   }
 

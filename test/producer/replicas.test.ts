@@ -1,0 +1,67 @@
+/**
+ * `minReplicas`: with Redis replicas, a resolved submit is on a replica too (Redis WAIT on the
+ * producer's connection after the add), so a failover to that replica keeps the job. When fewer
+ * replicas acknowledge in time the submit rejects with NotReplicatedError: the job is on the primary,
+ * and submitting again is the safe answer. A primary and one replica on loopback.
+ */
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jobIdFor, NotReplicatedError, TransferProducer } from '../../packages/producer/src/index.ts';
+import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
+import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
+import { until } from '../helpers/wait.ts';
+
+describe('producer minReplicas', () => {
+  let primary: RedisServerHandle;
+  let replica: RedisServerHandle;
+
+  beforeAll(async () => {
+    primary = await startRedisServer();
+    replica = await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] });
+    const probe = newRedis({ url: primary.url });
+    // Online, not only connected: a replica still loading its first sync acknowledges nothing.
+    await until(
+      'the replica in sync',
+      10_000,
+      async () => (/slave0:[^\r\n]*state=online/.test(await probe.info('replication')) ? true : undefined),
+      100,
+    );
+  });
+  afterAll(async () => {
+    await closeAllRedis();
+    await replica?.stop();
+    await primary?.stop();
+  });
+
+  it('resolves once the replica acknowledged the add, and the job is on the replica', async () => {
+    const prefix = uniquePrefix('producer-replicas');
+    const producer = new TransferProducer({ connection: newRedis({ url: primary.url }), prefix, minReplicas: 1 });
+    const payload = samplePayload();
+    const jobId = await producer.submit(payload);
+    const onReplica = new Queue('submit-transaction', { connection: newRedis({ url: replica.url }), prefix });
+    expect((await onReplica.getJob(jobId))?.id).toBe(jobIdFor(payload.halfSigned.sequenceId));
+    await onReplica.close();
+    await producer.close();
+  });
+
+  it('rejects with NotReplicatedError when fewer replicas acknowledge in time, the job added on the primary', async () => {
+    const prefix = uniquePrefix('producer-replicas');
+    const producer = new TransferProducer({ connection: newRedis({ url: primary.url }), prefix, minReplicas: 2, replicaTimeoutMs: 200 });
+    const payload = samplePayload();
+    const error = await producer.submit(payload).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(NotReplicatedError);
+    expect(error).toMatchObject({ code: 'NOT_REPLICATED', acknowledged: 1, required: 2, jobId: jobIdFor(payload.halfSigned.sequenceId) });
+    const onPrimary = new Queue('submit-transaction', { connection: newRedis({ url: primary.url }), prefix });
+    expect(await onPrimary.getJob(jobIdFor(payload.halfSigned.sequenceId))).toBeDefined();
+    await onPrimary.close();
+    await producer.close();
+  });
+
+  it('refuses a bad minReplicas at construction', () => {
+    expect(() => new TransferProducer({ connection: 'redis://127.0.0.1:1', minReplicas: -1 })).toThrow(RangeError);
+  });
+});
