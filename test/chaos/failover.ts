@@ -165,7 +165,15 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     const connection = new Redis({ sentinels: sentinelList, name: 'mymaster', maxRetriesPerRequest: null });
     connection.on('error', () => undefined);
     clients.push(connection);
-    producer = new TransferProducer({ connection, prefix, eventsStream: `${prefix}:transfer-events`, submitTimeoutMs: 20_000 });
+    // The producer waits for the same replicas as the worker (minReplicas): an add the old master took
+    // but no replica had is refused (NotReplicatedError) and submitted again below, not lost.
+    producer = new TransferProducer({
+      connection,
+      prefix,
+      eventsStream: `${prefix}:transfer-events`,
+      submitTimeoutMs: 20_000,
+      minReplicas: scenario.minReplicas,
+    });
 
     // A live consumer: every entry as it was read, before any failover could take it back.
     const live = new Map<string, TransferEvent>();
