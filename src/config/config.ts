@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { createKeys } from '../ledger/keys.ts';
-import { hashTag, keySlot } from '../lib/redis-slot.ts';
+import { hashTag, keySlot } from '../../packages/producer/src/redis-slot.ts';
 import { QueueName } from '../queues/names.ts';
 import { DURATION_GRAMMAR, parseDuration } from './duration.ts';
 
@@ -197,7 +197,7 @@ function crossProblems(env: NodeJS.ProcessEnv): string[] {
 
 /**
  * On Redis Cluster every key one Lua script or one BullMQ command touches must hash to one slot. The
- * slots are computed as Redis computes them (lib/redis-slot.ts) for a key of every family the worker and
+ * slots are computed as Redis computes them (packages/producer/src/redis-slot.ts) for a key of every family the worker and
  * BullMQ write, not guessed from the text: `{}{wtx}` carries no hash tag at all, `{a}{wtx}:events` the
  * tag `a`. Values are never quoted in the message, as a secret pasted into the wrong variable would be.
  */

@@ -1,8 +1,7 @@
 import { checkEventData, type EventData, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { readTransferEvents } from '../../packages/producer/src/read.ts';
-import { Cluster, type Redis } from 'ioredis';
 import { withRedisLock } from '../lib/redis-lock.ts';
-import { keySlot } from '../lib/redis-slot.ts';
+import { acknowledgingReplicas } from '../../packages/producer/src/replicas.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 import { parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
@@ -105,19 +104,14 @@ export class Ledger {
   }
 
   /**
-   * How many replicas acknowledged every write this connection made so far (Redis WAIT, at most
-   * `timeoutMs`): called right after the transition that records a send in flight, so a failover to a
-   * replica that acknowledged it cannot forget the send. On a Cluster, WAIT goes to the master that
-   * holds the ledger's slot (every ledger key shares one hash tag), over the Cluster's own connection
-   * to it, which is the one that wrote.
+   * How many replicas acknowledged every write this process made so far on the ledger's connection
+   * (Redis WAIT, at most `timeoutMs`): called right after the transition that records a send in flight,
+   * so a failover to a replica that acknowledged it cannot forget the send. On a Cluster, WAIT goes to
+   * the connection ioredis routes the ledger's slot to (every ledger key shares one hash tag), the one
+   * that wrote.
    */
   async replicated(minReplicas: number, timeoutMs: number): Promise<number> {
-    const redis = this.#redis;
-    if (redis instanceof Cluster) {
-      const node = await masterOf(redis, keySlot(this.#keys.active));
-      return Number(await node.call('WAIT', minReplicas, timeoutMs));
-    }
-    return Number(await redis.call('WAIT', minReplicas, timeoutMs));
+    return acknowledgingReplicas(this.#redis, this.#keys.active, minReplicas, timeoutMs);
   }
 
   /** The ledger's clock, ms: Redis's TIME (or the test clock). Leases and time guards are judged by it. */
@@ -381,16 +375,4 @@ export class Ledger {
       ...(reply[5] ? { ended: parseTombstone(String(reply[5])) } : {}),
     };
   }
-}
-
-/** The Cluster's connection to the master serving `slot` (CLUSTER SLOTS, matched by port and host). */
-async function masterOf(cluster: Cluster, slot: number): Promise<Redis> {
-  const ranges = (await cluster.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, ...unknown[]], ...unknown[]]>;
-  const range = ranges.find(([start, end]) => slot >= start && slot <= end);
-  if (!range) throw new Error(`no Redis Cluster master serves slot ${slot}`);
-  const [host, port] = range[2];
-  const masters = cluster.nodes('master');
-  const node = masters.find((m) => m.options.port === port && m.options.host === host) ?? masters.find((m) => m.options.port === port);
-  if (!node) throw new Error(`no connection to the Redis Cluster master of slot ${slot}`);
-  return node;
 }

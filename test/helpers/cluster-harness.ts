@@ -16,7 +16,7 @@ import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.ts';
 import { workerEnv } from './harness.ts';
 import { parseCheckedEntry } from './json-schemas.ts';
-import { newRedisCluster, startRedisCluster, type RedisClusterHandle } from './redis-cluster.ts';
+import { newRedisCluster, startRedisCluster, type RedisClusterHandle, type StartRedisClusterOptions } from './redis-cluster.ts';
 import { uniquePrefix } from './redis.ts';
 
 export interface LogLine {
@@ -56,6 +56,8 @@ export interface ClusterHarnessOptions {
   sim?: SimulatorOptions;
   /** Log level of the worker's logger (default `debug`, so the record misses as little as possible). */
   logLevel?: string;
+  /** The cluster's shape (default: 3 masters, no replicas). */
+  cluster?: StartRedisClusterOptions;
 }
 
 export async function startClusterHarness(options: ClusterHarnessOptions): Promise<ClusterHarness> {
@@ -65,7 +67,7 @@ export async function startClusterHarness(options: ClusterHarnessOptions): Promi
     for (const step of undo.splice(0).reverse()) await step().catch(() => undefined);
   };
   try {
-    const cluster = await startRedisCluster();
+    const cluster = await startRedisCluster(options.cluster);
     undo.push(() => cluster.stop());
     const sim = await startSimulator({ port: 0, ...options.sim });
     undo.push(() => sim.close());

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashTag, keySlot } from '../../src/lib/redis-slot.ts';
+import { hashTag, keySlot } from '../../packages/producer/src/redis-slot.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 
 describe('hash tags and slots as Redis computes them', () => {

@@ -15,6 +15,7 @@ import { jobIdFor } from './job-id.ts';
 import { defaultEventsStream, tombstoneKey, transferKey } from './keys.ts';
 import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
+import { acknowledgingReplicas } from './replicas.ts';
 
 export type { SubmitPayloadInput, PayloadIssue } from './payload.ts';
 export type { TransferEvent } from './events.ts';
@@ -58,7 +59,8 @@ export interface ProducerOptions {
    * Replicas that must acknowledge each add (Redis `WAIT`) before `submit()` resolves (default 0). With
    * Redis replicas, 1 or more makes a resolved submit survive a failover to a replica that acknowledged
    * it; fewer acknowledgements within `replicaTimeoutMs` reject with NotReplicatedError (the job was
-   * added on the primary; submit again). Not supported on a Redis Cluster connection.
+   * added on the primary; submit again). On a Redis Cluster, the replicas of the master that holds the
+   * queue's slot.
    */
   minReplicas?: number;
   /** How long `WAIT` may take (default 1000 ms). */
@@ -116,8 +118,6 @@ export class TransferProducer {
     if (!Number.isFinite(this.#replicaTimeoutMs) || this.#replicaTimeoutMs <= 0) {
       throw new RangeError(`replicaTimeoutMs must be a positive number, got ${options.replicaTimeoutMs}`);
     }
-    if (this.#minReplicas > 0 && options.connection instanceof Cluster)
-      throw new RangeError('minReplicas is not supported on a Redis Cluster connection');
     this.#ownsRedis = typeof options.connection === 'string';
     this.#redis =
       typeof options.connection === 'string'
@@ -199,8 +199,16 @@ export class TransferProducer {
     }
     if (this.#minReplicas > 0) {
       // WAIT counts the replicas that have every write this connection made so far, the add included
-      // (BullMQ's queue writes through the connection it was given).
-      const acknowledged = Number(await (this.#redis as Redis).call('WAIT', this.#minReplicas, this.#replicaTimeoutMs));
+      // (BullMQ's queue writes through the connection it was given; on a Cluster, through the
+      // connection to the master of the queue's slot, where WAIT goes too).
+      const acknowledged = await acknowledgingReplicas(
+        this.#redis,
+        this.#queue.toKey(jobId),
+        this.#minReplicas,
+        this.#replicaTimeoutMs,
+      ).catch((error: unknown) => {
+        throw this.#unavailable('submit', `waiting for replicas to acknowledge the add failed: ${(error as Error).message}`, true, error);
+      });
       if (acknowledged < this.#minReplicas) throw new NotReplicatedError(jobId, acknowledged, this.#minReplicas, this.#replicaTimeoutMs);
     }
   }
