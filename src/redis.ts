@@ -50,6 +50,7 @@ export function createRedis(
     maxRetriesPerRequest: null,
     connectionName: name,
     enableReadyCheck: true,
+    reconnectOnError: reconnectWhenReadOnly,
     ...tuning,
   };
   if (config.clusterNodes) {
@@ -76,9 +77,22 @@ export function createRedis(
       ...(sentinelPassword ? { sentinelPassword } : {}),
       ...(password ? { password } : {}),
       role: 'master',
+      // A master that was only cut off (not crashed) keeps our connection open; without this, commands
+      // would wait on it until it is told it is a replica. ioredis listens for the Sentinels'
+      // +switch-master and reconnects to the new master at once.
+      failoverDetector: true,
     });
   }
   return new CoalescingRedis(config.url, options);
+}
+
+/**
+ * A master demoted to a replica (a failover behind a DNS name, or a stale master the Sentinels
+ * reconfigured) answers writes with READONLY and keeps the connection: reconnect, which finds the
+ * current master, and send the command again (ioredis's documented recipe; 2 = reconnect and resend).
+ */
+export function reconnectWhenReadOnly(error: Error): 2 | false {
+  return error.message.startsWith('READONLY') ? 2 : false;
 }
 
 /** QUIT, or a hard disconnect when the connection is not ready or QUIT does not answer in time. */

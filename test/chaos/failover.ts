@@ -13,12 +13,19 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { QueueName } from '../../src/queues/names.ts';
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
-import { getFreePort, REDIS_SERVER_BIN, startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
+import {
+  getFreePort,
+  rawRedisCommand,
+  REDIS_SERVER_BIN,
+  startRedisServer,
+  type RedisServerHandle,
+} from '../../tools/redis/redis-server.ts';
+import { startRedisCluster } from '../helpers/redis-cluster.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { workerEnv } from '../helpers/harness.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
@@ -26,7 +33,11 @@ import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
 import { seededRandom } from './run-chaos.ts';
 
+export type Topology = 'sentinel' | 'cluster';
+
 export interface FailoverScenario {
+  /** Sentinel: a primary, two replicas, three Sentinels. Cluster: three masters with a replica each. */
+  topology: Topology;
   minReplicas: number;
   transfers: number;
   failovers: number;
@@ -34,10 +45,20 @@ export interface FailoverScenario {
   settleTimeoutMs: number;
 }
 
+export interface Failover {
+  atMs: number;
+  /** How the master went: SIGKILL (restarted after), SIGSTOP until replaced (a stale master), or (Cluster) `CLUSTER FAILOVER FORCE` on its replica while it ran. */
+  how: 'kill' | 'stop' | 'force';
+  killedPort: number;
+  newMasterPort: number;
+  tookMs: number;
+}
+
 export interface FailoverFigures {
+  topology: Topology;
   minReplicas: number;
   transfers: number;
-  failovers: Array<{ atMs: number; killedPort: number; newMasterPort: number; tookMs: number }>;
+  failovers: Failover[];
   /** sequenceIds the simulator accepted more than once: a second payment. */
   acceptedTwice: string[];
   /** Transfers with no terminal event on the final stream when the run stopped, and where they were. */
@@ -80,67 +101,197 @@ async function startSentinel(primaryPort: number, dir: string): Promise<{ port: 
   return { port, child };
 }
 
+type Client = Redis | Cluster;
+
+/** How a scenario reaches Redis and fails its master over. */
+interface RedisSetup {
+  /** What the worker needs to reach it. */
+  workerEnv: Record<string, string>;
+  /** The failovers, in turn. */
+  modes: Array<Failover['how']>;
+  /** A new connection (not closed here). */
+  connect(): Client;
+  /** Fails over the master that holds `key`; resolves once another node serves it. */
+  failover(how: Failover['how'], key: string): Promise<Pick<Failover, 'how' | 'killedPort' | 'newMasterPort'>>;
+  /** Resolves once the master of `key` has all its replicas in sync again (or after 30 s). */
+  replicasInSync(key: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A primary, two replicas and three Sentinels (down-after 1 s). A failover SIGKILLs the master and
+ * restarts it (its unreplicated writes lost), or SIGSTOPs it until a replica is promoted and lets it
+ * run again: a stale primary, reconfigured as a replica by the Sentinels when they see it.
+ */
+async function sentinelSetup(dir: string): Promise<RedisSetup> {
+  const nodes: RedisServerHandle[] = [];
+  const sentinels: Array<{ port: number; child: ChildProcess }> = [];
+  const clients: Redis[] = [];
+  const primary = await startRedisServer();
+  nodes.push(primary);
+  for (let i = 0; i < 2; i++) nodes.push(await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] }));
+  const probe = new Redis(primary.url, { maxRetriesPerRequest: 1 });
+  probe.on('error', () => undefined); // the primary is killed later
+  clients.push(probe);
+  await until(
+    'both replicas in sync',
+    15_000,
+    async () => ((await probe.info('replication')).includes('connected_slaves:2') ? true : undefined),
+    100,
+  );
+  for (let i = 0; i < 3; i++) sentinels.push(await startSentinel(primary.port, dir));
+  const sentinelList = sentinels.map((s) => ({ host: '127.0.0.1', port: s.port }));
+  const ask = new Redis({ port: sentinels[0]!.port, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  ask.on('error', () => undefined);
+  clients.push(ask);
+  const masterPort = async (): Promise<number | undefined> => {
+    try {
+      const addr = (await ask.call('SENTINEL', 'get-master-addr-by-name', 'mymaster')) as string[] | null;
+      return addr ? Number(addr[1]) : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  await until('the Sentinels know the master', 15_000, async () => ((await masterPort()) === primary.port ? true : undefined), 100);
+  // A failover needs a majority of Sentinels that know each other and the replicas (hello messages
+  // every 2 s): wait until each one sees the two others and both replicas.
+  for (const sentinel of sentinels) {
+    const one = new Redis({ port: sentinel.port, maxRetriesPerRequest: 1 });
+    one.on('error', () => undefined);
+    await until(
+      `Sentinel ${sentinel.port} sees its peers and the replicas`,
+      30_000,
+      async () => {
+        const flat = (await one.call('SENTINEL', 'master', 'mymaster')) as string[];
+        const info = Object.fromEntries(flat.flatMap((v, i) => (i % 2 === 0 ? [[v, flat[i + 1]]] : [])));
+        return info['num-other-sentinels'] === '2' && info['num-slaves'] === '2' ? true : undefined;
+      },
+      200,
+    );
+    one.disconnect();
+  }
+
+  const connect = (): Redis => {
+    const client = new Redis({ sentinels: sentinelList, name: 'mymaster', maxRetriesPerRequest: null });
+    client.on('error', () => undefined);
+    return client;
+  };
+  return {
+    workerEnv: {
+      REDIS_URL: '',
+      REDIS_SENTINELS: sentinelList.map((s) => `${s.host}:${s.port}`).join(','),
+      REDIS_SENTINEL_MASTER: 'mymaster',
+    },
+    modes: ['kill', 'stop'],
+    connect,
+    async failover(how) {
+      const current = await masterPort();
+      const victim = nodes.find((n) => n.port === current);
+      if (!victim) throw new Error(`the Sentinels name no master of ours (${current})`);
+      if (how === 'stop') process.kill(victim.pid, 'SIGSTOP');
+      else await victim.kill();
+      const promoted = await until(
+        'a new master',
+        30_000,
+        async () => {
+          const port = await masterPort();
+          return port !== undefined && port !== victim.port ? port : undefined;
+        },
+        100,
+      );
+      // The old master comes back: Sentinel makes it a replica of the new one.
+      if (how === 'stop') process.kill(victim.pid, 'SIGCONT');
+      else await victim.restart();
+      return { how, killedPort: victim.port, newMasterPort: promoted };
+    },
+    async replicasInSync() {
+      const port = await masterPort();
+      const master = new Redis({ port, maxRetriesPerRequest: 1 });
+      master.on('error', () => undefined);
+      await until(
+        'two replicas in sync again',
+        30_000,
+        async () => ((await master.info('replication')).match(/slave\d+:.*state=online/g)?.length === 2 ? true : undefined),
+        200,
+      ).catch(() => undefined);
+      master.disconnect();
+    },
+    async stop() {
+      for (const client of clients) client.disconnect();
+      for (const s of sentinels) s.child.kill('SIGKILL');
+      for (const node of nodes) await node.stop().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Three masters with a replica each (cluster-node-timeout 1 s, so a replica takes over about 2 s after
+ * its master stops answering). A failover SIGKILLs the master of the worker's shard and restarts it, or
+ * SIGSTOPs it until its replica took over, or has its replica take over while it runs
+ * (`CLUSTER FAILOVER FORCE`: no hand-shake, so writes the master took meanwhile are lost). The old
+ * master then rejoins as the new one's replica. WAIT applies per shard: the shard's one replica.
+ */
+async function clusterSetup(): Promise<RedisSetup> {
+  const cluster = await startRedisCluster({ replicas: 1, extraArgs: ['--cluster-node-timeout', '1000'] });
+  return {
+    workerEnv: { REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.nodesEnv },
+    modes: ['kill', 'force', 'stop'],
+    connect() {
+      const client = new Cluster(cluster.nodes, { redisOptions: { maxRetriesPerRequest: null } });
+      client.on('error', () => undefined);
+      return client;
+    },
+    async failover(how, key) {
+      const { master, replicas } = await cluster.shardOf(key);
+      if (how === 'force') await rawRedisCommand(replicas[0]!.port, 'CLUSTER FAILOVER FORCE');
+      else if (how === 'stop') process.kill(master.pid, 'SIGSTOP');
+      else await master.kill();
+      const promoted = await until(
+        'another master for the shard',
+        30_000,
+        async () => {
+          const now = await cluster.shardOf(key).catch(() => undefined);
+          return now && now.master.port !== master.port ? now.master.port : undefined;
+        },
+        100,
+      );
+      if (how === 'stop') process.kill(master.pid, 'SIGCONT');
+      else if (how === 'kill') await master.restart();
+      return { how, killedPort: master.port, newMasterPort: promoted };
+    },
+    async replicasInSync(key) {
+      await until(
+        'the shard has its replica in sync again',
+        30_000,
+        async () => {
+          const { master, replicas } = await cluster.shardOf(key);
+          const info = await rawRedisCommand(master.port, 'INFO replication');
+          return replicas.length === 1 && /slave0:[^\r\n]*state=online/.test(info) ? true : undefined;
+        },
+        200,
+      ).catch(() => undefined);
+    },
+    stop: () => cluster.stop(),
+  };
+}
+
 export async function runFailover(scenario: FailoverScenario): Promise<FailoverFigures> {
   const started = Date.now();
   const random = seededRandom(scenario.seed);
   const dir = await mkdtemp(join(tmpdir(), 'failover-'));
-  const nodes: RedisServerHandle[] = [];
-  const sentinels: Array<{ port: number; child: ChildProcess }> = [];
+  const cleanup: Array<() => Promise<unknown>> = [];
   const workers: WorkerProcess[] = [];
-  const clients: Redis[] = [];
+  const clients: Client[] = [];
   let sim: Simulator | undefined;
   let producer: TransferProducer | undefined;
   try {
-    const primary = await startRedisServer();
-    nodes.push(primary);
-    for (let i = 0; i < 2; i++) nodes.push(await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] }));
-    const probe = new Redis(primary.url, { maxRetriesPerRequest: 1 });
-    probe.on('error', () => undefined); // the primary is killed later
-    clients.push(probe);
-    await until(
-      'both replicas in sync',
-      15_000,
-      async () => ((await probe.info('replication')).includes('connected_slaves:2') ? true : undefined),
-      100,
-    );
-    for (let i = 0; i < 3; i++) sentinels.push(await startSentinel(primary.port, dir));
-    const sentinelList = sentinels.map((s) => ({ host: '127.0.0.1', port: s.port }));
-    const ask = new Redis({ port: sentinels[0]!.port, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
-    ask.on('error', () => undefined);
-    clients.push(ask);
-    const masterPort = async (): Promise<number | undefined> => {
-      try {
-        const addr = (await ask.call('SENTINEL', 'get-master-addr-by-name', 'mymaster')) as string[] | null;
-        return addr ? Number(addr[1]) : undefined;
-      } catch {
-        return undefined;
-      }
-    };
-    await until('the Sentinels know the master', 15_000, async () => ((await masterPort()) === primary.port ? true : undefined), 100);
-    // A failover needs a majority of Sentinels that know each other and the replicas (hello messages
-    // every 2 s): wait until each one sees the two others and both replicas.
-    for (const sentinel of sentinels) {
-      const one = new Redis({ port: sentinel.port, maxRetriesPerRequest: 1 });
-      one.on('error', () => undefined);
-      await until(
-        `Sentinel ${sentinel.port} sees its peers and the replicas`,
-        30_000,
-        async () => {
-          const flat = (await one.call('SENTINEL', 'master', 'mymaster')) as string[];
-          const info = Object.fromEntries(flat.flatMap((v, i) => (i % 2 === 0 ? [[v, flat[i + 1]]] : [])));
-          return info['num-other-sentinels'] === '2' && info['num-slaves'] === '2' ? true : undefined;
-        },
-        200,
-      );
-      one.disconnect();
-    }
-
+    const redis = scenario.topology === 'cluster' ? await clusterSetup() : await sentinelSetup(dir);
+    cleanup.push(() => redis.stop());
     sim = await startSimulator({ port: 0, settings: { rejectDuplicates: false, latencyMs: { sendTransaction: SEND_LATENCY_MS } } });
-    const prefix = uniquePrefix('failover');
+    // On a Cluster every key of the worker shares the prefix's hash tag: one shard, the one failed over.
+    const prefix = uniquePrefix('failover', { hashTag: scenario.topology === 'cluster' });
     const env = workerEnv(sim, prefix, {
-      REDIS_URL: '',
-      REDIS_SENTINELS: sentinelList.map((s) => `${s.host}:${s.port}`).join(','),
-      REDIS_SENTINEL_MASTER: 'mymaster',
+      ...redis.workerEnv,
       REDIS_MIN_REPLICAS: String(scenario.minReplicas),
       REDIS_REPLICA_TIMEOUT: '500ms',
       SUBMIT_CONCURRENCY: '32',
@@ -156,14 +307,13 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     delete (env as Record<string, string | undefined>).REDIS_URL;
     const unexpectedExits: string[] = [];
     for (let i = 0; i < 2; i++) {
-      const worker = spawnWorker(env, { name: `failover-${scenario.minReplicas}-worker-${i + 1}` });
+      const worker = spawnWorker(env, { name: `failover-${scenario.topology}-${scenario.minReplicas}-worker-${i + 1}` });
       workers.push(worker);
       void worker.exited.then((info) => unexpectedExits.push(`${worker.name}: ${JSON.stringify(info)}`));
       await worker.waitForLog('worker started', 60_000);
     }
 
-    const connection = new Redis({ sentinels: sentinelList, name: 'mymaster', maxRetriesPerRequest: null });
-    connection.on('error', () => undefined);
+    const connection = redis.connect();
     clients.push(connection);
     // The producer waits for the same replicas as the worker (minReplicas): an add the old master took
     // but no replica had is refused (NotReplicatedError) and submitted again below, not lost.
@@ -179,8 +329,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     const live = new Map<string, TransferEvent>();
     let liveTwiceDifferently = 0;
     let consuming = true;
-    const reader = new Redis({ sentinels: sentinelList, name: 'mymaster', maxRetriesPerRequest: null });
-    reader.on('error', () => undefined);
+    const reader = redis.connect();
     clients.push(reader);
     const consumer = (async () => {
       let cursor = '0';
@@ -227,36 +376,13 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
         }
       }
       if (failoverAt.has(batch)) {
-        // Let sends get in flight, then kill the master mid-stream.
+        // Let sends get in flight, then fail the master over mid-stream.
         await sleep(Math.floor(random() * 2 * SEND_LATENCY_MS));
-        const current = await masterPort();
-        const victim = nodes.find((n) => n.port === current);
-        if (victim) {
-          const at = Date.now();
-          await victim.kill();
-          const promoted = await until(
-            'a new master',
-            30_000,
-            async () => {
-              const port = await masterPort();
-              return port !== undefined && port !== victim.port ? port : undefined;
-            },
-            100,
-          );
-          failovers.push({ atMs: at - started, killedPort: victim.port, newMasterPort: promoted, tookMs: Date.now() - at });
-          // The old master comes back: Sentinel makes it a replica of the new one, and the next
-          // failover waits until it is in sync again.
-          await victim.restart();
-          const master = new Redis({ port: promoted, maxRetriesPerRequest: 1 });
-          master.on('error', () => undefined);
-          await until(
-            'two replicas in sync again',
-            30_000,
-            async () => ((await master.info('replication')).match(/slave\d+:.*state=online/g)?.length === 2 ? true : undefined),
-            200,
-          ).catch(() => undefined);
-          master.disconnect();
-        }
+        const at = Date.now();
+        const shardKey = `${prefix}:transfer:x`;
+        const done = await redis.failover(redis.modes[failovers.length % redis.modes.length]!, shardKey);
+        failovers.push({ atMs: at - started, ...done, tookMs: Date.now() - at });
+        await redis.replicasInSync(shardKey);
       }
       await sleep(300);
     }
@@ -334,6 +460,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     );
 
     return {
+      topology: scenario.topology,
       minReplicas: scenario.minReplicas,
       transfers: sequenceIds.length,
       failovers,
@@ -353,16 +480,15 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     await producer?.close().catch(() => undefined);
     await killAllWorkers();
     for (const client of clients) client.disconnect();
-    for (const s of sentinels) s.child.kill('SIGKILL');
     await sim?.close().catch(() => undefined);
-    for (const node of nodes) await node.stop().catch(() => undefined);
+    for (const step of cleanup.reverse()) await step().catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   }
 }
 
 export function describeFigures(f: FailoverFigures): string {
   return [
-    `[failover] REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${(x.tookMs / 1000).toFixed(1)} s`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
+    `[failover] ${f.topology}, REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${x.how} ${(x.tookMs / 1000).toFixed(1)} s`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
     `  accepted twice upstream: ${f.acceptedTwice.length}; without a terminal event: ${f.withoutTerminal} ${JSON.stringify(f.unsettled)}; two terminal events: ${f.twoTerminal} (different types: ${f.twoTerminalDifferentTypes})`,
     ...f.unsettledSamples.map((sample) => `  unsettled: ${sample}`),
     `  versions a live consumer saw that the final stream changed or lost: ${f.versionsChangedOrLost}; seen twice differently: ${f.versionsSeenTwiceDifferently}; sends refused for want of a replica's acknowledgement: ${f.replicaWaitRefusals}; unexpected worker exits: ${f.unexpectedExits.length}`,
