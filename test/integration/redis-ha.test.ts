@@ -6,6 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TransferProducer } from '../../packages/producer/src/index.ts';
 import { TransferState } from '../../src/ledger/ledger.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { startSentinel } from '../helpers/sentinel.ts';
@@ -65,6 +66,54 @@ describe('Redis through Sentinel, with a replica acknowledging every send in fli
     const onReplica = new Redis(replica.url);
     expect(await onReplica.exists(`${h.prefix}:transfer:${sequenceId}`)).toBe(1);
     onReplica.disconnect();
+  });
+
+  it('moves to the promoted replica while the old master is only cut off (SIGSTOP), not crashed', { timeout: 60_000 }, async () => {
+    // The Sentinel must know the replica before it can promote it.
+    const ask = new Redis({ port: sentinel.port });
+    await until(
+      'the Sentinel knows the replica',
+      15_000,
+      async () => (((await ask.call('SENTINEL', 'replicas', 'mymaster')) as string[][]).length === 1 ? true : undefined),
+      100,
+    );
+    const masterPort = async () => Number(((await ask.call('SENTINEL', 'get-master-addr-by-name', 'mymaster')) as string[])[1]);
+    // The worker's connections to the stopped master stay open and unanswered: ioredis moves on when
+    // the Sentinels announce the new master (failoverDetector), not when the old one comes back.
+    process.kill(primary.pid, 'SIGSTOP');
+    let producer: TransferProducer | undefined;
+    const connection = new Redis({
+      sentinels: [{ host: '127.0.0.1', port: sentinel.port }],
+      name: 'mymaster',
+      maxRetriesPerRequest: null,
+      lazyConnect: true,
+    });
+    try {
+      await until('the replica promoted', 20_000, async () => ((await masterPort()) === replica.port ? true : undefined), 100);
+      producer = new TransferProducer({ connection, prefix: h.prefix, eventsStream: h.config.queue.eventsStream });
+      // WAIT needs a replica of the new master: there is none while the old one is stopped.
+      const payload = samplePayload();
+      const sequenceId = payload.halfSigned.sequenceId;
+      await producer.submit(payload);
+      await until(
+        'the worker on the new master refusing to send without a replica',
+        20_000,
+        async () => ((await h.app!.ledger.get(sequenceId))?.lastError === 'REPLICAS_NOT_ACKNOWLEDGED' ? true : undefined),
+        100,
+      );
+      expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
+      // The old master runs again, is reconfigured as the new master's replica, and acknowledges.
+      process.kill(primary.pid, 'SIGCONT');
+      await producer.waitForTerminal(sequenceId, 30_000, SUBMITTED);
+      h.sim.setTxid(sequenceId);
+      expect((await producer.waitForTerminal(sequenceId, 20_000)).event).toBe('transfer.broadcast');
+      expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
+    } finally {
+      process.kill(primary.pid, 'SIGCONT');
+      await producer?.close();
+      connection.disconnect();
+      ask.disconnect();
+    }
   });
 });
 
