@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
-import { QueueName } from '../../src/queues/names.ts';
+import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
@@ -426,6 +426,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     const unsettled: Record<string, number> = {};
     const samples: string[] = [];
     const submitQueue = new Queue(QueueName.SUBMIT, { connection, prefix });
+    const trackQueue = new Queue(QueueName.TRACK, { connection, prefix });
     let twoTerminal = 0;
     let twoTerminalDifferentTypes = 0;
     for (const id of sequenceIds) {
@@ -442,7 +443,8 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
           const jobState = jobId
             ? await submitQueue.getJobState(jobId).catch((error: Error) => `unreadable: ${error.message}`)
             : 'no job id';
-          samples.push(`${id}: job ${jobState}; ${JSON.stringify({ ...record, payload: undefined })}`);
+          const trackState = await trackQueue.getJobState(trackJobId(id)).catch((error: Error) => `unreadable: ${error.message}`);
+          samples.push(`${id}: job ${jobState}, tracker ${trackState}; ${JSON.stringify({ ...record, payload: undefined })}`);
         }
       }
       if (terminals.length > 1) {
@@ -450,7 +452,14 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
         if (new Set(terminals.map((e) => e.event)).size > 1) twoTerminalDifferentTypes++;
       }
     }
+    if (withoutTerminal > 0) {
+      // Where the trackers are, and whether the workers still take jobs.
+      const counts = await trackQueue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'completed', 'failed').catch(() => ({}));
+      const workersSeen = await trackQueue.getWorkersCount().catch(() => -1);
+      samples.push(`track queue: ${JSON.stringify(counts)}, workers connected: ${workersSeen}`);
+    }
     await submitQueue.close().catch(() => undefined);
+    await trackQueue.close().catch(() => undefined);
     const finalByKey = new Map(events.map((e) => [`${e.sequenceId}@${e.version}`, e]));
     let versionsChangedOrLost = 0;
     for (const [key, seen] of live) if (finalByKey.get(key)?.event !== seen.event) versionsChangedOrLost++;
