@@ -456,7 +456,12 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       // Where the trackers are, and whether the workers still take jobs.
       const counts = await trackQueue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'completed', 'failed').catch(() => ({}));
       const workersSeen = await trackQueue.getWorkersCount().catch(() => -1);
-      samples.push(`track queue: ${JSON.stringify(counts)}, workers connected: ${workersSeen}`);
+      const paused = await trackQueue.isPaused().catch(() => 'unreadable');
+      const limited = await trackQueue.getRateLimitTtl().catch(() => 'unreadable');
+      samples.push(
+        `track queue: ${JSON.stringify(counts)}, workers connected: ${workersSeen}, paused: ${paused}, rate limit ttl: ${limited}`,
+      );
+      samples.push(`worker warnings and errors: ${JSON.stringify(warnings(workers))}`);
     }
     await submitQueue.close().catch(() => undefined);
     await trackQueue.close().catch(() => undefined);
@@ -502,4 +507,23 @@ export function describeFigures(f: FailoverFigures): string {
     ...f.unsettledSamples.map((sample) => `  unsettled: ${sample}`),
     `  versions a live consumer saw that the final stream changed or lost: ${f.versionsChangedOrLost}; seen twice differently: ${f.versionsSeenTwiceDifferently}; sends refused for want of a replica's acknowledgement: ${f.replicaWaitRefusals}; unexpected worker exits: ${f.unexpectedExits.length}`,
   ].join('\n');
+}
+
+/** The workers' warn/error log lines, counted by message (and error message), most frequent first. */
+function warnings(workers: WorkerProcess[]): Array<[string, number]> {
+  const counts = new Map<string, number>();
+  for (const worker of workers) {
+    for (const line of worker.output().split('\n')) {
+      if (!line.startsWith('{')) continue;
+      try {
+        const entry = JSON.parse(line) as { level?: string | number; msg?: string; err?: { message?: string } };
+        if (!['warn', 'error', 'fatal', 40, 50, 60].includes(entry.level ?? '')) continue;
+        const key = `${entry.msg ?? ''}${entry.err?.message ? `: ${entry.err.message.slice(0, 120)}` : ''}`;
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+      } catch {
+        // not a log line
+      }
+    }
+  }
+  return [...counts].sort((a, b) => b[1] - a[1]).slice(0, 8);
 }
