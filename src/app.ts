@@ -14,6 +14,7 @@ import { QueueName, trackJobId } from './queues/names.ts';
 import { Trackers } from './queues/trackers.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
+import { QueueActivity, startWatchdog, type Watched } from './queues/watchdog.ts';
 import { POLL_FAILURES_ALERT, sendDeadlineMs, sendLeaseMs, SKIPPED_RECORD_LOG_INTERVAL_MS, SUBMIT_RETRY, withBase } from './timing.ts';
 import type { CustodyEndpoint } from './custody/errors.ts';
 import type { SkippedRecord } from './custody/spec/schemas.ts';
@@ -245,23 +246,43 @@ export async function createApp(
     removeOnFail: { age: Math.ceil(config.retention.transfersMs / 1000) },
   };
 
-  /** One BullMQ worker per queue, each behind the processor wrapper that classifies outcomes. */
-  const startWorker = <R>(queue: QueueName, handler: Handler<R>, options: Partial<WorkerOptions> & { concurrency: number }) =>
-    new TransferWorker<R>(
-      queue,
-      createProcessor(handler, {
+  /**
+   * One BullMQ worker per queue, each behind the processor wrapper that classifies outcomes. The
+   * watchdog (queues/watchdog.ts) may replace one that stopped fetching: `workers` always holds the
+   * current ones.
+   */
+  const workers: Worker[] = [];
+  const watched: Watched[] = [];
+  const startWorker = <R>(queue: QueueName, handler: Handler<R>, options: Partial<WorkerOptions> & { concurrency: number }) => {
+    const activity = new QueueActivity(inFlight);
+    const create = () => {
+      const worker = new TransferWorker<R>(
         queue,
-        jobName: queue,
-        logger,
-        rateLimit: (ms) => queues[queue].rateLimit(ms),
-        onFinished,
-        inFlight,
-        onRefused: (name, reason) => metrics.refusedJobs.inc({ queue: name, reason }),
-      }),
-      { ...workerOptions, name: `${queue}-${process.pid}`, ...options },
-    );
+        createProcessor(handler, {
+          queue,
+          jobName: queue,
+          logger,
+          rateLimit: (ms) => queues[queue].rateLimit(ms),
+          onFinished,
+          inFlight: activity,
+          onRefused: (name, reason) => metrics.refusedJobs.inc({ queue: name, reason }),
+        }),
+        { ...workerOptions, name: `${queue}-${process.pid}`, ...options },
+      );
+      worker.on('error', throttledErrorLog(logger, worker.name));
+      return worker;
+    };
+    const index = workers.push(create()) - 1;
+    watched.push({
+      queue: queues[queue],
+      activity,
+      current: () => workers[index]!,
+      replace: () => (workers[index] = create()),
+    });
+    return workers[index]!;
+  };
 
-  const submitWorker = startWorker(QueueName.SUBMIT, submitHandler, { concurrency: config.submit.concurrency });
+  startWorker(QueueName.SUBMIT, submitHandler, { concurrency: config.submit.concurrency });
 
   const trackHandler = createTrackHandler({
     ledger,
@@ -284,7 +305,7 @@ export async function createApp(
       if (job && (await job.isDelayed())) await job.promote().catch(() => {});
     },
   });
-  const trackWorker = startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
+  startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
 
   // Aborted by close(), before the workers drain; a job fetched at that very moment sees it too.
   const shutdown = new AbortController();
@@ -298,7 +319,7 @@ export async function createApp(
     shutdown: shutdown.signal,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
   });
-  const reconcileWorker = startWorker(QueueName.RECONCILE, reconcileHandler, {
+  startWorker(QueueName.RECONCILE, reconcileHandler, {
     concurrency: 1,
     removeOnComplete: { count: 100 },
     removeOnFail: { count: 100 },
@@ -320,8 +341,18 @@ export async function createApp(
   }, config.reconcile.everyMs);
   rescheduler.unref();
 
-  const workers = [submitWorker, trackWorker, reconcileWorker];
-  for (const worker of workers) worker.on('error', throttledErrorLog(logger, worker.name));
+  const watchdog =
+    config.jobs.workerStallMs > 0
+      ? startWatchdog(watched, {
+          stallMs: config.jobs.workerStallMs,
+          lockDurationMs: config.jobs.lockDurationMs,
+          onReplaced: (queue, reason) => {
+            metrics.workersReplaced.inc({ queue });
+            logger.warn({ queue, reason }, 'worker started no job while its queue had work due: replaced it');
+          },
+          onError: (err) => logger.warn({ err }, 'could not check the workers, next try later'),
+        })
+      : undefined;
   for (const queue of Object.values(queues)) queue.on('error', throttledErrorLog(logger, `queue-${queue.name}`));
   redis.on('error', throttledErrorLog(logger, 'redis'));
 
@@ -338,6 +369,7 @@ export async function createApp(
       if (closed) return;
       closed = true;
       clearInterval(rescheduler);
+      watchdog?.stop();
       // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
       // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,
       // which is safe since every run picks up where the last one left off.

@@ -129,6 +129,12 @@ function declareMetrics() {
       help: 'Tracked transfers whose get-transfer answers listed sends of their wallet without a match for UNMATCHED_POLLS_ALERT (20) polls in a row (counted once per transfer).',
       registers: [registry],
     }),
+    workersReplaced: new Counter({
+      name: 'custody_worker_replaced_total',
+      help: 'BullMQ workers of this process replaced because they started no job for WORKER_STALL_TIMEOUT while their queue had work due (a worker that stopped fetching, as after some Redis failovers).',
+      labelNames: ['queue'] as const,
+      registers: [registry],
+    }),
     replicaWaitFailures: new Counter({
       name: 'custody_redis_replica_wait_failures_total',
       help: 'Sends not made because fewer than REDIS_MIN_REPLICAS replicas acknowledged the send in flight within REDIS_REPLICA_TIMEOUT (the step retries later).',
@@ -208,6 +214,7 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   metrics.foundForOther.inc(0);
   for (const queue of Object.values(QueueName)) {
     for (const reason of ['job_name', 'unparsable_data']) metrics.refusedJobs.inc({ queue, reason }, 0);
+    metrics.workersReplaced.inc({ queue }, 0);
     for (const outcome of JOB_OUTCOMES) {
       metrics.jobs.inc({ queue, outcome }, 0);
       metrics.jobDuration.zero({ queue, outcome });

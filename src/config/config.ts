@@ -157,6 +157,7 @@ const envSchema = z.object({
   UNRESOLVED_AFTER: duration('10m', 1),
   JOB_LOCK_DURATION: duration('30s', 1_000),
   JOB_MAX_STALLED: integer(5, 0, 1_000),
+  WORKER_STALL_TIMEOUT: duration('30s', 0),
   TRAVEL_RULE_CACHE_TTL: duration('30s', 0),
   TRACK_POLL_MIN: duration('2s', 10),
   TRACK_POLL_MAX: duration('60s', 10),
@@ -309,6 +310,8 @@ function build(env: z.infer<typeof envSchema>) {
     jobs: {
       lockDurationMs: env.JOB_LOCK_DURATION,
       maxStalledCount: env.JOB_MAX_STALLED,
+      /** A worker that starts no job this long while its queue has work due is replaced; 0 = never. */
+      workerStallMs: env.WORKER_STALL_TIMEOUT,
     },
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT,
     telemetry: {
