@@ -75,6 +75,8 @@ export interface FailoverFigures {
   versionsSeenTwiceDifferently: number;
   /** Sends refused because replicas did not acknowledge (worker logs). */
   replicaWaitRefusals: number;
+  /** Workers replaced by the watchdog for taking no job while their queue had work due (worker logs). */
+  workersReplaced: number;
   unexpectedExits: string[];
   runMs: number;
 }
@@ -473,7 +475,9 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       0,
     );
 
+    const workersReplaced = workers.reduce((n, w) => n + w.output().split('while its queue had work due: replaced it').length - 1, 0);
     return {
+      workersReplaced,
       topology: scenario.topology,
       minReplicas: scenario.minReplicas,
       transfers: sequenceIds.length,
@@ -505,7 +509,7 @@ export function describeFigures(f: FailoverFigures): string {
     `[failover] ${f.topology}, REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${x.how} ${(x.tookMs / 1000).toFixed(1)} s`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
     `  accepted twice upstream: ${f.acceptedTwice.length}; without a terminal event: ${f.withoutTerminal} ${JSON.stringify(f.unsettled)}; two terminal events: ${f.twoTerminal} (different types: ${f.twoTerminalDifferentTypes})`,
     ...f.unsettledSamples.map((sample) => `  unsettled: ${sample}`),
-    `  versions a live consumer saw that the final stream changed or lost: ${f.versionsChangedOrLost}; seen twice differently: ${f.versionsSeenTwiceDifferently}; sends refused for want of a replica's acknowledgement: ${f.replicaWaitRefusals}; unexpected worker exits: ${f.unexpectedExits.length}`,
+    `  versions a live consumer saw that the final stream changed or lost: ${f.versionsChangedOrLost}; seen twice differently: ${f.versionsSeenTwiceDifferently}; sends refused for want of a replica's acknowledgement: ${f.replicaWaitRefusals}; workers replaced: ${f.workersReplaced}; unexpected worker exits: ${f.unexpectedExits.length}`,
   ].join('\n');
 }
 
