@@ -277,9 +277,10 @@ export async function createApp(
       queue: queues[queue],
       activity,
       current: () => workers[index]!,
-      replace: () => (workers[index] = create()),
+      replace: () => {
+        workers[index] = create();
+      },
     });
-    return workers[index]!;
   };
 
   startWorker(QueueName.SUBMIT, submitHandler, { concurrency: config.submit.concurrency });

@@ -91,7 +91,7 @@ export function createRedis(
  * reconfigured) answers writes with READONLY and keeps the connection: reconnect, which finds the
  * current master, and send the command again (ioredis's documented recipe; 2 = reconnect and resend).
  */
-export function reconnectWhenReadOnly(error: Error): 2 | false {
+function reconnectWhenReadOnly(error: Error): 2 | false {
   return error.message.startsWith('READONLY') ? 2 : false;
 }
 

@@ -198,8 +198,8 @@ function crossProblems(env: NodeJS.ProcessEnv): string[] {
 
 /**
  * On Redis Cluster every key one Lua script or one BullMQ command touches must hash to one slot. The
- * slots are computed as Redis computes them (packages/producer/src/redis-slot.ts) for a key of every family the worker and
- * BullMQ write, not guessed from the text: `{}{wtx}` carries no hash tag at all, `{a}{wtx}:events` the
+ * slots are computed as Redis computes them (packages/producer/src/redis-slot.ts) for a key of every
+ * family the worker and BullMQ write, not guessed from the text: `{}{wtx}` carries no hash tag at all, `{a}{wtx}:events` the
  * tag `a`. Values are never quoted in the message, as a secret pasted into the wrong variable would be.
  */
 export function clusterSlotProblems(prefix: string, eventsStream: string | undefined): string[] {

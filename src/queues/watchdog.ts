@@ -32,7 +32,7 @@ export interface Watched {
   /** The queue's worker in this process now. */
   current(): Worker;
   /** Starts a new worker for the queue and makes it current; the old one is closed by the watchdog. */
-  replace(): Worker;
+  replace(): void;
 }
 
 export interface WatchdogOptions {
@@ -48,8 +48,9 @@ export interface WatchdogOptions {
  * BullMQ workers can stop fetching for good after a Redis failover while the rest of the process
  * works: on a Redis Cluster the worker's blocking connection (an ioredis Cluster duplicate) can wedge
  * and never recover (bullmq#4138, open), and a worker whose fetch loop ended on an error takes nothing
- * either (we never pause ours: a worker not running while the process runs is one of these). The failover test saw it: every tracking job of a run due,
- * none started by either process for minutes, both processes' other workers busy as usual.
+ * either (we never pause ours: a worker not running while the process runs is one of these). The
+ * failover test saw it: every tracking job of a run due, none started by either process for minutes,
+ * both processes' other workers busy as usual.
  *
  * Every `stallMs / 3`, each worker of this process is checked: when it has no job running, has started
  * none for `stallMs`, and its queue has work due (a job waiting, or the earliest delayed job overdue by

@@ -13,6 +13,7 @@ import { TransferProducer } from '../../packages/producer/src/index.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { startReplicas } from '../helpers/replicas.ts';
 import { until } from '../helpers/wait.ts';
 
 /** A TCP proxy to `target.port`; `target` can be changed, which moves only new connections. */
@@ -53,15 +54,7 @@ describe('Redis failing over behind one address', () => {
 
   beforeAll(async () => {
     first = await startRedisServer();
-    second = await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(first.port)] });
-    const probe = new Redis(first.url);
-    await until(
-      'the replica is in sync',
-      10_000,
-      async () => (/slave0:[^\r\n]*state=online/.test(await probe.info('replication')) ? true : undefined),
-      100,
-    );
-    probe.disconnect();
+    [second] = (await startReplicas(first, 1)) as [RedisServerHandle];
     proxy = await startProxy(first.port);
     const url = `redis://127.0.0.1:${proxy.port}`;
     // Reconciliation every 2 s: it repairs what a write lost with the old master left behind (a tracking

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TransferProducer } from '../../packages/producer/src/index.ts';
 import { TransferState } from '../../src/ledger/ledger.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
+import { startReplicas } from '../helpers/replicas.ts';
 import { startSentinel } from '../helpers/sentinel.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
@@ -23,16 +24,7 @@ describe('Redis through Sentinel, with a replica acknowledging every send in fli
   let h: Harness;
   beforeAll(async () => {
     primary = await startRedisServer();
-    replica = await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] });
-    const probe = new Redis(primary.url);
-    await until(
-      'the replica is in sync',
-      10_000,
-      // Online, not only connected: a replica still loading its first sync acknowledges nothing.
-      async () => (/slave0:[^\r\n]*state=online/.test(await probe.info('replication')) ? true : undefined),
-      100,
-    );
-    probe.disconnect();
+    [replica] = (await startReplicas(primary, 1)) as [RedisServerHandle];
     sentinel = await startSentinel(primary.port);
     h = await startHarness({
       name: 'redis-ha',

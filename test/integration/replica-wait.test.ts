@@ -8,22 +8,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acknowledgingReplicas, onlineReplicas } from '../../packages/producer/src/replicas.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { closeAllRedis, newRedis } from '../helpers/redis.ts';
-import { sleep, until } from '../helpers/wait.ts';
+import { startReplicas } from '../helpers/replicas.ts';
+import { sleep } from '../helpers/wait.ts';
 
 describe('waiting for replicas', () => {
   let primary: RedisServerHandle;
-  const replicas: RedisServerHandle[] = [];
+  let replicas: RedisServerHandle[] = [];
 
   beforeAll(async () => {
     primary = await startRedisServer();
-    for (let i = 0; i < 2; i++) replicas.push(await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] }));
-    const probe = newRedis({ url: primary.url });
-    await until(
-      'both replicas online',
-      10_000,
-      async () => ((await probe.info('replication')).match(/state=online/g)?.length === 2 ? true : undefined),
-      100,
-    );
+    replicas = await startReplicas(primary, 2);
   });
   afterAll(async () => {
     await closeAllRedis();

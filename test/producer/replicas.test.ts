@@ -10,7 +10,7 @@ import { jobIdFor, NotReplicatedError, TransferProducer } from '../../packages/p
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
-import { until } from '../helpers/wait.ts';
+import { startReplicas } from '../helpers/replicas.ts';
 
 describe('producer minReplicas', () => {
   let primary: RedisServerHandle;
@@ -18,15 +18,7 @@ describe('producer minReplicas', () => {
 
   beforeAll(async () => {
     primary = await startRedisServer();
-    replica = await startRedisServer({ extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] });
-    const probe = newRedis({ url: primary.url });
-    // Online, not only connected: a replica still loading its first sync acknowledges nothing.
-    await until(
-      'the replica in sync',
-      10_000,
-      async () => (/slave0:[^\r\n]*state=online/.test(await probe.info('replication')) ? true : undefined),
-      100,
-    );
+    [replica] = (await startReplicas(primary, 1)) as [RedisServerHandle];
   });
   afterAll(async () => {
     await closeAllRedis();

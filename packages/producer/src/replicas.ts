@@ -7,9 +7,9 @@ import { keySlot } from './redis-slot.ts';
  * (ROLE), not only for `replicas`: with two replicas and `replicas` 1, returning on the first
  * acknowledgement would leave the other one behind, and Sentinel may promote that one (it ranks
  * replicas by an offset it read up to a second before). The caller compares the count with the
- * minimum it needs; a replica that lags costs at most `timeoutMs`. WAIT counts the writes of the connection it is sent
- * on, so it must go where the write went: the client itself, or on a Cluster the connection ioredis
- * routes `key`'s slot to. That is the node that answered the write, unless the slot moved between the
+ * minimum it needs; a replica that lags costs at most `timeoutMs`. WAIT counts the writes of the
+ * connection it is sent on, so it must go where the write went: the client itself, or on a Cluster the
+ * connection ioredis routes `key`'s slot to. That is the node that answered the write, unless the slot moved between the
  * write and this call (a failover in that instant); then WAIT is sent to the new master, which never
  * took the write, and its replicas can be counted for it. A Redis that refuses writes without a
  * replica (`min-replicas-to-write`) narrows that window; the README says so.
