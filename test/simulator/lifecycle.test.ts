@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { getTransfer, newSequenceId, send, sleep, transfersOf, useSimulator } from './sim-client.ts';
+import { until } from '../helpers/wait.ts';
 
 const ctx = useSimulator();
 
@@ -24,21 +25,26 @@ describe('a transfer moves through its life on the configured delays', () => {
   });
 
   it('is invisible, then visible with txid "", then carries a txid', async () => {
-    ctx.sim.updateSettings({ visibleAfterMs: 200, txidAfterMs: 300 });
+    // Wide gaps between the phases, and polls rather than sleeps, so a slow machine cannot skip one.
+    ctx.sim.updateSettings({ visibleAfterMs: 500, txidAfterMs: 1_500 });
     const sequenceId = newSequenceId();
     expect((await send(ctx.sim, ctx.bearer, sequenceId)).status).toBe(200);
 
     expect(await transfersOf(ctx.sim, { sequenceId })).toEqual([]);
     expect(ctx.sim.transfer(sequenceId)).toMatchObject({ visible: false, txid: '' });
 
-    await sleep(300);
-    const visible = await transfersOf(ctx.sim, { sequenceId });
+    const visible = await until('visible', 5_000, async () => {
+      const found = await transfersOf(ctx.sim, { sequenceId });
+      return found.length > 0 ? found : undefined;
+    });
     expect(visible).toHaveLength(1);
     expect(visible[0]!.txid).toBe('');
     expect(ctx.sim.transfer(sequenceId)).toMatchObject({ visible: true, txid: '' });
 
-    await sleep(300);
-    const done = await transfersOf(ctx.sim, { sequenceId });
+    const done = await until('a txid', 5_000, async () => {
+      const found = await transfersOf(ctx.sim, { sequenceId });
+      return found[0]?.txid ? found : undefined;
+    });
     expect(done[0]!.txid).toMatch(/^0x[0-9a-f]{64}$/);
     expect(ctx.sim.transfer(sequenceId)).toMatchObject({ visible: true, txid: done[0]!.txid });
     // the 2.1 id and date do not change as the transfer ages
