@@ -217,8 +217,8 @@ export async function createApp(
     ...(config.redis.minReplicas > 0
       ? {
           replicasAcknowledged: async () => {
-            const acknowledged = await ledger.replicated(config.redis.minReplicas, config.redis.replicaTimeoutMs);
-            if (acknowledged >= config.redis.minReplicas) return true;
+            const { acknowledged, required } = await ledger.replicated(config.redis.minReplicas, config.redis.replicaTimeoutMs);
+            if (acknowledged >= required) return true;
             metrics.replicaWaitFailures.inc();
             return false;
           },

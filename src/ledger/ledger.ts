@@ -1,7 +1,7 @@
 import { checkEventData, type EventData, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { readTransferEvents } from '../../packages/producer/src/read.ts';
 import { withRedisLock } from '../lib/redis-lock.ts';
-import { acknowledgingReplicas } from '../../packages/producer/src/replicas.ts';
+import { replicaAcknowledgement, type ReplicaAcknowledgement } from '../../packages/producer/src/replicas.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 import { parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
@@ -104,14 +104,13 @@ export class Ledger {
   }
 
   /**
-   * How many replicas acknowledged every write this process made so far on the ledger's connection
-   * (Redis WAIT, at most `timeoutMs`): called right after the transition that records a send in flight,
-   * so a failover to a replica that acknowledged it cannot forget the send. On a Cluster, WAIT goes to
-   * the connection ioredis routes the ledger's slot to (every ledger key shares one hash tag), the one
-   * that wrote.
+   * Waits until the replicas acknowledge every write this process made so far on the ledger's
+   * connection (see replicaAcknowledgement): called right after the transition that records a send
+   * in flight, so a failover cannot forget the send. On a Cluster, WAIT goes to the connection
+   * ioredis routes the ledger's slot to (every ledger key shares one hash tag), the one that wrote.
    */
-  async replicated(minReplicas: number, timeoutMs: number): Promise<number> {
-    return acknowledgingReplicas(this.#redis, this.#keys.active, minReplicas, timeoutMs);
+  async replicated(minReplicas: number, timeoutMs: number): Promise<ReplicaAcknowledgement> {
+    return replicaAcknowledgement(this.#redis, this.#keys.active, minReplicas, timeoutMs);
   }
 
   /** The ledger's clock, ms: Redis's TIME (or the test clock). Leases and time guards are judged by it. */

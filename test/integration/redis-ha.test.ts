@@ -144,3 +144,51 @@ describe('REDIS_MIN_REPLICAS when no replica acknowledges', () => {
     expect(await h.eventsOf(sequenceId)).toEqual([]);
   });
 });
+
+describe('REDIS_MIN_REPLICAS=1 with two replicas, one of them paused', () => {
+  let primary: RedisServerHandle;
+  let replicas: RedisServerHandle[] = [];
+  let h: Harness;
+  beforeAll(async () => {
+    primary = await startRedisServer();
+    replicas = await startReplicas(primary, 2);
+    h = await startHarness({
+      name: 'one-replica-paused',
+      redisUrl: primary.url,
+      env: { REDIS_URL: primary.url, REDIS_MIN_REPLICAS: '1', REDIS_REPLICA_TIMEOUT: '100ms' },
+    });
+  });
+  afterAll(async () => {
+    for (const replica of replicas) process.kill(replica.pid, 'SIGCONT');
+    await h?.close();
+    for (const replica of replicas) await replica.stop();
+    await primary?.stop();
+  });
+
+  it('sends nothing while the master still lists the paused one, then sends once it answers', { timeout: 30_000 }, async () => {
+    // One replica acknowledges, which meets the minimum; but Sentinel could promote the other, which
+    // would not have the send in flight.
+    const paused = replicas[1]!;
+    process.kill(paused.pid, 'SIGSTOP');
+    const payload = samplePayload();
+    const sequenceId = payload.halfSigned.sequenceId;
+    try {
+      await h.producer.submit(payload);
+      await until(
+        'two refused waits',
+        10_000,
+        async () => {
+          const text = await h.app!.metrics.registry.getSingleMetricAsString('custody_redis_replica_wait_failures_total');
+          return Number(/custody_redis_replica_wait_failures_total (\d+)/.exec(text)?.[1] ?? 0) >= 2 ? true : undefined;
+        },
+        50,
+      );
+      expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
+      expect((await h.app!.ledger.get(sequenceId))!.lastError).toBe('REPLICAS_NOT_ACKNOWLEDGED');
+    } finally {
+      process.kill(paused.pid, 'SIGCONT');
+    }
+    await h.producer.waitForTerminal(sequenceId, 20_000, SUBMITTED);
+    expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
+  });
+});

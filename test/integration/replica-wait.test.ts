@@ -1,15 +1,16 @@
 /**
- * acknowledgingReplicas (packages/producer/src/replicas.ts), behind REDIS_MIN_REPLICAS and the
- * producer's minReplicas: it waits for every replica the master has online, not only for the minimum,
- * so with two replicas and a minimum of 1 the second one is not left behind while the first answers
- * (Sentinel may promote either). A primary and two replicas on loopback; one replica paused.
+ * replicaAcknowledgement (packages/producer/src/replicas.ts), behind REDIS_MIN_REPLICAS and the
+ * producer's minReplicas: every replica the master lists online must acknowledge, not only the
+ * minimum, so with two replicas and a minimum of 1 the second one is never left behind (Sentinel may
+ * promote either). A replica the master no longer lists is not waited for. A primary and two replicas
+ * on loopback; one replica paused, then stopped.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acknowledgingReplicas, onlineReplicas } from '../../packages/producer/src/replicas.ts';
+import { onlineReplicas, replicaAcknowledgement } from '../../packages/producer/src/replicas.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { closeAllRedis, newRedis } from '../helpers/redis.ts';
 import { startReplicas } from '../helpers/replicas.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep, until } from '../helpers/wait.ts';
 
 describe('waiting for replicas', () => {
   let primary: RedisServerHandle;
@@ -38,26 +39,36 @@ describe('waiting for replicas', () => {
     process.kill(lagging.pid, 'SIGSTOP');
     try {
       await client.set('replica-wait:x', '1');
-      // The paused replica runs again well within the timeout: the wait sees it acknowledge. Returning
-      // on the first acknowledgement would give 1.
-      const waited = acknowledgingReplicas(client, 'replica-wait:x', 1, 5_000);
+      // The paused replica runs again well within the timeout: the wait sees it acknowledge.
+      const waited = replicaAcknowledgement(client, 'replica-wait:x', 1, 5_000);
       await sleep(300);
       process.kill(lagging.pid, 'SIGCONT');
-      expect(await waited).toBe(2);
+      expect(await waited).toEqual({ acknowledged: 2, required: 2 });
     } finally {
       process.kill(lagging.pid, 'SIGCONT');
     }
   });
 
-  it('with a replica paused past the timeout, gives the count that did acknowledge', async () => {
+  it('with a minimum of 1, a listed replica that does not acknowledge in time makes it not enough', async () => {
     const client = newRedis({ url: primary.url });
     const lagging = replicas[1]!;
     process.kill(lagging.pid, 'SIGSTOP');
     try {
       await client.set('replica-wait:y', '1');
-      expect(await acknowledgingReplicas(client, 'replica-wait:y', 1, 200)).toBe(1);
+      // One acknowledged, but the master still lists the paused one online: both were required.
+      expect(await replicaAcknowledgement(client, 'replica-wait:y', 1, 200)).toEqual({ acknowledged: 1, required: 2 });
     } finally {
       process.kill(lagging.pid, 'SIGCONT');
     }
+  });
+
+  it('does not wait for a replica the master no longer lists', async () => {
+    const client = newRedis({ url: primary.url });
+    await replicas[1]!.stop();
+    await until('the master to list one replica', 10_000, async () => (onlineReplicas(await client.call('ROLE')) === 1 ? true : undefined));
+    await client.set('replica-wait:z', '1');
+    expect(await replicaAcknowledgement(client, 'replica-wait:z', 1, 5_000)).toEqual({ acknowledged: 1, required: 1 });
+    // The minimum still counts: two asked for, one there.
+    expect(await replicaAcknowledgement(client, 'replica-wait:z', 2, 200)).toEqual({ acknowledged: 1, required: 2 });
   });
 });

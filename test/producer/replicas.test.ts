@@ -53,6 +53,24 @@ describe('producer minReplicas', () => {
     await producer.close();
   });
 
+  it('with minReplicas 1 and a second replica listed but paused, rejects: every listed replica must acknowledge', async () => {
+    const [second] = (await startReplicas(primary, 1)) as [RedisServerHandle];
+    process.kill(second.pid, 'SIGSTOP');
+    try {
+      const prefix = uniquePrefix('producer-replicas');
+      const producer = new TransferProducer({ connection: newRedis({ url: primary.url }), prefix, minReplicas: 1, replicaTimeoutMs: 200 });
+      const error = await producer.submit(samplePayload()).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toMatchObject({ code: 'NOT_REPLICATED', acknowledged: 1, required: 2 });
+      await producer.close();
+    } finally {
+      process.kill(second.pid, 'SIGCONT');
+      await second.stop();
+    }
+  });
+
   it('refuses a bad minReplicas at construction', () => {
     expect(() => new TransferProducer({ connection: 'redis://127.0.0.1:1', minReplicas: -1 })).toThrow(RangeError);
   });

@@ -15,7 +15,7 @@ import { jobIdFor } from './job-id.ts';
 import { defaultEventsStream, tombstoneKey, transferKey } from './keys.ts';
 import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
-import { acknowledgingReplicas } from './replicas.ts';
+import { replicaAcknowledgement } from './replicas.ts';
 
 export type { SubmitPayloadInput, PayloadIssue } from './payload.ts';
 export type { TransferEvent } from './events.ts';
@@ -56,10 +56,10 @@ export interface ProducerOptions {
    */
   submitTimeoutMs?: number;
   /**
-   * Replicas that must acknowledge each add (Redis `WAIT`) before `submit()` resolves (default 0). With
-   * Redis replicas, 1 or more makes a resolved submit survive a failover to a replica that acknowledged
-   * it; fewer acknowledgements within `replicaTimeoutMs` reject with NotReplicatedError (the job was
-   * added on the primary; submit again). On a Redis Cluster, the replicas of the master that holds the
+   * With 1 or more (default 0), `submit()` resolves only once every replica the primary lists online,
+   * and at least this many, acknowledged the add (Redis `WAIT`), so a failover to any of them keeps
+   * the job. Fewer within `replicaTimeoutMs` reject with NotReplicatedError (the job was added on
+   * the primary; submit again). On a Redis Cluster, the replicas of the master that holds the
    * queue's slot.
    */
   minReplicas?: number;
@@ -201,7 +201,7 @@ export class TransferProducer {
       // WAIT counts the replicas that have every write this connection made so far, the add included
       // (BullMQ's queue writes through the connection it was given; on a Cluster, through the
       // connection to the master of the queue's slot, where WAIT goes too).
-      const acknowledged = await acknowledgingReplicas(
+      const { acknowledged, required } = await replicaAcknowledgement(
         this.#redis,
         this.#queue.toKey(jobId),
         this.#minReplicas,
@@ -209,7 +209,7 @@ export class TransferProducer {
       ).catch((error: unknown) => {
         throw this.#unavailable('submit', `waiting for replicas to acknowledge the add failed: ${(error as Error).message}`, true, error);
       });
-      if (acknowledged < this.#minReplicas) throw new NotReplicatedError(jobId, acknowledged, this.#minReplicas, this.#replicaTimeoutMs);
+      if (acknowledged < required) throw new NotReplicatedError(jobId, acknowledged, required, this.#replicaTimeoutMs);
     }
   }
 

@@ -1,23 +1,37 @@
 import { Cluster, type Redis } from 'ioredis';
 import { keySlot } from './redis-slot.ts';
 
+/** What a replica wait found: how many acknowledged, and how many had to. */
+export interface ReplicaAcknowledgement {
+  acknowledged: number;
+  /** The minimum asked for, or every replica the master listed online if there were more. */
+  required: number;
+}
+
 /**
- * How many replicas acknowledged every write this process made so far through the connection that
- * serves `key` (Redis WAIT, at most `timeoutMs`). It waits for every replica the master has online
- * (ROLE), not only for `replicas`: with two replicas and `replicas` 1, returning on the first
- * acknowledgement would leave the other one behind, and Sentinel may promote that one (it ranks
- * replicas by an offset it read up to a second before). The caller compares the count with the
- * minimum it needs; a replica that lags costs at most `timeoutMs`. WAIT counts the writes of the
- * connection it is sent on, so it must go where the write went: the client itself, or on a Cluster the
- * connection ioredis routes `key`'s slot to. That is the node that answered the write, unless the slot moved between the
- * write and this call (a failover in that instant); then WAIT is sent to the new master, which never
- * took the write, and its replicas can be counted for it. A Redis that refuses writes without a
- * replica (`min-replicas-to-write`) narrows that window; the README says so.
+ * Waits (Redis WAIT, at most `timeoutMs`) until the replicas have every write this process made so far
+ * through the connection that serves `key`, and says whether enough did: `acknowledged >= required`.
+ * Enough is every replica the master lists online (ROLE), and at least `minimum`. Any fewer is not
+ * enough: with two replicas and a minimum of 1, the one that did not acknowledge in time may be the
+ * one Sentinel promotes (it ranks replicas by an offset it read up to a second before), and a failover
+ * test run sent a transfer twice that way. A replica the master no longer lists (crashed, cut off)
+ * is not waited for: its offset stopped, so Sentinel ranks it below those that acknowledged.
+ *
+ * WAIT counts the writes of the connection it is sent on, so it must go where the write went: the
+ * client itself, or on a Cluster the connection ioredis routes `key`'s slot to. That is the node
+ * that answered the write, unless the slot moved between the write and this call (a failover in
+ * that instant); then WAIT goes to the new master, which never took the write, and its replicas
+ * are counted for it. `min-replicas-to-write` narrows that window; the README says so.
  */
-export async function acknowledgingReplicas(client: Redis | Cluster, key: string, replicas: number, timeoutMs: number): Promise<number> {
+export async function replicaAcknowledgement(
+  client: Redis | Cluster,
+  key: string,
+  minimum: number,
+  timeoutMs: number,
+): Promise<ReplicaAcknowledgement> {
   const node = client instanceof Cluster ? routedNode(client, key) : client;
-  const online = onlineReplicas(await node.call('ROLE'));
-  return Number(await node.call('WAIT', Math.max(replicas, online), timeoutMs));
+  const required = Math.max(minimum, onlineReplicas(await node.call('ROLE')));
+  return { acknowledged: Number(await node.call('WAIT', required, timeoutMs)), required };
 }
 
 /** Replicas a master's ROLE reply lists (only those online); 0 for a replica's or an unreadable reply. */
