@@ -137,7 +137,7 @@ function declareMetrics() {
     }),
     replicaWaitFailures: new Counter({
       name: 'custody_redis_replica_wait_failures_total',
-      help: 'Sends not made because fewer than REDIS_MIN_REPLICAS replicas acknowledged the send in flight within REDIS_REPLICA_TIMEOUT (the step retries later).',
+      help: 'Sends not made because not every online replica (or fewer than REDIS_MIN_REPLICAS) acknowledged the send in flight within REDIS_REPLICA_TIMEOUT (the step retries later).',
       registers: [registry],
     }),
     travelRuleLookups: new Counter({

@@ -40,8 +40,9 @@ export interface SubmitDeps {
   /** Several records matched one transfer in a lookup (no guess was made). */
   onAmbiguous?: (step: 'resolve') => void;
   /**
-   * REDIS_MIN_REPLICAS ≥ 1: resolves true once that many replicas acknowledged the transition that
-   * records the send in flight (Redis WAIT within REDIS_REPLICA_TIMEOUT). Asked before any byte of a
+   * REDIS_MIN_REPLICAS ≥ 1: resolves true once every replica the master lists online, and at least
+   * that many, acknowledged the transition that records the send in flight (Redis WAIT within
+   * REDIS_REPLICA_TIMEOUT). Asked before any byte of a
    * sendTransaction request is written; false means nothing is sent and the step retries later.
    */
   replicasAcknowledged?: () => Promise<boolean>;
