@@ -17,6 +17,14 @@ import { until } from '../helpers/wait.ts';
 
 const SUBMITTED = new Set(['transfer.submitted']);
 
+/** Resolves once the worker counted `count` sends refused for want of replica acknowledgements. */
+async function refusedWaits(h: Harness, count: number): Promise<void> {
+  const name = 'custody_redis_replica_wait_failures_total';
+  const counted = async () =>
+    Number(new RegExp(`${name} (\\d+)`).exec(await h.app!.metrics.registry.getSingleMetricAsString(name))?.[1] ?? 0);
+  await until(`${count} refused waits`, 10_000, async () => ((await counted()) >= count ? true : undefined), 50);
+}
+
 describe('Redis through Sentinel, with a replica acknowledging every send in flight', () => {
   let primary: RedisServerHandle;
   let replica: RedisServerHandle;
@@ -123,16 +131,7 @@ describe('REDIS_MIN_REPLICAS when no replica acknowledges', () => {
     const payload = samplePayload();
     const sequenceId = payload.halfSigned.sequenceId;
     await h.producer.submit(payload);
-    await until(
-      'three refused waits',
-      10_000,
-      async () => {
-        const text = await h.app!.metrics.registry.getSingleMetricAsString('custody_redis_replica_wait_failures_total');
-        const count = Number(/custody_redis_replica_wait_failures_total (\d+)/.exec(text)?.[1] ?? 0);
-        return count >= 3 ? true : undefined;
-      },
-      50,
-    );
+    await refusedWaits(h, 3);
     expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
     expect(h.sim.stats().requests.sendTransaction).toEqual({});
     const record = (await h.app!.ledger.get(sequenceId))!;
@@ -174,15 +173,7 @@ describe('REDIS_MIN_REPLICAS=1 with two replicas, one of them paused', () => {
     const sequenceId = payload.halfSigned.sequenceId;
     try {
       await h.producer.submit(payload);
-      await until(
-        'two refused waits',
-        10_000,
-        async () => {
-          const text = await h.app!.metrics.registry.getSingleMetricAsString('custody_redis_replica_wait_failures_total');
-          return Number(/custody_redis_replica_wait_failures_total (\d+)/.exec(text)?.[1] ?? 0) >= 2 ? true : undefined;
-        },
-        50,
-      );
+      await refusedWaits(h, 2);
       expect(h.sim.stats().sends[sequenceId]).toBeUndefined();
       expect((await h.app!.ledger.get(sequenceId))!.lastError).toBe('REPLICAS_NOT_ACKNOWLEDGED');
     } finally {
