@@ -216,8 +216,8 @@ export async function createApp(
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
     ...(config.redis.minReplicas > 0
       ? {
-          replicasAcknowledged: async () => {
-            const { acknowledged, required } = await ledger.replicated(config.redis.minReplicas, config.redis.replicaTimeoutMs);
+          replicasAcknowledged: async (session: string) => {
+            const { acknowledged, required } = await ledger.replicated(session, config.redis.minReplicas, config.redis.replicaTimeoutMs);
             if (acknowledged >= required) return true;
             metrics.replicaWaitFailures.inc();
             return false;

@@ -1,7 +1,7 @@
 import { checkEventData, type EventData, type EventType, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { readTransferEvents } from '../../packages/producer/src/read.ts';
 import { withRedisLock } from '../lib/redis-lock.ts';
-import { replicaAcknowledgement, type ReplicaAcknowledgement } from '../../packages/producer/src/replicas.ts';
+import { connectionSession, replicaAcknowledgement, type ReplicaAcknowledgement } from '../../packages/producer/src/replicas.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 import { parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
@@ -106,11 +106,16 @@ export class Ledger {
   /**
    * Waits until the replicas acknowledge every write this process made so far on the ledger's
    * connection (see replicaAcknowledgement): called right after the transition that records a send
-   * in flight, so a failover cannot forget the send. On a Cluster, WAIT goes to the connection
+   * in flight, with the `session()` taken before it, so a failover cannot forget the send. On a Cluster, WAIT goes to the connection
    * ioredis routes the ledger's slot to (every ledger key shares one hash tag), the one that wrote.
    */
-  async replicated(minReplicas: number, timeoutMs: number): Promise<ReplicaAcknowledgement> {
-    return replicaAcknowledgement(this.#redis, this.#keys.active, minReplicas, timeoutMs);
+  async replicated(session: string, minReplicas: number, timeoutMs: number): Promise<ReplicaAcknowledgement> {
+    return replicaAcknowledgement(this.#redis, this.#keys.active, minReplicas, timeoutMs, session);
+  }
+
+  /** Names the ledger's connection now (connectionSession): taken before a write that `replicated` must cover. */
+  session(): string {
+    return connectionSession(this.#redis, this.#keys.active);
   }
 
   /** The ledger's clock, ms: Redis's TIME (or the test clock). Leases and time guards are judged by it. */

@@ -15,7 +15,7 @@ import { jobIdFor } from './job-id.ts';
 import { defaultEventsStream, tombstoneKey, transferKey } from './keys.ts';
 import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
-import { replicaAcknowledgement } from './replicas.ts';
+import { connectionSession, replicaAcknowledgement } from './replicas.ts';
 
 export type { SubmitPayloadInput, PayloadIssue } from './payload.ts';
 export type { TransferEvent } from './events.ts';
@@ -188,6 +188,7 @@ export class TransferProducer {
   }
 
   async #add(payload: SubmitPayload, jobOptions: Omit<JobsOptions, 'jobId'>, jobId: string, deadline: number): Promise<void> {
+    const session = this.#minReplicas > 0 ? connectionSession(this.#redis, this.#queue.toKey(jobId)) : '';
     try {
       await bounded(this.#queue.add(SUBMIT_TRANSACTION, payload, { ...jobOptions, jobId }), deadline, () =>
         this.#unavailable('submit', `the add did not complete within ${this.#timeoutMs} ms`, true),
@@ -206,6 +207,7 @@ export class TransferProducer {
         this.#queue.toKey(jobId),
         this.#minReplicas,
         this.#replicaTimeoutMs,
+        session,
       ).catch((error: unknown) => {
         throw this.#unavailable('submit', `waiting for replicas to acknowledge the add failed: ${(error as Error).message}`, true, error);
       });

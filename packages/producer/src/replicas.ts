@@ -3,9 +3,33 @@ import { keySlot } from './redis-slot.ts';
 
 /** What a replica wait found: how many acknowledged, and how many had to. */
 export interface ReplicaAcknowledgement {
+  /** 0 when the connection that wrote closed, or the key's slot moved, before WAIT answered. */
   acknowledged: number;
   /** The minimum asked for, or every replica the master listed online if there were more. */
   required: number;
+}
+
+const sessions = new WeakMap<Redis, { id: number; closes: number }>();
+let nextSession = 1;
+
+/**
+ * Names the connection that serves `key` now; the name changes once that connection closes or, on a
+ * Cluster, once another node serves the key's slot. Take it before a write and hand it to
+ * replicaAcknowledgement: ioredis resends an unanswered command on the connection it opens next,
+ * possibly to a promoted replica that never took the write, and a WAIT there counts nothing of it
+ * yet answers at once with every replica. Seen in a failover test run: 43 transfers sent twice.
+ */
+export function connectionSession(client: Redis | Cluster, key: string): string {
+  const node = client instanceof Cluster ? routedNodeIfKnown(client, key) : client;
+  if (!node) return `unrouted-${nextSession++}`; // never equal to another
+  let session = sessions.get(node);
+  if (!session) {
+    const created = { id: nextSession++, closes: 0 };
+    node.on('close', () => created.closes++);
+    sessions.set(node, created);
+    session = created;
+  }
+  return `${session.id}.${session.closes}`;
 }
 
 /**
@@ -28,10 +52,13 @@ export async function replicaAcknowledgement(
   key: string,
   minimum: number,
   timeoutMs: number,
+  session: string,
 ): Promise<ReplicaAcknowledgement> {
   const node = client instanceof Cluster ? routedNode(client, key) : client;
   const required = Math.max(minimum, onlineReplicas(await node.call('ROLE')));
-  return { acknowledged: Number(await node.call('WAIT', required, timeoutMs)), required };
+  const acknowledged = Number(await node.call('WAIT', required, timeoutMs));
+  // The write and the WAIT ran on one connection only if it neither closed nor moved in between.
+  return { acknowledged: connectionSession(client, key) === session ? acknowledged : 0, required };
 }
 
 /** Replicas a master's ROLE reply lists (only those online); 0 for a replica's or an unreadable reply. */
@@ -41,9 +68,12 @@ export function onlineReplicas(role: unknown): number {
 
 /** The Cluster's connection for `key`'s slot, as ioredis routes it (its public `slots` table). */
 function routedNode(cluster: Cluster, key: string): Redis {
-  const slot = keySlot(key);
-  const address = cluster.slots[slot]?.[0];
-  const node = address ? cluster.nodes('all').find((n) => `${n.options.host}:${n.options.port}` === address) : undefined;
-  if (!node) throw new Error(`no Redis Cluster connection serves slot ${slot} yet`);
+  const node = routedNodeIfKnown(cluster, key);
+  if (!node) throw new Error(`no Redis Cluster connection serves slot ${keySlot(key)} yet`);
   return node;
+}
+
+function routedNodeIfKnown(cluster: Cluster, key: string): Redis | undefined {
+  const address = cluster.slots[keySlot(key)]?.[0];
+  return address ? cluster.nodes('all').find((n) => `${n.options.host}:${n.options.port}` === address) : undefined;
 }

@@ -42,9 +42,10 @@ export async function startFresh(run: Run, jobId: string, payload: SubmitPayload
   const decision = decide(setting, payload, (deps.now ?? Date.now)());
   if (decision.outcome !== 'passed') return undefined;
   const request = op.createAndTakeSend(jobId, payload, decision, run.owner, deps.sendLeaseMs);
+  const session = deps.ledger.session();
   const taken = await deps.ledger.transitionReading(payload.halfSigned.sequenceId, request, SEND_VIEW);
   if (!taken.ok) return undefined;
-  return sendTaken(run, taken.record, payload);
+  return sendTaken(run, taken.record, payload, session);
 }
 
 /** received → blocked | gated. Nothing is sent here; a crash leaves `received`, which gates again. */

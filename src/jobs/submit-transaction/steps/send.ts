@@ -19,19 +19,21 @@ export async function takeAndSend(
   record: TransferRecord,
   from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
 ): Promise<Step> {
+  const session = run.deps.ledger.session();
   const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs));
   if (!taken.ok) return refused(taken);
-  return sendTaken(run, taken.record, storedPayload(taken.record));
+  return sendTaken(run, taken.record, storedPayload(taken.record), session);
 }
 
 /**
  * One sendTransaction by the lease holder, under one deadline that covers the whole call (rate-limit
  * wait, token requests, a 401 and its retry) and ends SEND_LEASE_MARGIN_MS before the lease does.
  * `sends` was counted as one when the lease was taken; the outcome transition adds the difference.
+ * `session` names the ledger's connection before that transition (ledger.session()).
  */
-export async function sendTaken(run: Run, record: SendView, payload: SubmitPayload): Promise<Step> {
+export async function sendTaken(run: Run, record: SendView, payload: SubmitPayload, session: string): Promise<Step> {
   const { deps } = run;
-  if (deps.replicasAcknowledged && !(await deps.replicasAcknowledged())) {
+  if (deps.replicasAcknowledged && !(await deps.replicasAcknowledged(session))) {
     // A failover now could promote a replica that never saw "send in flight" and let another runner
     // send again: send nothing, undo the send's count, give the lease back, and come back later.
     run.log.warn('redis replicas did not acknowledge the send in flight: nothing sent, retrying later');
