@@ -42,10 +42,9 @@ export function connectionSession(client: Redis | Cluster, key: string): string 
  * is not waited for: its offset stopped, so Sentinel ranks it below those that acknowledged.
  *
  * WAIT counts the writes of the connection it is sent on, so it must go where the write went: the
- * client itself, or on a Cluster the connection ioredis routes `key`'s slot to. That is the node
- * that answered the write, unless the slot moved between the write and this call (a failover in
- * that instant); then WAIT goes to the new master, which never took the write, and its replicas
- * are counted for it. `min-replicas-to-write` narrows that window; the README says so.
+ * client itself, or on a Cluster the connection ioredis routes `key`'s slot to. `session`, taken
+ * by connectionSession before the write, proves it did: if that connection closed (a resent WAIT
+ * runs on the next one) or the slot moved to another node in between, nothing is counted.
  */
 export async function replicaAcknowledgement(
   client: Redis | Cluster,
