@@ -43,8 +43,8 @@ export interface SubmitDeps {
    * REDIS_MIN_REPLICAS ≥ 1: resolves true once every replica the master lists online, and at least
    * that many, acknowledged the transition that records the send in flight (Redis WAIT within
    * REDIS_REPLICA_TIMEOUT) on the connection `session` (ledger.session()) named before that
-   * transition; false if it closed since. Asked before any byte of a
-   * sendTransaction request is written; false means nothing is sent and the step retries later.
+   * transition; false if it closed since. Asked before any byte of a sendTransaction request is
+   * written; false means nothing is sent and the step retries later.
    */
   replicasAcknowledged?: (session: string) => Promise<boolean>;
 }
