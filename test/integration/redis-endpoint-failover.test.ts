@@ -7,6 +7,7 @@
  * replica once switched; the old connections stay where they were.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TransferProducer } from '../../packages/producer/src/index.ts';
@@ -14,6 +15,7 @@ import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redi
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { startReplicas } from '../helpers/replicas.ts';
+import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { until } from '../helpers/wait.ts';
 
 /** A TCP proxy to `target.port`; `target` can be changed, which moves only new connections. */
@@ -106,7 +108,28 @@ describe('Redis failing over behind one address', () => {
       // The transfer from before the failover was on the replica too: tracking (or reconciliation, when
       // the failover took its tracking job's last move) ends it on the new master.
       h.sim.setTxid(before.halfSigned.sequenceId);
-      expect((await producer.waitForTerminal(before.halfSigned.sequenceId, 45_000)).event).toBe('transfer.broadcast');
+      const ended = await producer.waitForTerminal(before.halfSigned.sequenceId, 45_000).catch(async (error: unknown) => {
+        // Where the transfer and its tracking job are, for the failure message.
+        const record = await connection.hgetall(`${h.prefix}:transfer:${before.halfSigned.sequenceId}`);
+        const track = new Queue(QueueName.TRACK, { connection, prefix: h.prefix });
+        const job = await track.getJob(trackJobId(before.halfSigned.sequenceId));
+        const where = {
+          record,
+          job: job
+            ? {
+                state: await job.getState(),
+                attemptsMade: job.attemptsMade,
+                stalledCounter: job.stalledCounter,
+                delay: job.delay,
+                timestamp: job.timestamp,
+              }
+            : null,
+          counts: await track.getJobCounts(),
+        };
+        await track.close();
+        throw new Error(`${(error as Error).message}; ${JSON.stringify(where)}`);
+      });
+      expect(ended.event).toBe('transfer.broadcast');
     } finally {
       await producer.close();
       connection.disconnect();
