@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import type { TransferEvent } from '../../packages/producer/src/events.ts';
+import type { DestinationStream } from 'pino';
 import { createLogger } from '../../src/logger.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorOptions } from '../../src/simulator/index.ts';
@@ -53,6 +54,8 @@ export interface HarnessOptions {
   simulator?: Simulator;
   /** Where the producer and the event reads connect (default: the tests' Redis), e.g. a Sentinel's master. */
   redisUrl?: string;
+  /** Where the worker's log lines go (default stdout), e.g. a buffer a test prints when it fails. */
+  logTo?: DestinationStream;
 }
 
 /** Environment for a worker against `sim` on the test Redis under `prefix`. */
@@ -84,7 +87,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     producer,
     app: undefined,
     async startWorker() {
-      harness.app = await createApp(config, createLogger({ level: config.log.level }));
+      harness.app = await createApp(config, createLogger({ level: config.log.level }, options.logTo));
       return harness.app;
     },
     async events() {

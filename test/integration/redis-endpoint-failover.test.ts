@@ -48,6 +48,15 @@ async function startProxy(targetPort: number): Promise<{ port: number; target: {
 
 const SUBMITTED = new Set(['transfer.submitted']);
 
+/** The worker's warnings and errors, kept for the failure message (time, message, error, ids). */
+const workerLog: string[] = [];
+const logTo = {
+  write(line: string): void {
+    const entry = JSON.parse(line) as { time?: string; msg?: string; err?: { message?: string }; queue?: string; sequenceId?: string };
+    workerLog.push([entry.time, entry.queue, entry.sequenceId, entry.msg, entry.err?.message?.slice(0, 120)].filter(Boolean).join(' '));
+  },
+};
+
 describe('Redis failing over behind one address', () => {
   let first: RedisServerHandle;
   let second: RedisServerHandle;
@@ -64,7 +73,8 @@ describe('Redis failing over behind one address', () => {
     h = await startHarness({
       name: 'endpoint-failover',
       redisUrl: url,
-      env: { REDIS_URL: url, RECONCILE_EVERY: '2s', RECONCILE_GRACE: '1s' },
+      env: { REDIS_URL: url, RECONCILE_EVERY: '2s', RECONCILE_GRACE: '1s', LOG_LEVEL: 'warn' },
+      logTo,
     });
   });
   afterAll(async () => {
@@ -125,6 +135,7 @@ describe('Redis failing over behind one address', () => {
               }
             : null,
           counts: await track.getJobCounts(),
+          workerLog: workerLog.slice(-30),
         };
         await track.close();
         throw new Error(`${(error as Error).message}; ${JSON.stringify(where)}`);
