@@ -17,6 +17,7 @@ import { Cluster, Redis } from 'ioredis';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
+import { jobIdFor } from '../../packages/producer/src/job-id.ts';
 import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
 import {
   getFreePort,
@@ -352,6 +353,8 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
 
     // Enqueue in batches, failing the master over at random moments meanwhile.
     const sequenceIds: string[] = [];
+    /** Why submit() was retried, per sequenceId (for the samples of unsettled transfers). */
+    const submitRetries = new Map<string, string[]>();
     const failovers: FailoverFigures['failovers'] = [];
     const batches = 10;
     const failoverAt = new Set<number>();
@@ -366,6 +369,11 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
             break;
           } catch (error) {
             if (attempt > 40) throw error;
+            const id = payload.halfSigned.sequenceId;
+            submitRetries.set(id, [
+              ...(submitRetries.get(id) ?? []),
+              `${(error as Error).name}: ${(error as Error).message.slice(0, 100)}`,
+            ]);
             await sleep(250);
           }
         }
@@ -434,12 +442,14 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
         if (samples.length < 3) {
           // What a next look needs: the ledger record and where its submit job is.
           const record = await connection.hgetall(`${prefix}:transfer:${id}`).catch(() => ({}));
-          const jobId = (record as Record<string, string>).jobId;
-          const jobState = jobId
-            ? await submitQueue.getJobState(jobId).catch((error: Error) => `unreadable: ${error.message}`)
-            : 'no job id';
+          // Without a record, the job the producer added (its id is derived from the sequenceId).
+          const jobId = (record as Record<string, string>).jobId ?? jobIdFor(id);
+          const jobState = await submitQueue.getJobState(jobId).catch((error: Error) => `unreadable: ${error.message}`);
           const trackState = await trackQueue.getJobState(trackJobId(id)).catch((error: Error) => `unreadable: ${error.message}`);
-          samples.push(`${id}: job ${jobState}, tracker ${trackState}; ${JSON.stringify({ ...record, payload: undefined })}`);
+          const retries = JSON.stringify(submitRetries.get(id) ?? []);
+          samples.push(
+            `${id}: job ${jobId} ${jobState}, tracker ${trackState}, submit retried after ${retries}; ${JSON.stringify({ ...record, payload: undefined })}`,
+          );
         }
       }
       if (terminals.length > 1) {

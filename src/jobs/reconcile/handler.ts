@@ -89,6 +89,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         log.warn({ sequenceId }, 'tracking job added from the tracker outbox');
       }
       await repairActive(started, counts, log, stop);
+      if (!stop()) await retryFailedWithoutRecord(counts, log, stop);
       if (!stop()) await verifyBroadcasts(started, counts, log, stop);
       counts.retentionRemoved = await ledger.forgetTerminal(started - deps.retentionMs);
       await ledger.publishSystemEvent('reconcile.completed', { ...counts, durationMs: now() - wallStarted }, runId);
@@ -154,6 +155,36 @@ export function createReconcileHandler(deps: ReconcileDeps) {
     log.warn({ sequenceId: record.sequenceId, previousJob: record.jobId, jobId, state: record.state }, 'lost submission recreated');
   }
 
+  /**
+   * A submit job that failed before its transfer had a ledger record is invisible to repairActive,
+   * which starts from records, and would never get a terminal event. Our processor fails a job only
+   * when it refuses it for good (another job name, data that is not JSON: both left alone here); any
+   * other failed submit job failed for Redis trouble (a move refused mid-failover, too many stalls).
+   * Each such job whose sequenceId has no record is retried: the handler starts the transfer afresh,
+   * or finds it ended. One whose transfer has a record is repairActive's (ensureSubmitJob).
+   */
+  async function retryFailedWithoutRecord(counts: ReconcileCounts, log: JobContext['log'], stop: () => boolean): Promise<void> {
+    for (let start = 0; ; start += INDEX_PAGE) {
+      const ids = await deps.submitQueue.getRanges(['failed'], start, start + INDEX_PAGE - 1, true);
+      let retried = 0;
+      for (const id of ids) {
+        if (stop()) return;
+        const job = await deps.submitQueue.getJob(id).catch(() => undefined); // data that is not JSON: refused, left as it is
+        if (!job || job.name !== QueueName.SUBMIT) continue;
+        const sequenceId = sequenceIdOf(job.data);
+        if (sequenceId !== undefined && (await ledger.get(sequenceId)) !== undefined) continue;
+        if ((await job.getState()) !== 'failed') continue; // retried meanwhile (an operator, another path)
+        await job.retry('failed');
+        retried++;
+        counts.resubmitted++;
+        log.warn({ sequenceId, jobId: id, failedReason: job.failedReason?.slice(0, 200) }, 'failed submission without a record retried');
+      }
+      // A retried job left the failed set, so the next page starts that many earlier.
+      start -= retried;
+      if (ids.length < INDEX_PAGE) return;
+    }
+  }
+
   /** Broadcast transfers re-checked once: get-transfer by txId (4.1) and the wallet transaction (4.3). */
   async function verifyBroadcasts(started: number, counts: ReconcileCounts, log: JobContext['log'], stop: () => boolean): Promise<void> {
     const due = await ledger.dueBroadcasts(started - deps.graceMs, VERIFY_WINDOW_MS, INDEX_PAGE);
@@ -203,4 +234,10 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       }
     }
   }
+}
+
+/** The sequenceId a submit job's data names, if it names one. */
+function sequenceIdOf(data: unknown): string | undefined {
+  const value = (data as { halfSigned?: { sequenceId?: unknown } } | null)?.halfSigned?.sequenceId;
+  return typeof value === 'string' ? value : undefined;
 }
