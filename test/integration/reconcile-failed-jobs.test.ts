@@ -40,15 +40,17 @@ describe('reconciliation of failed submit jobs', () => {
     await submitQueue.add(QueueName.SUBMIT, invalid, { jobId: 'invalid-payload' });
 
     // Everything fails, as a processor cut off by Redis trouble does.
+    const failingConnection = connection.duplicate();
     const failing = new Worker(
       QueueName.SUBMIT,
       async () => {
         throw new Error('Connection is closed.');
       },
-      { connection: connection.duplicate(), prefix: h.prefix },
+      { connection: failingConnection, prefix: h.prefix },
     );
     await until('three failed jobs', 10_000, async () => ((await submitQueue.getJobCounts('failed')).failed === 3 ? true : undefined));
     await failing.close();
+    failingConnection.disconnect();
     expect(await h.redis.exists(`${h.prefix}:transfer:${orphan.halfSigned.sequenceId}`)).toBe(0);
 
     // The worker starts; its first reconciliation runs at once.

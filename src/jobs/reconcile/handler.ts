@@ -10,6 +10,7 @@ import type { Trackers } from '../../queues/trackers.ts';
 import type { CustodyPort } from '../../custody/port.ts';
 import { INDEX_PAGE, RECONCILE_LOCK_RENEW_MS, RECONCILE_LOCK_TTL_MS, VERIFY_BUDGET_MS, VERIFY_WINDOW_MS } from '../../timing.ts';
 import { findTransfer, txidEquals } from '../../transfers/match.ts';
+import { describeInvalidPayload } from '../../../packages/producer/src/payload.ts';
 
 export interface ReconcileDeps {
   ledger: Ledger;
@@ -171,8 +172,9 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         if (stop()) return;
         const job = await deps.submitQueue.getJob(id).catch(() => undefined); // data that is not JSON: refused, left as it is
         if (!job || job.name !== QueueName.SUBMIT) continue;
-        const sequenceId = sequenceIdOf(job.data);
-        if (sequenceId !== undefined && (await ledger.get(sequenceId)) !== undefined) continue;
+        // Read as the handler keys a rejection too; without one, retrying makes the handler reject it.
+        const { sequenceId } = describeInvalidPayload(job.data);
+        if (sequenceId !== '' && (await ledger.get(sequenceId)) !== undefined) continue;
         if ((await job.getState()) !== 'failed') continue; // retried meanwhile (an operator, another path)
         await job.retry('failed');
         retried++;
@@ -234,10 +236,4 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       }
     }
   }
-}
-
-/** The sequenceId a submit job's data names, if it names one. */
-function sequenceIdOf(data: unknown): string | undefined {
-  const value = (data as { halfSigned?: { sequenceId?: unknown } } | null)?.halfSigned?.sequenceId;
-  return typeof value === 'string' ? value : undefined;
 }
