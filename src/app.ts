@@ -144,12 +144,43 @@ export async function createApp(
 ): Promise<App> {
   const redis = createRedis(config.redis, 'custody-worker');
   const keys = createKeys(config.queue.prefix, config.queue.eventsStream);
-  const ledger = new Ledger(redis, keys, {
+  const ledger: Ledger = new Ledger(redis, keys, {
     eventsMaxLen: config.queue.eventsMaxLen,
     retentionMs: config.retention.transfersMs,
     tombstoneRetentionMs: config.retention.tombstonesMs,
     onEvent: (event) => metrics.transferEvents.inc({ event }),
+    epoch: {
+      init: config.ledger.init,
+      recoveryWindowMs: config.ledger.recoveryWindowMs,
+      onLost: ({ previous, state }) => {
+        metrics.ledgerLost.inc();
+        logger.error(
+          { previousEpoch: previous, epoch: state.id, recoveryUntil: new Date(state.recoveryUntil).toISOString() },
+          'ledger lost: redis no longer holds the epoch this worker knew; every transfer is looked up before its first send until the recovery window ends (runbook: redis lost its data)',
+        );
+      },
+      onState: (state) => metrics.ledgerRecoveryUntil.set(state.recoveryUntil / 1000),
+      // The epoch is written like a send in flight: acknowledged by the replicas before it counts.
+      replicate: async () => {
+        if (config.redis.minReplicas === 0) return;
+        const { acknowledged, required } = await ledger.replicated(
+          ledger.session(),
+          config.redis.minReplicas,
+          config.redis.replicaTimeoutMs,
+        );
+        if (acknowledged < required) logger.warn({ acknowledged, required }, 'redis replicas did not acknowledge the ledger epoch in time');
+      },
+    },
   });
+  const epoch = await ledger.epoch.start();
+  if (epoch.id === undefined) {
+    logger.warn('the ledger has no epoch (LEDGER_INIT=manual): nothing is sent until an operator runs `npm run cli -- ledger init`');
+  } else if (epoch.recoveryUntil > epoch.now) {
+    logger.warn(
+      { epoch: epoch.id, recoveryUntil: new Date(epoch.recoveryUntil).toISOString() },
+      'the ledger is recovering from a loss: transfers are looked up before their first send',
+    );
+  }
 
   metrics.reconcileInterval.set(config.reconcile.everyMs / 1000);
   const budget = new RequestBudget(redis, keys.rateLimit, config.custody.maxRps, {
@@ -214,6 +245,8 @@ export async function createApp(
     unresolvedAfterMs: config.submit.unresolvedAfterMs,
     deadlineMs: config.track.deadlineMs,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
+    onSendWindowShut: () => metrics.sendWindowShut.inc(),
+    onRecoveryLookup: (found) => metrics.recoveryLookups.inc({ found }),
     ...(config.redis.minReplicas > 0
       ? {
           replicasAcknowledged: async (session: string) => {

@@ -140,6 +140,27 @@ function declareMetrics() {
       help: 'Sends not made because not every online replica (or fewer than REDIS_MIN_REPLICAS) acknowledged the send in flight within REDIS_REPLICA_TIMEOUT (the step retries later).',
       registers: [registry],
     }),
+    sendWindowShut: new Counter({
+      name: 'custody_send_window_shut_total',
+      help: 'Sends not written because the send lease may have ended before the first byte (its reply came late, or the process was frozen): nothing sent, the transfer left to whoever holds it.',
+      registers: [registry],
+    }),
+    ledgerLost: new Counter({
+      name: 'custody_ledger_lost_total',
+      help: 'Times this process found that Redis no longer holds the ledger epoch it knew (the ledger was lost: a node promoted empty, a flush) and started a recovery window.',
+      registers: [registry],
+    }),
+    ledgerRecoveryUntil: new Gauge({
+      name: 'custody_ledger_recovery_until_seconds',
+      help: 'End of the ledger recovery window (Unix seconds; 0: none) as this process last read it: until then every transfer is looked up before its first send.',
+      registers: [registry],
+    }),
+    recoveryLookups: new Counter({
+      name: 'custody_ledger_recovery_lookups_total',
+      help: 'Lookups before a first send while the ledger recovers, by what they found (found: submitted without a send; absent: sent; ambiguous: left unresolved).',
+      labelNames: ['found'] as const,
+      registers: [registry],
+    }),
     travelRuleLookups: new Counter({
       name: 'custody_travel_rule_lookups_total',
       help: 'Travel-rule setting lookups by source: cache (shared Redis cache hit) or upstream.',
@@ -212,6 +233,10 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   }
   metrics.budgetPauses.inc(0);
   metrics.foundForOther.inc(0);
+  metrics.sendWindowShut.inc(0);
+  metrics.ledgerLost.inc(0);
+  metrics.ledgerRecoveryUntil.set(0);
+  for (const found of ['found', 'absent', 'ambiguous']) metrics.recoveryLookups.inc({ found }, 0);
   for (const queue of Object.values(QueueName)) {
     for (const reason of ['job_name', 'unparsable_data']) metrics.refusedJobs.inc({ queue, reason }, 0);
     metrics.workersReplaced.inc({ queue }, 0);

@@ -46,13 +46,16 @@ export const MAX_RATE_LIMIT_WAIT_MS = 5_000;
 
 /**
  * What the lease adds to the send deadline: the Redis round trip that records the answer, and event-loop
- * or GC pauses between the deadline firing and that write. A pause longer than this is survivable: the
- * late writer is no longer the lease's owner once someone else took it, so its transition is refused.
+ * or GC pauses between the deadline firing and that write. A pause longer than this is survivable for
+ * the ledger: the late writer is no longer the lease's owner once someone else took it, so its
+ * transition is refused. The send itself is the one act outside Redis, which Redis cannot refuse: see
+ * sendWriteWindowMs.
  */
 export const SEND_LEASE_MARGIN_MS = 10_000;
 
 /**
- * One overall deadline over a whole sendTransaction call, started before anything else happens:
+ * One overall deadline over a whole sendTransaction call, started before the command that takes the
+ * lease is issued (so it ends before the lease does, whenever that command's reply arrives):
  *
  *     rate-limit wait (≤ MAX_RATE_LIMIT_WAIT_MS)
  *   + token request + send                   (each ≤ CUSTODY_TIMEOUT)
@@ -72,6 +75,31 @@ export function sendDeadlineMs(custodyTimeoutMs: number): number {
  */
 export function sendLeaseMs(custodyTimeoutMs: number): number {
   return sendDeadlineMs(custodyTimeoutMs) + SEND_LEASE_MARGIN_MS;
+}
+
+/**
+ * How much of its lease a runner may assume it still holds, at most: the lease starts in Redis when
+ * the script runs, which is after this process issued the command, so the runner counts from the
+ * moment before it issued it (a monotonic clock, performance.now()) and keeps this margin. The margin
+ * covers the rate drift between that clock and Redis's (quartz: ~50 ppm, 2 ms of a 45 s lease; 1 s
+ * allows 2 %) and the synchronous step from the check to the socket write.
+ */
+export const SEND_WRITE_MARGIN_MS = 1_000;
+
+/**
+ * The window, counted from the moment before the lease command was issued, in which a runner may
+ * write a sendTransaction request: the earlier of the send deadline (nothing is written that the
+ * deadline would cut) and the lease less SEND_WRITE_MARGIN_MS. By default min(35, 45 − 1) = 35 s.
+ *
+ * It is checked synchronously immediately before the request's first byte is handed to the socket
+ * (custody/spec/transport.ts, `beforeWrite`), after the replica WAIT, the budget wait and any token
+ * request. A reply that arrived late (a partition, a frozen process, a long GC) therefore finds the
+ * window shut and nothing is written. What is left is the time between that check and the write
+ * within one synchronous stretch of code (microseconds): a freeze that lands exactly there still
+ * writes. Ledger writes need no such check: the lease is judged in Redis, by Redis's clock.
+ */
+export function sendWriteWindowMs(deadlineMs: number, leaseMs: number): number {
+  return Math.min(deadlineMs, leaseMs - SEND_WRITE_MARGIN_MS);
 }
 
 /** A runner that finds another's lease waits until it ends plus this, so it does not arrive a hair early. */

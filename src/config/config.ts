@@ -63,6 +63,9 @@ const duration = (fallback: string, minMs = 1) =>
       .refine((ms) => ms >= minMs, `must be at least ${minMs} ms`),
   );
 
+/** A duration whose default is another variable's (the caller fills it in): undefined when unset. */
+const optionalDuration = (minMs = 1) => z.preprocess((v) => (v === '' ? undefined : v), duration('0', minMs).optional());
+
 const bool = (fallback: boolean) =>
   z.preprocess(
     (v) => (v === undefined || v === '' ? String(fallback) : String(v).toLowerCase()),
@@ -166,6 +169,8 @@ const envSchema = z.object({
   RECONCILE_GRACE: duration('2m', 0),
   RETENTION: duration('30d', 1_000),
   TOMBSTONE_RETENTION: duration('3650d', 1_000),
+  LEDGER_INIT: z.preprocess((v) => (v === undefined || v === '' ? 'auto' : v), z.enum(['auto', 'manual'], 'must be auto or manual')),
+  LEDGER_RECOVERY_WINDOW: optionalDuration(1_000),
   JOB_RETENTION: duration('1d', 1_000),
   JOB_KEEP_COMPLETED: integer(1_000, 0, 10_000_000),
   SHUTDOWN_TIMEOUT: duration('30s', 1_000),
@@ -306,6 +311,12 @@ function build(env: z.infer<typeof envSchema>) {
       tombstonesMs: env.TOMBSTONE_RETENTION,
       jobsMs: env.JOB_RETENTION,
       jobsCount: env.JOB_KEEP_COMPLETED,
+    },
+    ledger: {
+      /** Whether an empty ledger initialises its epoch itself (`auto`) or waits for `ledger init`. */
+      init: env.LEDGER_INIT,
+      /** After the ledger was found lost, how long every transfer is looked up before its first send. */
+      recoveryWindowMs: env.LEDGER_RECOVERY_WINDOW ?? env.TRACK_DEADLINE,
     },
     jobs: {
       lockDurationMs: env.JOB_LOCK_DURATION,

@@ -42,6 +42,12 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Called once per request to the endpoint itself, just before it is written (counts sends). */
   onRequest?: () => void;
+  /**
+   * Called synchronously immediately before each request to the endpoint itself is written (not token
+   * requests); if it throws, that request is not written and the call rejects with what it threw.
+   * The send uses it to refuse a write once its lease may have ended (steps/send.ts).
+   */
+  beforeWrite?: () => void;
 }
 
 /** Options of sendTransaction. */

@@ -5,13 +5,22 @@ import { connectionSession, replicaAcknowledgement, type ReplicaAcknowledgement 
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 import { parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
-import { encodeRequest, TRANSITION_LUA, type RefusalReason, type TransitionRequest, type TransitionResult } from './request.ts';
+import { LedgerEpoch, type EpochOptions } from './epoch.ts';
+import {
+  encodeRequest,
+  ISO_TIME_LUA,
+  TRANSITION_LUA,
+  type RefusalReason,
+  type TransitionRequest,
+  type TransitionResult,
+} from './request.ts';
 import { NO_RECORD, TERMINAL_STATES, TransferState } from './states.ts';
 
 // The ledger's vocabulary, for callers that import it from one place.
 export * from './states.ts';
 export * from './record.ts';
 export type { LeaseRequest, RefusalReason, TransitionRequest, TransitionResult } from './request.ts';
+export type { EpochState, LedgerInit } from './epoch.ts';
 
 /** How long a found get-transfer record waits for its wallet-transaction lookup, at most. */
 const FOUND_TRANSFER_TTL_MS = 3_600_000;
@@ -23,13 +32,21 @@ export const DEFAULT_TOMBSTONE_RETENTION_MS = 3650 * 24 * 3_600_000;
 const RECORD_LUA = `return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2])}`;
 
 /**
- * KEYS[1] the events stream, KEYS[2] the run's marker; ARGV[1] MAXLEN, ARGV[2] the marker's TTL (ms),
- * ARGV[3..] the entry's fields. Returns the stream id of the run's one entry.
+ * KEYS[1] the events stream, KEYS[2] the run's marker, KEYS[3] the ledger's epoch; ARGV[1] MAXLEN,
+ * ARGV[2] the marker's TTL (ms), ARGV[3] the clock (ms, '' = Redis TIME), ARGV[4..] the entry's fields
+ * but `at` and `epoch`, which the script adds (Redis's clock, the ledger's epoch). Returns the stream
+ * id of the run's one entry.
  */
-const SYSTEM_EVENT_ONCE_LUA = `
+const SYSTEM_EVENT_ONCE_LUA = `${ISO_TIME_LUA}
 local seen = redis.call('GET', KEYS[2])
 if seen then return seen end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
+local now
+if ARGV[3] ~= '' then now = tonumber(ARGV[3]) else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'at', isoTime(now),
+  'epoch', redis.call('HGET', KEYS[3], 'id') or '', unpack(ARGV, 4))
 redis.call('SET', KEYS[2], id, 'PX', ARGV[2])
 return id`;
 
@@ -41,7 +58,15 @@ type TransitionReply = Array<number | string | Array<string | null> | undefined>
 interface LedgerCommands {
   transferTransition(...keysAndRequest: string[]): Promise<TransitionReply>;
   transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
-  systemEventOnce(stream: string, run: string, maxLen: number, ttlMs: number, ...fields: string[]): Promise<string>;
+  systemEventOnce(
+    stream: string,
+    run: string,
+    epoch: string,
+    maxLen: number,
+    ttlMs: number,
+    clock: string,
+    ...fields: string[]
+  ): Promise<string>;
 }
 
 export interface LedgerOptions {
@@ -59,7 +84,12 @@ export interface LedgerOptions {
   clock?: () => number;
   /** Called once per event this process published. */
   onEvent?: (type: EventType) => void;
+  /** LEDGER_INIT, LEDGER_RECOVERY_WINDOW and what to tell about the epoch (epoch.ts); default: auto, 24 h. */
+  epoch?: Omit<EpochOptions, 'clock'>;
 }
+
+/** LEDGER_RECOVERY_WINDOW's default is TRACK_DEADLINE's (24 h); the config passes it. */
+const DEFAULT_EPOCH: Omit<EpochOptions, 'clock'> = { init: 'auto', recoveryWindowMs: 24 * 3_600_000 };
 
 /**
  * Per-transfer state in Redis. Every change goes through one Lua script that checks the expected
@@ -70,15 +100,18 @@ export class Ledger {
   readonly #redis: RedisClient;
   readonly #keys: Keys;
   readonly #options: LedgerOptions;
+  /** The ledger's identity, as this process knows it (epoch.ts). */
+  readonly epoch: LedgerEpoch;
 
   constructor(redis: RedisClient, keys: Keys, options: LedgerOptions) {
     this.#redis = redis;
     this.#keys = keys;
     this.#options = options;
+    this.epoch = new LedgerEpoch(redis, keys.epoch, { ...(options.epoch ?? DEFAULT_EPOCH), clock: options.clock });
     if (!('transferTransition' in redis)) {
-      redis.defineCommand('transferTransition', { numberOfKeys: 8, lua: TRANSITION_LUA });
+      redis.defineCommand('transferTransition', { numberOfKeys: 9, lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
-      redis.defineCommand('systemEventOnce', { numberOfKeys: 2, lua: SYSTEM_EVENT_ONCE_LUA });
+      redis.defineCommand('systemEventOnce', { numberOfKeys: 3, lua: SYSTEM_EVENT_ONCE_LUA });
     }
   }
 
@@ -176,30 +209,15 @@ export class Ledger {
    */
   async publishSystemEvent<K extends EventType>(type: K, data: EventData[K], runId: string): Promise<string> {
     checkEventData(type, data);
-    const at = new Date(Date.now()).toISOString();
+    const clock = this.#options.clock?.();
     const id = await (this.#redis as unknown as LedgerCommands).systemEventOnce(
       this.#keys.events,
       this.#keys.systemEventRun(runId),
+      this.#keys.epoch,
       this.#options.eventsMaxLen,
       SYSTEM_EVENT_RUN_TTL_MS,
-      ...[
-        'event',
-        type,
-        'sequenceId',
-        '',
-        'walletId',
-        '',
-        'coin',
-        '',
-        'version',
-        '0',
-        'at',
-        at,
-        'data',
-        JSON.stringify(data),
-        'metadata',
-        '',
-      ],
+      clock === undefined ? '' : String(clock),
+      ...['event', type, 'sequenceId', '', 'walletId', '', 'coin', '', 'version', '0', 'data', JSON.stringify(data), 'metadata', ''],
     );
     return String(id);
   }
@@ -340,7 +358,7 @@ export class Ledger {
     const tombstoneKey = indexMember === '' ? `${key}:ended` : this.#keys.tombstone(indexMember);
     const encoded = encodeRequest(
       request,
-      { eventSequenceId, indexMember, clock: this.#options.clock?.() },
+      { eventSequenceId, indexMember, clock: this.#options.clock?.(), epoch: this.epoch.known },
       {
         eventsMaxLen: this.#options.eventsMaxLen,
         retentionMs: this.#options.retentionMs,
@@ -357,6 +375,7 @@ export class Ledger {
       payloadKey,
       tombstoneKey,
       this.#keys.trackerOutbox,
+      this.#keys.epoch,
       encoded,
     );
     if (reply[0] === 1) {
@@ -370,13 +389,18 @@ export class Ledger {
       for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
       return { ok: true, version, streamId, record: toRecord(sequenceId, fields) };
     }
+    const reason = String(reply[2]) as RefusalReason;
+    // The ledger no longer holds this process's epoch (or it has none yet): find out why before the
+    // caller tries again (epoch.ts), so that its next try is judged under the epoch now in force.
+    if (reason === 'epoch') await this.epoch.mismatch();
+    else if (reason === 'recovery') await this.epoch.refresh();
     return {
       ok: false,
       state: String(reply[1]) as TransferState | typeof NO_RECORD,
-      reason: String(reply[2]) as RefusalReason,
+      reason,
       leaseUntil: Number(reply[3] ?? 0),
       now: Number(reply[4] ?? 0),
-      ...(reply[5] ? { ended: parseTombstone(String(reply[5])) } : {}),
+      ...(reason === 'ended' && reply[5] ? { ended: parseTombstone(String(reply[5])) } : {}),
     };
   }
 }

@@ -88,6 +88,7 @@ export const op = {
       stamp: ['createdAt'],
       lease: { mode: 'take', owner, ms: leaseMs },
       increment: { sends: 1 },
+      sendInFlight: { lookedUp: false },
     };
   },
 
@@ -125,20 +126,32 @@ export const op = {
     return { from: [TransferState.RECEIVED], to: TransferState.GATED, set: gateFields(decision) };
   },
 
-  /** Takes (or renews) the send lease and marks a send in flight, counted. */
-  takeSend(from: typeof TransferState.GATED | typeof TransferState.SUBMITTING, owner: LeaseOwner, leaseMs: number): TransitionRequest {
+  /**
+   * Takes (or renews) the send lease and marks a send in flight, counted. `lookedUp`: the transfer was
+   * looked up upstream just before (a send the ledger's recovery window allows, epoch.ts).
+   */
+  takeSend(
+    from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
+    owner: LeaseOwner,
+    leaseMs: number,
+    lookedUp: boolean,
+  ): TransitionRequest {
     return {
       from: [from],
       to: TransferState.SUBMITTING,
       lease: { mode: 'take', owner, ms: leaseMs },
       set: { pending: 1 },
       increment: { sends: 1 },
+      sendInFlight: { lookedUp },
     };
   },
 
-  /** Takes (or renews) the send lease of a transfer in `submitting`, sending nothing yet. */
-  takeLease(owner: LeaseOwner, leaseMs: number): TransitionRequest {
-    return { from: [TransferState.SUBMITTING], to: TransferState.SUBMITTING, lease: { mode: 'take', owner, ms: leaseMs } };
+  /**
+   * Takes (or renews) the send lease, sending nothing yet: of a transfer in `submitting` (to resolve
+   * it), or in `gated` (to look it up before its first send while the ledger recovers, epoch.ts).
+   */
+  takeLease(owner: LeaseOwner, leaseMs: number, from: TransferState = TransferState.SUBMITTING): TransitionRequest {
+    return { from: [from], to: TransferState.SUBMITTING, lease: { mode: 'take', owner, ms: leaseMs } };
   },
 
   /** The lease owner gives the lease up; the transfer stays in `submitting`. */

@@ -40,9 +40,15 @@ export interface TransitionRequest {
    * the caller then adds it with Queue.add and calls trackerAdded; a sweep adds what a crash left.
    */
   trackerPending?: boolean;
+  /**
+   * The transition records a send in flight: the ledger adds the epoch this process knows, and the
+   * script refuses it under another epoch ('epoch') or, while recovery lasts, unless `lookedUp`
+   * (the transfer was looked up upstream just before) ('recovery').
+   */
+  sendInFlight?: { lookedUp: boolean };
 }
 
-export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended';
+export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended' | 'epoch' | 'recovery';
 
 /** `record` is the whole record after the change, or the view the caller asked for (transitionReading). */
 export type TransitionResult<R = TransferRecord> =
@@ -57,6 +63,14 @@ export type TransitionResult<R = TransferRecord> =
       /** With reason `ended`: the transfer ended before (its record may be gone), as its tombstone says. */
       ended?: Tombstone;
     };
+
+/** The epoch part of a request: what the script checks a send in flight against. */
+export interface EpochCheck {
+  check: boolean;
+  /** The epoch this process knows ('' = none). */
+  id: string;
+  lookedUp: boolean;
+}
 
 /** The ledger-wide settings a request carries (the script has no configuration of its own). */
 export interface RequestContext {
@@ -74,6 +88,8 @@ export interface RequestTarget {
   indexMember: string;
   /** The test clock's reading, when there is one (else the script reads Redis TIME). */
   clock: number | undefined;
+  /** The epoch this process knows ('' = none), checked when the request records a send in flight. */
+  epoch: string;
 }
 
 /**
@@ -105,7 +121,6 @@ export function encodeRequest(
       to: request.to,
       terminal: TERMINAL_STATES.has(request.to),
       now: clock === undefined ? '' : String(clock),
-      at: new Date(clock ?? Date.now()).toISOString(),
       event: request.event?.type ?? '',
       data: request.event ? JSON.stringify(request.event.data) : '',
       maxLen: String(context.eventsMaxLen),
@@ -127,19 +142,52 @@ export function encodeRequest(
       tracker: request.trackerPending === true,
       tombstoneTtl: String(context.tombstoneTtlMs),
       set,
+      epoch: {
+        check: request.sendInFlight !== undefined,
+        id: target.epoch,
+        lookedUp: request.sendInFlight?.lookedUp === true,
+      } satisfies EpochCheck,
     },
     (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value),
   );
 }
 
 /**
- * The transition script, with the contract's terminal states put in where it says
- * `{--[[catalog: terminal states]]}` (one fact, one place: the catalog).
+ * `isoTime(ms)`: ISO 8601 UTC with milliseconds, as JavaScript's toISOString writes it, for event `at`
+ * times taken from Redis's clock (the script has no date library). Days to a civil date: H. Hinnant's
+ * algorithm, valid for every date after 1970.
  */
-export const TRANSITION_LUA = withCatalog(readFileSync(new URL('./transition.lua', import.meta.url), 'utf8'));
+export const ISO_TIME_LUA = `
+local function isoTime(ms)
+  local s = math.floor(ms / 1000)
+  local milli = ms - s * 1000
+  local days = math.floor(s / 86400)
+  local secs = s - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
+    math.floor(secs / 3600), math.floor((secs % 3600) / 60), secs % 60, milli)
+end
+`;
 
-function withCatalog(lua: string): string {
+/**
+ * The transition script, with the contract's terminal states put in where it says
+ * `{--[[catalog: terminal states]]}` (one fact, one place: the catalog), and isoTime.
+ */
+export const TRANSITION_LUA = withParts(readFileSync(new URL('./transition.lua', import.meta.url), 'utf8'));
+
+function withParts(lua: string): string {
   const marker = '{--[[catalog: terminal states]]}';
+  const iso = '--[[iso time]]';
   if (!lua.includes(marker)) throw new Error(`transition.lua lacks ${marker}`);
-  return lua.replace(marker, `{ ${CATALOG_TERMINAL_STATES.map((state) => `['${state}'] = true`).join(', ')} }`);
+  if (!lua.includes(iso)) throw new Error(`transition.lua lacks ${iso}`);
+  return lua.replace(marker, `{ ${CATALOG_TERMINAL_STATES.map((state) => `['${state}'] = true`).join(', ')} }`).replace(iso, ISO_TIME_LUA);
 }

@@ -19,13 +19,18 @@
 
   KEYS[8] the tracker outbox (sorted set, score = when its entry was recorded, ms): the ledger's own
           key; this script writes no key of BullMQ's.
+  KEYS[9] the ledger's epoch (hash: id, recoveryUntil, ...; see epoch.ts): read here, never written.
+          Every event carries its id; a transition that records a send in flight needs it to be the
+          epoch the caller knows (else refused: 'epoch'), and, while recovery lasts, a lookup made
+          first (else refused: 'recovery').
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
     seq       sequenceId for the event ('' when the payload had none)
     from      expected states; '-' stands for "no record yet"
     to        new state;   terminal: true when it is terminal
-    now       ms since epoch as text; '' = Redis TIME (a test clock passes its own)
-    at        the event's `at` (ISO 8601 with milliseconds)
+    now       ms since epoch as text; '' = Redis TIME (a test clock passes its own). The event's
+              `at` is this time, but never earlier than the transfer's last event (`lastEventAt`):
+              within one transfer `at` never decreases, whatever a failover does to the clock
     event     event type, '' for a transition without event;   data: event data (JSON text)
     maxLen    stream MAXLEN (approximate trimming);   retention: ms a terminal record is kept
     member    index member ('' = do not index)
@@ -43,6 +48,9 @@
               Queue.add and removes the entry; a sweep adds what a crash left)
     tombstoneTtl  how long the tombstone of a terminal transition lives, ms (RETENTION + TOMBSTONE_RETENTION)
     set       field, value, field, value ... to set (all text)
+    epoch     { check = true for a transition that records a send in flight, id = the epoch the
+                caller knows ('' = none: always refused), lookedUp = true when the caller looked the
+                transfer up upstream just before (allowed while recovery lasts) }
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -53,7 +61,10 @@
     send `pending`) or the sequenceId was found in use upstream (`inUseSince`), unless the request says
     an operator decided;
   - a transfer whose tombstone exists is never created again: a transition from "no record" is
-    refused ('ended'), and the refusal carries the tombstone.
+    refused ('ended'), and the refusal carries the tombstone;
+  - a send in flight is recorded only under the epoch the caller knows ('epoch': the ledger was lost,
+    or this process has none yet) and, while the epoch's recovery lasts, only after a lookup
+    ('recovery').
 
   Every read of the record before the first write is one HMGET, and consecutive writes of the same
   kind are one command: a call from Lua costs Redis more than the field it touches. The order of the
@@ -63,12 +74,13 @@
   Returns {1, version, streamId, fields} on success, fields being what `read` asked for of the record
   after the change (field, value pairs for '*'; values, false for an absent field, for a list);
   {0, currentState, reason, leaseUntil, now, tombstone} when refused, reason one of
-  state | terminal | lease | owner | present | unknown | ended (tombstone: '<state>:<version>', only
-  with 'ended').
+  state | terminal | lease | owner | present | unknown | ended | epoch | recovery (tombstone:
+  '<state>:<version>', only with 'ended'; with 'epoch' the ledger's epoch id instead, false if none).
 ]]
+--[[iso time]]
 -- Everything the checks read, in one call and before any write (so every check sees the record as
 -- it was when the script started, as it always did).
-local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince')
+local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince', 'lastEventAt')
 local current = before[1] or '-'
 
 local req = cjson.decode(ARGV[1])
@@ -124,6 +136,16 @@ end
 local pendingOfOther = before[4] == '1' and owner ~= lease.owner
 if req.to == 'failed' and not req.operator then
   if before[5] or before[6] or pendingOfOther then return refuse('unknown') end
+end
+
+-- The epoch: read by every transition that publishes or checks it (one HMGET).
+local epoch = nil
+if req.epoch.check or req.event ~= '' then epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil') end
+if req.epoch.check then
+  -- A ledger that no longer holds the caller's epoch was lost (or replaced): what it forgot may
+  -- include this very transfer's earlier send.
+  if epoch[1] ~= req.epoch.id or req.epoch.id == '' then return {0, current, 'epoch', before[3] or '0', nowText, epoch[1]} end
+  if not req.epoch.lookedUp and tonumber(epoch[2] or '0') > now then return refuse('recovery') end
 end
 
 -- Field, value pairs for the next HSET: consecutive sets go out as one command.
@@ -185,18 +207,20 @@ if req.event ~= '' then
   local after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events')
   version = tonumber(after[1] or '0') + 1
   local versionText = tostring(version)
+  local atMs = math.max(now, tonumber(before[7] or '0'))
   streamId = redis.call('XADD', KEYS[2], 'MAXLEN', '~', req.maxLen, '*',
     'event', req.event,
     'sequenceId', req.seq,
     'walletId', after[2] or '',
     'coin', after[3] or '',
     'version', versionText,
-    'at', req.at,
+    'at', isoTime(atMs),
     'data', req.data,
-    'metadata', after[4] or '')
+    'metadata', after[4] or '',
+    'epoch', epoch[1] or '')
   local ids = after[5]
   if ids then ids = ids .. ',' .. streamId else ids = streamId end
-  redis.call('HSET', KEYS[1], 'events', ids, 'state', req.to, 'version', versionText, 'updatedAt', nowText)
+  redis.call('HSET', KEYS[1], 'events', ids, 'state', req.to, 'version', versionText, 'updatedAt', nowText, 'lastEventAt', tostring(atMs))
 else
   version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
   redis.call('HSET', KEYS[1], 'state', req.to, 'version', tostring(version), 'updatedAt', nowText)

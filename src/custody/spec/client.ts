@@ -118,6 +118,7 @@ export class CustodyClient implements CustodyPort {
         body: payload,
         signal: options.signal,
         onDispatch: options.onRequest,
+        beforeWrite: options.beforeWrite,
         budget: options.budget ?? { klass: BudgetClass.SEND, member: body.halfSigned.sequenceId },
       }),
       options.keepRaw === false ? sendTransactionResponseWithoutRawSchema : sendTransactionResponseSchema,

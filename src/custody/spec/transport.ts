@@ -1,4 +1,4 @@
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import { Deadline } from '../deadline.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import type { BudgetTag } from '../port.ts';
@@ -39,6 +39,50 @@ export interface TransportRequest {
   onDispatch?: () => void;
   /** The request's class in the budget, and on whose behalf (a sequenceId). */
   budget?: BudgetTag | undefined;
+  /**
+   * Called synchronously immediately before the request's first byte is handed to the socket (undici's
+   * onRequestStart, in the same tick as the write). If it throws, nothing is written, and the request
+   * rejects with what it threw.
+   */
+  beforeWrite?: (() => void) | undefined;
+}
+
+type GuardedDispatchOptions = Dispatcher.DispatchOptions & { beforeWrite?: () => void };
+
+/**
+ * Runs a request's `beforeWrite` where undici starts writing it: on a free connection, right before
+ * the headers and body are written; on a busy one, once it is that request's turn. What it throws
+ * aborts the request there, before any byte leaves (undici checks `aborted` before it writes).
+ */
+const writeGuard: Dispatcher.DispatchInterceptor = (dispatch) => (opts, handler) => {
+  const guard = (opts as GuardedDispatchOptions).beforeWrite;
+  if (!guard) return dispatch(opts, handler);
+  return dispatch(opts, {
+    ...bindHandler(handler),
+    onRequestStart(controller, context) {
+      try {
+        guard();
+      } catch (error) {
+        controller.abort(error as Error);
+        return;
+      }
+      handler.onRequestStart?.(controller, context);
+    },
+  });
+};
+
+/** The handler's callbacks, bound to it (a handler's methods use `this`). */
+function bindHandler(handler: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler {
+  return {
+    onRequestUpgrade: handler.onRequestUpgrade?.bind(handler),
+    onResponseStart: handler.onResponseStart?.bind(handler),
+    onResponseData: handler.onResponseData?.bind(handler),
+    onResponseEnd: handler.onResponseEnd?.bind(handler),
+    onResponseError: handler.onResponseError?.bind(handler),
+    onResponseStarted: handler.onResponseStarted?.bind(handler),
+    onBodySent: handler.onBodySent?.bind(handler),
+    onRequestSent: handler.onRequestSent?.bind(handler),
+  };
 }
 
 export interface TransportResponse {
@@ -84,7 +128,7 @@ function notPastDeadline(req: TransportRequest): void {
  * HTTP statuses are left to the caller, which knows what each one means for its endpoint.
  */
 export class Transport {
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new Map<string, Dispatcher>();
   readonly #options: TransportOptions;
 
   constructor(options: TransportOptions) {
@@ -105,20 +149,39 @@ export class Transport {
     let code = 'none';
     // The request's own time-out, or the caller's overall deadline when that comes first.
     const deadline = new Deadline(this.#options.timeoutMs, req.signal);
+    // What `beforeWrite` threw: the request was never written, and the caller gets exactly that.
+    let refusal: { error: unknown } | undefined;
+    const beforeWrite = req.beforeWrite;
+    const guard = beforeWrite
+      ? () => {
+          try {
+            beforeWrite();
+          } catch (error) {
+            refusal = { error };
+            throw error;
+          }
+        }
+      : undefined;
     try {
-      const response = await this.#pool(req.url.origin).request({
+      const options: Dispatcher.RequestOptions & GuardedDispatchOptions = {
         method: req.method,
         path: req.url.pathname + req.url.search,
         headers: req.headers,
         body: req.body ?? null,
         signal: deadline.signal,
-      });
+        ...(guard ? { beforeWrite: guard } : {}),
+      };
+      const response = await this.#pool(req.url.origin).request(options);
       req.onDispatch?.();
       const text = await response.body.text();
       status = String(response.statusCode);
       if (response.statusCode === 429) this.#options.onProviderRateLimited?.(parseRetryAfter(response.headers['retry-after']));
       return { status: response.statusCode, headers: response.headers, text };
     } catch (error) {
+      if (refusal) {
+        code = 'NOT_WRITTEN';
+        throw refusal.error;
+      }
       const mapped = mapTransportError(error, req.endpoint);
       // Counted as a send only when it may have reached upstream (not: never connected, never written).
       if (mapped.maybeProcessed) req.onDispatch?.();
@@ -136,7 +199,7 @@ export class Transport {
     await Promise.all(pools.map((pool) => pool.close().catch(() => pool.destroy())));
   }
 
-  #pool(origin: string): Pool {
+  #pool(origin: string): Dispatcher {
     let pool = this.#pools.get(origin);
     if (!pool) {
       pool = new Pool(origin, {
@@ -146,7 +209,7 @@ export class Transport {
         bodyTimeout: this.#options.timeoutMs,
         keepAliveTimeout: 30_000,
         maxResponseSize: MAX_RESPONSE_BYTES,
-      });
+      }).compose(writeGuard);
       this.#pools.set(origin, pool);
     }
     return pool;

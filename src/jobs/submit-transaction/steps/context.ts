@@ -35,6 +35,16 @@ export interface SubmitDeps {
   deadlineMs: number;
   /** Process clock, for the text of the gate decision only: leases and time guards use the ledger's. */
   now?: () => number;
+  /**
+   * A monotonic clock, ms (default performance.now): where a runner counts its lease from, before the
+   * command that takes it is issued (timing.ts: sendWriteWindowMs). Tests that explore schedules pass
+   * their virtual clock.
+   */
+  monotonic?: () => number;
+  /** A send was not written because its lease may have ended (a late lease reply, a frozen process). */
+  onSendWindowShut?: () => void;
+  /** While the ledger recovers (epoch.ts), a transfer was looked up before its first send: what was found. */
+  onRecoveryLookup?: (found: 'found' | 'absent' | 'ambiguous') => void;
   /** A fresh token per run of the handler (tests pass their own). */
   newRunner?: () => string;
   /** Several records matched one transfer in a lookup (no guess was made). */

@@ -8,7 +8,7 @@ import { travelRuleApplies } from '../../../custody/port.ts';
 import { CustodyError } from '../../../custody/errors.ts';
 import type { GateSetting } from '../travel-rule.ts';
 import { changed, storedPayload, type Run, type Step } from './context.ts';
-import { sendTaken } from './send.ts';
+import { leaseStart, sendTaken } from './send.ts';
 
 /** The travel-rule decision for a payload under a setting (the text of its time is the process's clock). */
 export function decide(setting: GateSetting, payload: SubmitPayload, now: number): GateDecision {
@@ -43,9 +43,11 @@ export async function startFresh(run: Run, jobId: string, payload: SubmitPayload
   if (decision.outcome !== 'passed') return undefined;
   const request = op.createAndTakeSend(jobId, payload, decision, run.owner, deps.sendLeaseMs);
   const session = deps.ledger.session();
+  const started = leaseStart(run);
   const taken = await deps.ledger.transitionReading(payload.halfSigned.sequenceId, request, SEND_VIEW);
+  // Refused: a record exists, or the ledger's epoch (epoch.ts) asks for the step-by-step path.
   if (!taken.ok) return undefined;
-  return sendTaken(run, taken.record, payload, session);
+  return sendTaken(run, taken.record, payload, session, started);
 }
 
 /** received → blocked | gated. Nothing is sent here; a crash leaves `received`, which gates again. */

@@ -54,6 +54,26 @@ async function lookup<T>(
 }
 
 /**
+ * Looks the transfer up by sequenceId and says what the answer proves (docs/contract.md section 4a):
+ * found, absent, or ambiguous. A record without our sequenceId identifies nothing unless this provider
+ * narrows its answers to the sequenceId asked for.
+ */
+export async function identify(run: Run, held: TransferRecord, klass: BudgetClass): Promise<MatchResult> {
+  const sequenceId = held.sequenceId;
+  return lookup(run, held, klass, async (list, wallet, signal) => {
+    const match = findTransfer(list, { sequenceId });
+    if (
+      match.kind === 'found' &&
+      match.transaction.sequenceId !== sequenceId &&
+      !(await run.deps.lookupNarrowing.narrows(wallet, signal))
+    ) {
+      return { kind: 'ambiguous', candidates: 1 };
+    }
+    return match;
+  });
+}
+
+/**
  * Every send so far was proven "not taken", so no record upstream can be this transfer's: one that
  * carries our sequenceId is another transaction's (SEQUENCE_ID_IN_USE, as a 409 would be). Records
  * without a sequenceId prove nothing either way (the wallet's other transfers, when the list is not
@@ -91,7 +111,7 @@ async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
       0,
     );
   }
-  return takeAndSend(run, held, TransferState.SUBMITTING);
+  return takeAndSend(run, held, TransferState.SUBMITTING, true);
 }
 
 /**
@@ -106,18 +126,7 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
   const pastDeadline = ledgerNow - held.unknownSince! >= run.deps.deadlineMs;
   let found: MatchResult;
   try {
-    found = await lookup(run, held, BudgetClass.SETTLE, async (list, wallet, signal) => {
-      const match = findTransfer(list, { sequenceId });
-      // A record without our sequenceId identifies nothing unless this provider narrows its answers.
-      if (
-        match.kind === 'found' &&
-        match.transaction.sequenceId !== sequenceId &&
-        !(await run.deps.lookupNarrowing.narrows(wallet, signal))
-      ) {
-        return { kind: 'ambiguous', candidates: 1 };
-      }
-      return match;
-    });
+    found = await identify(run, held, BudgetClass.SETTLE);
   } catch (error) {
     const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
     run.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
@@ -139,7 +148,7 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
     }
   }
   if (pastDeadline) return expireUnsettled(run, held);
-  if (held.sends < run.deps.attempts) return takeAndSend(run, held, TransferState.SUBMITTING);
+  if (held.sends < run.deps.attempts) return takeAndSend(run, held, TransferState.SUBMITTING, true);
   return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
 }
 

@@ -2,37 +2,83 @@ import type { SubmitPayload } from '../../../../packages/producer/src/payload.ts
 import type { SendView, TransferRecord, TransferState } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
 import { RateLimited, RetryLater } from '../../../queues/outcomes.ts';
-import { backoffDelay } from '../../../timing.ts';
+import { backoffDelay, sendWriteWindowMs } from '../../../timing.ts';
 import { classifySendFailure } from '../../../transfers/classify-send.ts';
 import { Deadline } from '../../../custody/deadline.ts';
 import { EXACT_AMOUNT, type AcceptedSend } from '../../../custody/port.ts';
 import { refused, storedPayload, type Run, type Step } from './context.ts';
 import { fail, inUse, markSubmitted, release, releaseAndRetry, stillUnknown } from './settle.ts';
+import { lookFirst } from './recover.ts';
+
+/**
+ * The moment before a lease command is issued, on this process's monotonic clock: the send it
+ * allows is written, if at all, within sendWriteWindowMs of it (timing.ts).
+ */
+export type LeaseStart = number;
+
+/** Reads the monotonic clock before a lease command is issued. */
+export function leaseStart(run: Run): LeaseStart {
+  return (run.deps.monotonic ?? performance.now.bind(performance))();
+}
+
+/** The send's write window had shut when its first byte was about to be written: nothing was. */
+export class SendWindowShut extends Error {
+  readonly lateByMs: number;
+  constructor(lateByMs: number) {
+    super(`the send lease may have ended ${Math.round(lateByMs)} ms ago: nothing written`);
+    this.name = 'SendWindowShut';
+    this.lateByMs = lateByMs;
+  }
+}
 
 /**
  * Takes (or renews) the send lease and marks a send pending, then sends. From `gated` this is the first
  * send; from `submitting` a resend, made only by a runner that already holds the lease. A crash after
- * this transition leaves `pending`, which the next runner reads as "may have gone out".
+ * this transition leaves `pending`, which the next runner reads as "may have gone out". `lookedUp`:
+ * the transfer was looked up upstream just before, which is what a ledger in recovery (epoch.ts)
+ * requires of a send; without it, the ledger's refusal leads to that lookup first (lookFirst).
  */
 export async function takeAndSend(
   run: Run,
   record: TransferRecord,
   from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
+  lookedUp = false,
 ): Promise<Step> {
   const session = run.deps.ledger.session();
-  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs));
-  if (!taken.ok) return refused(taken);
-  return sendTaken(run, taken.record, storedPayload(taken.record), session);
+  const started = leaseStart(run);
+  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs, lookedUp));
+  if (!taken.ok) {
+    if (taken.reason === 'recovery') return lookFirst(run, record, from);
+    if (taken.reason === 'epoch') return epochRefused(run);
+    return refused(taken);
+  }
+  return sendTaken(run, taken.record, storedPayload(taken.record), session, started);
+}
+
+/**
+ * The ledger refused a send in flight under this process's epoch and has dealt with it (Ledger: the
+ * epoch adopted, or the loss recorded). With an epoch now known the step is tried again under it
+ * (the record is read anew); with none (LEDGER_INIT=manual, not initialised) it waits.
+ */
+function epochRefused(run: Run): Step {
+  if (run.deps.ledger.epoch.known !== '') return undefined;
+  run.log.warn('the ledger has no epoch: nothing is sent until an operator runs `ledger init` (LEDGER_INIT=manual)');
+  throw new RetryLater(run.deps.retry.maxMs, 'ledger not initialised');
 }
 
 /**
  * One sendTransaction by the lease holder, under one deadline that covers the whole call (rate-limit
- * wait, token requests, a 401 and its retry) and ends SEND_LEASE_MARGIN_MS before the lease does.
- * `sends` was counted as one when the lease was taken; the outcome transition adds the difference.
- * `session` names the ledger's connection before that transition (ledger.session()).
+ * wait, token requests, a 401 and its retry), counted from `started` (before the lease command was
+ * issued), so it ends SEND_LEASE_MARGIN_MS before the lease does, however late the lease's reply came.
+ * The request is written only inside the write window (timing.ts: sendWriteWindowMs), checked
+ * immediately before its first byte goes to the socket. `sends` was counted as one when the lease was
+ * taken; the outcome transition adds the difference. `session` names the ledger's connection before
+ * that transition (ledger.session()).
  */
-export async function sendTaken(run: Run, record: SendView, payload: SubmitPayload, session: string): Promise<Step> {
+export async function sendTaken(run: Run, record: SendView, payload: SubmitPayload, session: string, started: LeaseStart): Promise<Step> {
   const { deps } = run;
+  const clock = deps.monotonic ?? performance.now.bind(performance);
+  const writeBy = started + sendWriteWindowMs(deps.sendDeadlineMs, deps.sendLeaseMs);
   if (deps.replicasAcknowledged && !(await deps.replicasAcknowledged(session))) {
     // A failover now could promote a replica that never saw "send in flight" and let another runner
     // send again: send nothing, undo the send's count, give the lease back, and come back later.
@@ -41,14 +87,21 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
   }
   let requests = 0;
   let accepted: AcceptedSend;
-  const deadline = new Deadline(deps.sendDeadlineMs);
+  const deadline = new Deadline(Math.max(0, started + deps.sendDeadlineMs - clock()));
+  // The send is the one act outside Redis: Redis judges every ledger write by the lease, but cannot
+  // refuse a request this process writes after its lease ended. So the write itself checks.
+  const beforeWrite = () => {
+    const now = clock();
+    if (now >= writeBy) throw new SendWindowShut(now - writeBy);
+  };
   try {
     accepted = await deps.custody.sendTransaction(
       payload.walletId,
       { txHex: payload.txHex, halfSigned: payload.halfSigned },
-      { signal: deadline.signal, onRequest: () => requests++, keepRaw: false },
+      { signal: deadline.signal, onRequest: () => requests++, beforeWrite, keepRaw: false },
     );
   } catch (error) {
+    if (error instanceof SendWindowShut) return windowShut(run, error);
     return sendFailed(run, record, error, requests - 1);
   } finally {
     deadline.clear();
@@ -62,6 +115,18 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
   const submitted = await markSubmitted(run, record, { transfer }, match, requests - 1);
   if (submitted) run.log.info({ recordId: accepted.id }, 'transfer submitted');
   return submitted;
+}
+
+/**
+ * The lease may have ended before the send was written (its reply came late, or this process was
+ * frozen): nothing was written, and nothing is released either, since the lease may be someone else's
+ * by now. The record is read again: its holder, whoever that is, decides (a takeover reads our
+ * `pending` as "may have gone out" and looks the transfer up before any send).
+ */
+function windowShut(run: Run, shut: SendWindowShut): Step {
+  run.deps.onSendWindowShut?.();
+  run.log.warn({ lateByMs: Math.round(shut.lateByMs) }, 'send lease may have ended before the send was written: nothing sent');
+  return undefined;
 }
 
 /** What a failed send means is decided by classifySendFailure (transfers/send-proof.ts); this carries it out. */
