@@ -1,11 +1,10 @@
 import { BudgetClass } from '../../../custody/budget.ts';
 import { CustodyError } from '../../../custody/errors.ts';
-import { TransferState, type TransferRecord } from '../../../ledger/ledger.ts';
+import type { TransferState, TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
 import type { MatchResult } from '../../../transfers/match.ts';
 import { refused, type Run, type Step } from './context.ts';
-import { identify } from './resolve.ts';
-import { takeAndSend } from './send.ts';
+import { identify } from './lookup.ts';
 import { markSubmitted, releaseAndRetry, stillUnknown } from './settle.ts';
 
 /**
@@ -17,7 +16,7 @@ import { markSubmitted, releaseAndRetry, stillUnknown } from './settle.ts';
  * - ambiguous (several candidates, or a record without our sequenceId from a provider that does not
  *   narrow): never sent, never claimed; the transfer stays unsettled (sticky) and gets
  *   `transfer.unresolved` at UNRESOLVED_AFTER;
- * - absent: sent, the ledger told that the lookup came first.
+ * - absent: the caller sends, telling the ledger that the lookup came first (`{ absent }`).
  * The lease is taken first (the transfer moves to `submitting` without a send in flight), so no other
  * runner sends meanwhile; a crash leaves `submitting` with no send, and the next runner comes here again.
  */
@@ -25,9 +24,9 @@ export async function lookFirst(
   run: Run,
   record: TransferRecord,
   from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
-): Promise<Step> {
+): Promise<{ settled: Step } | { absent: TransferRecord }> {
   const taken = await run.deps.ledger.transition(record.sequenceId, op.takeLease(run.owner, run.deps.sendLeaseMs, from));
-  if (!taken.ok) return refused(taken);
+  if (!taken.ok) return { settled: refused(taken) };
   const held = taken.record;
   let found: MatchResult;
   try {
@@ -35,7 +34,7 @@ export async function lookFirst(
   } catch (error) {
     const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
     run.log.warn({ err: error, code }, 'lookup before a first send after the ledger was lost failed');
-    return releaseAndRetry(run, held, { extraSends: 0 }, code);
+    return { settled: await releaseAndRetry(run, held, { extraSends: 0 }, code) };
   }
   run.deps.onRecoveryLookup?.(found.kind === 'found' ? 'found' : found.kind === 'ambiguous' ? 'ambiguous' : 'absent');
   if (found.kind === 'found') {
@@ -43,12 +42,12 @@ export async function lookFirst(
     const submitted = await markSubmitted(run, held, data, { sequenceId: held.sequenceId, transactionId: found.transaction.id }, 0);
     if (submitted)
       run.log.warn({ transactionId: found.transaction.id }, 'transfer found upstream after the ledger was lost: submitted, not sent again');
-    return submitted;
+    return { settled: submitted };
   }
   if (found.kind === 'ambiguous') {
     run.deps.onAmbiguous?.('resolve');
     run.log.warn({ candidates: found.candidates }, 'after the ledger was lost, the lookup cannot tell which record is ours: no send');
-    return stillUnknown(run, held, 'SEND_OUTCOME_UNKNOWN', held.updatedAt, 0);
+    return { settled: await stillUnknown(run, held, 'SEND_OUTCOME_UNKNOWN', held.updatedAt, 0) };
   }
-  return takeAndSend(run, held, TransferState.SUBMITTING, true);
+  return { absent: held };
 }

@@ -1,11 +1,10 @@
 import { BudgetClass } from '../../../custody/budget.ts';
 import { TransferState, type TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
-import { findTransfer, type MatchResult } from '../../../transfers/match.ts';
-import type { ListedTransfer, WalletRef } from '../../../custody/port.ts';
-import { Deadline } from '../../../custody/deadline.ts';
+import type { MatchResult } from '../../../transfers/match.ts';
 import { CustodyError } from '../../../custody/errors.ts';
-import { refused, storedPayload, type Run, type Step } from './context.ts';
+import { refused, type Run, type Step } from './context.ts';
+import { identify, lookup } from './lookup.ts';
 import { takeAndSend } from './send.ts';
 import { expireUnsettled, fail, inUse, markSubmitted, releaseAndRetry, stillUnknown } from './settle.ts';
 
@@ -28,49 +27,6 @@ export async function resolve(run: Run, record: TransferRecord): Promise<Step> {
   if (held.unknownSince !== undefined) return settleUnknown(run, held, ledgerNow);
   if (held.sends === 0) return takeAndSend(run, held, TransferState.SUBMITTING);
   return lookBeforeResend(run, held);
-}
-
-/**
- * get-transfer by sequenceId for the transfer's wallet, under the send deadline, in the budget class
- * `klass`: the lookup before a resend goes with sends (it precedes one), settling an unknown outcome
- * comes right after them.
- */
-async function lookup<T>(
-  run: Run,
-  record: TransferRecord,
-  klass: BudgetClass,
-  then: (list: ListedTransfer[], wallet: WalletRef, signal: AbortSignal) => Promise<T>,
-): Promise<T> {
-  const payload = storedPayload(record);
-  const wallet = { walletId: payload.walletId, coin: payload.coin };
-  const deadline = new Deadline(run.deps.sendDeadlineMs);
-  try {
-    const budget = { klass, member: record.sequenceId };
-    const list = await run.deps.custody.getTransfersBySequenceId(wallet, record.sequenceId, { signal: deadline.signal, budget });
-    return await then(list, wallet, deadline.signal);
-  } finally {
-    deadline.clear();
-  }
-}
-
-/**
- * Looks the transfer up by sequenceId and says what the answer proves (docs/contract.md section 4a):
- * found, absent, or ambiguous. A record without our sequenceId identifies nothing unless this provider
- * narrows its answers to the sequenceId asked for.
- */
-export async function identify(run: Run, held: TransferRecord, klass: BudgetClass): Promise<MatchResult> {
-  const sequenceId = held.sequenceId;
-  return lookup(run, held, klass, async (list, wallet, signal) => {
-    const match = findTransfer(list, { sequenceId });
-    if (
-      match.kind === 'found' &&
-      match.transaction.sequenceId !== sequenceId &&
-      !(await run.deps.lookupNarrowing.narrows(wallet, signal))
-    ) {
-      return { kind: 'ambiguous', candidates: 1 };
-    }
-    return match;
-  });
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { SubmitPayload } from '../../../../packages/producer/src/payload.ts';
-import type { SendView, TransferRecord, TransferState } from '../../../ledger/ledger.ts';
+import { TransferState, type SendView, type TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
 import { RateLimited, RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay, sendWriteWindowMs } from '../../../timing.ts';
@@ -48,7 +48,10 @@ export async function takeAndSend(
   const started = leaseStart(run);
   const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs, lookedUp));
   if (!taken.ok) {
-    if (taken.reason === 'recovery') return lookFirst(run, record, from);
+    if (taken.reason === 'recovery') {
+      const looked = await lookFirst(run, record, from);
+      return 'settled' in looked ? looked.settled : takeAndSend(run, looked.absent, TransferState.SUBMITTING, true);
+    }
     if (taken.reason === 'epoch') return epochRefused(run);
     return refused(taken);
   }
