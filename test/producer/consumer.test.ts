@@ -13,10 +13,13 @@
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  NewEpochError,
+  parseStreamEntry,
   TransferEvents,
   TransferProducer,
   type ConsumeErrorInfo,
   type ConsumeHandle,
+  type NewEpochInfo,
   type TransferEvent,
 } from '../../packages/producer/src/index.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
@@ -41,8 +44,11 @@ function track(handle: ConsumeHandle): ConsumeHandle {
   return handle;
 }
 
-/** One entry as the worker's transition.lua writes it (a transfer.submitted recovered as duplicate). */
-async function publish(redis: Redis, stream: string, sequenceId: string, version: number): Promise<string> {
+/**
+ * One entry as the worker's transition.lua writes it (a transfer.submitted recovered as duplicate); with
+ * `epoch`, also the ledger's epoch field (`''` writes the field empty, as a worker without an epoch may).
+ */
+async function publish(redis: Redis, stream: string, sequenceId: string, version: number, epoch?: string): Promise<string> {
   return (await redis.xadd(
     stream,
     '*',
@@ -62,6 +68,7 @@ async function publish(redis: Redis, stream: string, sequenceId: string, version
     JSON.stringify({ transfer: null, recoveredBy: 'duplicate' }),
     'metadata',
     JSON.stringify({ orderId: `A-${sequenceId}` }),
+    ...(epoch === undefined ? [] : ['epoch', epoch]),
   ))!;
 }
 
@@ -103,6 +110,8 @@ async function publishReconcile(redis: Redis, stream: string): Promise<string> {
 }
 
 const keyOf = (event: TransferEvent): string => (event.sequenceId === '' ? `@${event.id}` : `${event.sequenceId}:${event.version}`);
+/** An event's full identity: `<epoch or ->/<sequenceId>:<version>`. */
+const lifeKeyOf = (event: TransferEvent): string => `${event.epoch ?? '-'}/${keyOf(event)}`;
 
 async function pendingCount(redis: Redis, stream: string, group: string): Promise<number> {
   const summary = (await redis.xpending(stream, group)) as [number, ...unknown[]];
@@ -328,6 +337,209 @@ describe('TransferEvents', () => {
     ]);
     expect(errors[2]!.message).toBe('downstream unavailable');
     await expect.poll(() => pendingCount(redis, stream, 'g'), { timeout: 5_000 }).toBe(0);
+  });
+});
+
+describe('TransferEvents and the ledger epoch', () => {
+  /** Waits until every entry of the stream was delivered to the group and acknowledged. */
+  async function drained(redis: Redis, stream: string, group: string): Promise<void> {
+    await expect
+      .poll(async () => (await lag(redis, stream, group)) === 0 && (await pendingCount(redis, stream, group)) === 0, { timeout: 10_000 })
+      .toBe(true);
+  }
+
+  it('hands the same (sequenceId, version) under two epochs to the handler twice: a second life is not a duplicate', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-epoch-lives');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    // First life: versions 1, 2 under epoch E1. After the ledger is lost the transfer starts again at 1
+    // under E2: once within the batch that holds E1's events, and once in a later batch.
+    await publish(redis, stream, 'seq-1', 1, 'E1');
+    await publish(redis, stream, 'seq-1', 2, 'E1');
+    await publish(redis, stream, 'seq-2', 1, 'E1');
+    await publish(redis, stream, 'seq-2', 1, 'E2');
+
+    const handled: string[] = [];
+    const errors: Array<{ message: string; info: ConsumeErrorInfo }> = [];
+    track(
+      events.consume(
+        {
+          group: 'g',
+          consumer: 'c',
+          from: '0',
+          blockMs: 100,
+          onError: (error, info) => errors.push({ message: error.message, info }),
+          onNewEpoch: () => undefined,
+        },
+        async (event) => void handled.push(lifeKeyOf(event)),
+      ),
+    );
+    await drained(redis, stream, 'g');
+    expect(handled).toEqual(['E1/seq-1:1', 'E1/seq-1:2', 'E1/seq-2:1', 'E2/seq-2:1']);
+
+    // The second life of seq-1, published after the first was handled and recorded.
+    await publish(redis, stream, 'seq-1', 1, 'E2');
+    await publish(redis, stream, 'seq-1', 2, 'E2');
+    await expect.poll(() => handled.length, { timeout: 10_000 }).toBe(6);
+    await drained(redis, stream, 'g');
+    expect(handled.slice(4)).toEqual(['E2/seq-1:1', 'E2/seq-1:2']);
+    expect(errors).toEqual([]);
+  });
+
+  it('hands a true duplicate (same epoch, sequenceId and version) to the handler once, and keys its marker by the epoch', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-epoch-dup');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    const first = await publish(redis, stream, 'seq-1', 1, 'E1');
+    // A copy in the same batch, then the handled event's entry id is recorded under the epoch.
+    await publish(redis, stream, 'seq-1', 1, 'E1');
+
+    const handled: Array<{ key: string; entryId: string }> = [];
+    track(
+      events.consume({ group: 'g', consumer: 'c', from: '0', blockMs: 100 }, async (event, entryId) => {
+        handled.push({ key: lifeKeyOf(event), entryId });
+      }),
+    );
+    await drained(redis, stream, 'g');
+    // A copy in a later batch: the marker written by the first handling skips it.
+    await publish(redis, stream, 'seq-1', 1, 'E1');
+    await drained(redis, stream, 'g');
+    await sleep(200);
+
+    expect(handled).toEqual([{ key: 'E1/seq-1:1', entryId: first }]);
+    expect(await redis.get(`${prefix}:events:seen:g:seq-1:1:E1`)).toBe(first);
+    expect(await redis.exists(`${prefix}:events:seen:g:seq-1:1`)).toBe(0);
+    expect(await redis.hkeys(`${prefix}:consumer:g:epoch:seq-1`)).toEqual(['E1']);
+  });
+
+  it('reports a transfer that starts a new life once: through onNewEpoch when given, else through onError (stage epoch)', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-epoch-report');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    await publish(redis, stream, 'seq-1', 1, 'E1');
+    await publish(redis, stream, 'seq-1', 2, 'E1');
+    // A transfer seen under no epoch first: its first epoch is no new life.
+    await publish(redis, stream, 'seq-3', 1);
+    await publish(redis, stream, 'seq-3', 2, 'E2');
+    // The ledger was lost: seq-1 lives again under E2, in this batch and the next ones (batch 2).
+    const newLife = await publish(redis, stream, 'seq-1', 1, 'E2');
+    await publish(redis, stream, 'seq-1', 2, 'E2');
+    await publish(redis, stream, 'seq-1', 1, 'E2');
+    await publish(redis, stream, 'seq-1', 3, 'E2');
+    // A transfer whose first life is E2: nothing to report.
+    await publish(redis, stream, 'seq-2', 1, 'E2');
+    // A late copy of the first life (a republication): a duplicate, no new life. And a late event of the
+    // first life not handled before: handled, but no new life either (E1 is not new to the group).
+    await publish(redis, stream, 'seq-1', 2, 'E1');
+    await publish(redis, stream, 'seq-1', 3, 'E1');
+
+    const calls: string[] = [];
+    const told: NewEpochInfo[] = [];
+    const errorsWith: Array<{ error: Error; info: ConsumeErrorInfo }> = [];
+    const consumeWith = (consumer: string): ConsumeHandle =>
+      track(
+        events.consume(
+          {
+            group: 'with',
+            consumer,
+            from: '0',
+            batch: 2,
+            blockMs: 100,
+            onError: (error, info) => errorsWith.push({ error, info }),
+            onNewEpoch: (info) => {
+              told.push(info);
+              calls.push(`new epoch ${info.epoch}`);
+            },
+          },
+          async (event) => void calls.push(lifeKeyOf(event)),
+        ),
+      );
+    const first = consumeWith('c');
+    const errorsWithout: Array<{ error: Error; info: ConsumeErrorInfo }> = [];
+    let handledWithout = 0;
+    track(
+      events.consume(
+        { group: 'without', consumer: 'c', from: '0', blockMs: 100, onError: (error, info) => errorsWithout.push({ error, info }) },
+        async () => void handledWithout++,
+      ),
+    );
+    await drained(redis, stream, 'with');
+    await drained(redis, stream, 'without');
+
+    // onNewEpoch, once, right before the handler gets the first event of the new life; onError not at all.
+    expect(told).toEqual([{ sequenceId: 'seq-1', previous: 'E1', epoch: 'E2', entryId: newLife }]);
+    expect(calls).toEqual([
+      'E1/seq-1:1',
+      'E1/seq-1:2',
+      '-/seq-3:1',
+      'E2/seq-3:2',
+      'new epoch E2',
+      'E2/seq-1:1',
+      'E2/seq-1:2',
+      'E2/seq-1:3',
+      'E2/seq-2:1',
+      'E1/seq-1:3',
+    ]);
+    expect(errorsWith).toEqual([]);
+
+    // Without onNewEpoch: onError, once, stage 'epoch'; the events are handled all the same.
+    expect(handledWithout).toBe(9);
+    expect(errorsWithout.map((e) => e.info)).toEqual([{ stage: 'epoch', entryId: newLife }]);
+    const error = errorsWithout[0]!.error;
+    expect(error).toBeInstanceOf(NewEpochError);
+    expect(error.message).toMatch(/seq-1 started a new life after the ledger was lost/);
+    expect(error).toMatchObject({ code: 'NEW_EPOCH', sequenceId: 'seq-1', previous: 'E1', epoch: 'E2', entryId: newLife });
+
+    // Another consumer of the group, later (the recorded epochs live in Redis): more of the new life, no
+    // new report.
+    await first.stop();
+    consumeWith('c2');
+    await publish(redis, stream, 'seq-1', 4, 'E2');
+    await expect.poll(() => calls.at(-1), { timeout: 10_000 }).toBe('E2/seq-1:4');
+    await expect.poll(() => handledWithout, { timeout: 10_000 }).toBe(10);
+    expect(told).toHaveLength(1);
+    expect(errorsWithout).toHaveLength(1);
+  });
+
+  it('entries without an epoch (or with it empty) de-duplicate by (sequenceId, version) under the markers they always had', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-epoch-none');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    // A marker left by a consumer of the previous package version, for seq-1 version 1.
+    await redis.set(`${prefix}:events:seen:g:seq-1:1`, '1-1', 'PX', 60_000);
+    await publish(redis, stream, 'seq-1', 1);
+    const second = await publish(redis, stream, 'seq-1', 2);
+    await publish(redis, stream, 'seq-1', 2, '');
+    await publish(redis, stream, 'seq-1', 2);
+    // The same (sequenceId, version) under an epoch is another event: handled.
+    await publish(redis, stream, 'seq-1', 1, 'E1');
+
+    const handled: TransferEvent[] = [];
+    const errors: ConsumeErrorInfo[] = [];
+    track(
+      events.consume(
+        { group: 'g', consumer: 'c', from: '0', blockMs: 100, onError: (_, info) => errors.push(info) },
+        async (event) => void handled.push(event),
+      ),
+    );
+    await drained(redis, stream, 'g');
+    expect(handled.map(lifeKeyOf)).toEqual(['-/seq-1:2', 'E1/seq-1:1']);
+    expect('epoch' in handled[0]!).toBe(false);
+    expect(await redis.get(`${prefix}:events:seen:g:seq-1:2`)).toBe(second);
+    expect(await redis.exists(`${prefix}:consumer:g:epoch:seq-1`)).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  it('parseStreamEntry reads epoch: a string when present, absent when missing or empty', () => {
+    const fields = ['event', 'transfer.submitted', 'sequenceId', 's', 'walletId', 'w', 'coin', 'eth', 'version', '1', 'at', 'now'];
+    const rest = ['data', JSON.stringify({ transfer: null, recoveredBy: 'duplicate' }), 'metadata', ''];
+    expect(parseStreamEntry(['1-0', [...fields, ...rest, 'epoch', 'E7']]).epoch).toBe('E7');
+    expect('epoch' in parseStreamEntry(['1-0', [...fields, ...rest, 'epoch', '']])).toBe(false);
+    expect('epoch' in parseStreamEntry(['1-0', [...fields, ...rest]])).toBe(false);
   });
 });
 

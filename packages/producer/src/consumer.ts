@@ -1,6 +1,6 @@
 import { Redis, type Cluster } from 'ioredis';
 import { parseStreamEntry, type TransferEvent } from './events.ts';
-import { defaultEventsStream, seenKey } from './keys.ts';
+import { consumerEpochKey, defaultEventsStream, seenKey } from './keys.ts';
 
 type Client = Redis | Cluster;
 type RawEntry = [id: string, fields: string[] | null];
@@ -17,7 +17,8 @@ export interface TransferEventsOptions {
   eventsStream?: string;
   /**
    * How long a handled event's seen marker is kept (default 7 days). An entry re-delivered, or a
-   * duplicate published, after its marker expired is handed to the handler again.
+   * duplicate published, after its marker expired is handed to the handler again. The epochs a group
+   * handled per transfer (see `onNewEpoch`) are kept as long after the transfer's last such event.
    */
   seenTtlMs?: number;
 }
@@ -29,7 +30,13 @@ export type ConsumeErrorStage =
   /** The entry is not a valid event (or was trimmed from the stream before it was handled): acknowledged, skipped. */
   | 'parse'
   /** A Redis command failed: the loop waits a moment and goes on. */
-  | 'redis';
+  | 'redis'
+  /**
+   * Not a failure: the entry's transfer started a new life after the ledger was lost (a `NewEpochError`,
+   * see `ConsumeOptions.onNewEpoch`), reported here when no `onNewEpoch` is given; or `onNewEpoch` threw.
+   * The entry is handed to the handler as usual.
+   */
+  | 'epoch';
 
 export interface ConsumeErrorInfo {
   stage: ConsumeErrorStage;
@@ -56,8 +63,55 @@ export interface ConsumeOptions {
    * threw) are claimed and handled again (default 60000 ms); also how often this consumer looks for them.
    */
   claimIdleMs?: number;
-  /** Called for every handler failure, unparsable entry and Redis error; the loop never stops for them. */
+  /**
+   * Called for every handler failure, unparsable entry and Redis error; the loop never stops for them.
+   * Without `onNewEpoch`, also for every transfer that started a new life (stage `'epoch'`, a
+   * `NewEpochError` whose message says the transfer started a new life after the ledger was lost).
+   */
   onError?: (error: Error, info: ConsumeErrorInfo) => void;
+  /**
+   * Called, before the handler, when an event carries an epoch (`event.epoch`) and the group handled
+   * events of its sequenceId under another epoch before, but none under this one: the worker's Redis lost
+   * its data and the transfer was enqueued again, so it lives a second life whose versions start again at
+   * 1. Those events are not duplicates: each `(epoch, sequenceId, version)` is handed to the handler. Reset
+   * what you keep per transfer here. `previous` is the epoch the group handled most recently for it.
+   *
+   * Once per new epoch of a transfer per group, as long as one of its events was handled: a handler that
+   * throws on the first event of the new epoch has it reported again when retried. Events without an epoch
+   * neither trigger nor set it. An `onNewEpoch` that throws is reported to `onError` (stage `'epoch'`),
+   * and the event is handled anyway. Without `onNewEpoch`, the report goes to `onError` (stage `'epoch'`).
+   */
+  onNewEpoch?: (info: NewEpochInfo) => void;
+}
+
+/** What `onNewEpoch` is told: the transfer, the epoch it was known under, the new one and the entry. */
+export interface NewEpochInfo {
+  sequenceId: string;
+  /** The epoch of the events of this transfer the group handled most recently. */
+  previous: string;
+  /** The event's own epoch: the transfer's new life. */
+  epoch: string;
+  /** The stream entry of the event (handed to the handler next). */
+  entryId: string;
+}
+
+/** What `onError` gets (stage `'epoch'`) when a transfer started a new life and no `onNewEpoch` is given. */
+export class NewEpochError extends Error {
+  readonly code = 'NEW_EPOCH';
+  readonly sequenceId: string;
+  readonly previous: string;
+  readonly epoch: string;
+  readonly entryId: string;
+  constructor(info: NewEpochInfo) {
+    super(
+      `transfer ${info.sequenceId} started a new life after the ledger was lost: epoch ${info.epoch} (was ${info.previous}), entry ${info.entryId}`,
+    );
+    this.name = 'NewEpochError';
+    this.sequenceId = info.sequenceId;
+    this.previous = info.previous;
+    this.epoch = info.epoch;
+    this.entryId = info.entryId;
+  }
 }
 
 /** The running consumer of one `consume()` call. */
@@ -83,13 +137,17 @@ const BLOCK_GRACE_MS = 10_000;
 
 /**
  * Every event of the worker's stream, through a Redis consumer group: at least once per group, handed
- * to the handler once per (sequenceId, version) per group as long as the seen marker is kept.
+ * to the handler once per (epoch, sequenceId, version) per group as long as the seen marker is kept.
  *
  * - Entries are acknowledged (XACK) only after the handler resolved, in one MULTI with the entry's seen
- *   marker (`SET <prefix>:events:seen:<group>:<sequenceId>:<version> NX PX seenTtlMs`).
+ *   marker (`SET <prefix>:events:seen:<group>:<sequenceId>:<version>[:<epoch>] NX PX seenTtlMs`; an
+ *   event without an epoch has the marker it always had) and, for an event with an epoch, the epoch
+ *   recorded for its transfer (`HSETNX <prefix>:consumer:<group>:epoch:<sequenceId> <epoch> <ms>`).
  * - Before handling, an entry whose marker exists is acknowledged without calling the handler: a
- *   duplicate publication of the same (sequenceId, version), or a redelivery of an entry handled and
- *   recorded. Events without a sequenceId (`reconcile.completed`) are keyed by their entry id.
+ *   duplicate publication of the same (epoch, sequenceId, version), or a redelivery of an entry handled
+ *   and recorded. Events without a sequenceId (`reconcile.completed`) are keyed by their entry id.
+ * - An event whose epoch the group has not handled for its transfer, while it handled another, is a new
+ *   life of the transfer (the ledger was lost): reported (`onNewEpoch`, else `onError`), then handled.
  * - A handler that throws leaves its entry pending; it is retried once idle for `claimIdleMs` (by this
  *   consumer or another of the group, XAUTOCLAIM). A consumer that crashes after its handler ran but
  *   before the marker was written has its entry handled again: that is the at-least-once part.
@@ -140,8 +198,10 @@ export class TransferEvents {
       blockMs: positiveInteger(options.blockMs ?? 5_000, 'blockMs'),
       claimIdleMs: positiveInteger(options.claimIdleMs ?? 60_000, 'claimIdleMs'),
       onError: options.onError ?? (() => undefined),
+      onNewEpoch: options.onNewEpoch,
     };
-    const loop = new ConsumerLoop(this.#redis, this.#stream, seenKey(this.#prefix, settings.group), this.#seenTtlMs, settings, handler);
+    const keys = { seen: seenKey(this.#prefix, settings.group), epoch: consumerEpochKey(this.#prefix, settings.group) };
+    const loop = new ConsumerLoop(this.#redis, this.#stream, keys, this.#seenTtlMs, settings, handler);
     const handle: ConsumeHandle = {
       stop: async () => {
         await loop.stop();
@@ -171,7 +231,11 @@ interface LoopSettings {
   blockMs: number;
   claimIdleMs: number;
   onError: (error: Error, info: ConsumeErrorInfo) => void;
+  onNewEpoch: ((info: NewEpochInfo) => void) | undefined;
 }
+
+/** Epoch -> when the group first handled an event of it (ms), for one transfer. */
+type KnownEpochs = Map<string, number>;
 
 class ConsumerLoop {
   readonly done: Promise<void>;
@@ -179,6 +243,7 @@ class ConsumerLoop {
   readonly #blocker: Client;
   readonly #stream: string;
   readonly #seenPrefix: string;
+  readonly #epochPrefix: string;
   readonly #seenTtlMs: number;
   readonly #s: LoopSettings;
   readonly #handler: TransferEventHandler;
@@ -187,10 +252,18 @@ class ConsumerLoop {
   #blocked = false;
   #wakeRetry: (() => void) | undefined;
 
-  constructor(redis: Client, stream: string, seenPrefix: string, seenTtlMs: number, settings: LoopSettings, handler: TransferEventHandler) {
+  constructor(
+    redis: Client,
+    stream: string,
+    keys: { seen: string; epoch: string },
+    seenTtlMs: number,
+    settings: LoopSettings,
+    handler: TransferEventHandler,
+  ) {
     this.#redis = redis;
     this.#stream = stream;
-    this.#seenPrefix = seenPrefix;
+    this.#seenPrefix = keys.seen;
+    this.#epochPrefix = keys.epoch;
     this.#seenTtlMs = seenTtlMs;
     this.#s = settings;
     this.#handler = handler;
@@ -331,12 +404,31 @@ class ConsumerLoop {
     if (parsed.length === 0) return;
 
     const seen = await this.#seen(parsed.map((p) => p.marker));
+    // The epochs handled so far of the transfers whose new events carry one; kept up to date below.
+    const epochs = await this.#knownEpochs(
+      parsed.filter((p, i) => seen[i] === null && tracksEpoch(p.event)).map((p) => p.event.sequenceId),
+    );
     const handled = new Set<string>();
+    const reported = new Set<string>();
     for (const [i, { id, event, marker }] of parsed.entries()) {
       if (seen[i] !== null || handled.has(marker)) {
-        // Handled before under this (sequenceId, version): acknowledge without calling the handler.
+        // Handled before under this (epoch, sequenceId, version): acknowledge without calling the handler.
         await this.#redis.xack(this.#stream, this.#s.group, id);
         continue;
+      }
+      // The transfer's life this event belongs to, when it carries an epoch.
+      const life = tracksEpoch(event)
+        ? { epoch: event.epoch, known: epochs.get(event.sequenceId) ?? new Map<string, number>() }
+        : undefined;
+      if (life !== undefined) {
+        epochs.set(event.sequenceId, life.known);
+        const previous = latest(life.known);
+        const name = `${event.sequenceId}:${life.epoch}`;
+        // A new life: reported once per batch (recording the epoch below makes it once for good).
+        if (previous !== undefined && !life.known.has(life.epoch) && !reported.has(name)) {
+          reported.add(name);
+          this.#newEpoch({ sequenceId: event.sequenceId, previous, epoch: life.epoch, entryId: id });
+        }
       }
       try {
         await this.#handler(event, id);
@@ -345,13 +437,53 @@ class ConsumerLoop {
         continue;
       }
       handled.add(marker);
-      await this.#redis.multi().set(marker, id, 'PX', this.#seenTtlMs, 'NX').xack(this.#stream, this.#s.group, id).exec().then(execResult);
+      const record = this.#redis.multi().set(marker, id, 'PX', this.#seenTtlMs, 'NX').xack(this.#stream, this.#s.group, id);
+      if (life !== undefined) {
+        const key = `${this.#epochPrefix}:${event.sequenceId}`;
+        record.hsetnx(key, life.epoch, String(Date.now())).pexpire(key, this.#seenTtlMs);
+      }
+      await record.exec().then(execResult);
+      if (life !== undefined && !life.known.has(life.epoch)) life.known.set(life.epoch, Date.now());
     }
   }
 
-  /** The seen marker of an event: its (sequenceId, version), or its entry id for events of no transfer. */
+  /**
+   * The seen marker of an event: its (sequenceId, version), or its entry id for events of no transfer;
+   * followed by `:<epoch>` when it has one (a sequenceId never has `:`, so this never meets the old form).
+   */
   #marker(event: TransferEvent): string {
-    return event.sequenceId === '' ? `${this.#seenPrefix}:@${event.id}` : `${this.#seenPrefix}:${event.sequenceId}:${event.version}`;
+    const identity = event.sequenceId === '' ? `@${event.id}` : `${event.sequenceId}:${event.version}`;
+    return event.epoch === undefined ? `${this.#seenPrefix}:${identity}` : `${this.#seenPrefix}:${identity}:${event.epoch}`;
+  }
+
+  /** For each sequenceId, the epochs the group handled events of (one HGETALL each, pipelined). */
+  async #knownEpochs(sequenceIds: string[]): Promise<Map<string, KnownEpochs>> {
+    const known = new Map<string, KnownEpochs>();
+    const unique = [...new Set(sequenceIds)];
+    if (unique.length === 0) return known;
+    const pipeline = this.#redis.pipeline();
+    for (const sequenceId of unique) pipeline.hgetall(`${this.#epochPrefix}:${sequenceId}`);
+    const replies = await pipeline.exec();
+    if (replies === null) throw new Error('pipeline was aborted');
+    for (const [i, [error, reply]] of replies.entries()) {
+      if (error) throw error;
+      const epochs = Object.entries((reply ?? {}) as Record<string, string>).map(([epoch, at]): [string, number] => [epoch, Number(at)]);
+      known.set(unique[i]!, new Map(epochs));
+    }
+    return known;
+  }
+
+  /** Tells onNewEpoch, or else onError (stage 'epoch'); neither may end the loop or keep the event from its handler. */
+  #newEpoch(info: NewEpochInfo): void {
+    if (this.#s.onNewEpoch === undefined) {
+      this.#report(new NewEpochError(info), 'epoch', info.entryId);
+      return;
+    }
+    try {
+      this.#s.onNewEpoch(info);
+    } catch (error) {
+      this.#report(error, 'epoch', info.entryId);
+    }
   }
 
   async #seen(markers: string[]): Promise<Array<string | null>> {
@@ -371,6 +503,18 @@ class ConsumerLoop {
       this.#wakeRetry = undefined;
     });
   }
+}
+
+/** Whether an event's epoch is recorded for its transfer: it has one, and a transfer (not `reconcile.completed`). */
+function tracksEpoch(event: TransferEvent): event is TransferEvent & { epoch: string } {
+  return event.epoch !== undefined && event.sequenceId !== '';
+}
+
+/** The epoch first handled most recently, if any. */
+function latest(known: KnownEpochs): string | undefined {
+  let found: [string, number] | undefined;
+  for (const entry of known) if (found === undefined || entry[1] >= found[1]) found = entry;
+  return found?.[0];
 }
 
 /** `exec()` reports a failed command inside its reply; this throws it instead. */

@@ -3,7 +3,8 @@ import { EVENT_TYPES, TERMINAL_EVENT_TYPES, type EventType } from './catalog.ts'
 
 /**
  * The events stream (docs/contract.md section 4), v1.1. Every entry has the same string fields; `data` is JSON
- * whose shape depends on `event`. Changing a shape here is a breaking change for consumers.
+ * whose shape depends on `event`. Changing a shape here is a breaking change for consumers. The optional
+ * `epoch` field is newer: entries without it stay valid.
  */
 export { EVENT_TYPES, FailureCode, type EventType } from './catalog.ts';
 
@@ -196,6 +197,13 @@ interface EventBase {
   version: number;
   at: string;
   metadata: unknown;
+  /**
+   * The ledger's epoch (its "life") when the event was published: after Redis lost its data the worker
+   * starts a new epoch, and a transfer enqueued again lives a second life whose versions start again at
+   * 1. Absent on entries without the field (published before epochs existed) or with it empty.
+   * `(epoch, sequenceId, version)` identifies an event.
+   */
+  epoch?: string;
 }
 
 /** One entry of the events stream, typed by its `event`: switch on it and `data` has that type's shape. */
@@ -210,16 +218,20 @@ const entrySchema = z.object({
   at: z.string(),
   data: z.string(),
   metadata: z.string(),
+  /** Optional: entries published before epochs existed have none. */
+  epoch: z.string().optional(),
 });
 
 /** Turns one XRANGE/XREAD entry into a typed TransferEvent; throws on an entry that is not ours. */
 export function parseStreamEntry([id, fields]: [string, string[]]): TransferEvent {
   const record: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i]!] = fields[i + 1]!;
-  const entry = entrySchema.parse(record);
+  const { epoch, ...entry } = entrySchema.parse(record);
   return {
     id,
     ...entry,
+    // Absent rather than empty, so `event.epoch === undefined` covers both kinds of older entry.
+    ...(epoch ? { epoch } : {}),
     data: checkEventData(entry.event, JSON.parse(entry.data)),
     metadata: entry.metadata === '' ? null : JSON.parse(entry.metadata),
   } as TransferEvent;

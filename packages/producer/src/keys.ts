@@ -23,8 +23,19 @@ export function defaultEventsStream(prefix: string): string {
 /**
  * Where a `TransferEvents` consumer group records what it handled: one key per event under this,
  * `<prefix>:events:seen:<group>:<sequenceId>:<version>` (events of no transfer: `...:@<entry id>`), each
- * with its own TTL.
+ * with its own TTL. An event that carries an epoch has it appended, `...:<sequenceId>:<version>:<epoch>`
+ * (`...:@<entry id>:<epoch>`): a sequenceId has no `:`, so the two forms never meet, and the markers of
+ * events without an epoch keep the key they always had.
  */
 export function seenKey(prefix: string, group: string): string {
   return `${prefix}:events:seen:${group}`;
+}
+
+/**
+ * Where a `TransferEvents` consumer group records the epochs it handled events of, per transfer:
+ * `<prefix>:consumer:<group>:epoch:<sequenceId>`, a hash of epoch -> when its first event was handled
+ * (ms), with the seen markers' TTL, refreshed by every event of the transfer that carries an epoch.
+ */
+export function consumerEpochKey(prefix: string, group: string): string {
+  return `${prefix}:consumer:${group}:epoch`;
 }
