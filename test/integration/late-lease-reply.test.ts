@@ -198,6 +198,8 @@ describe('a lease reply that arrives after the lease expired and another worker 
       s.proxy.release();
       await settleA(s, a);
       await expectOneSend(s, sequenceId);
+      // A refused to write (its log says so), rather than, say, never getting that far.
+      await a.waitForLog('send lease may have ended before the send was written', 5_000);
     },
     TEST_TIMEOUT_MS,
   );
@@ -221,6 +223,7 @@ describe('a lease reply that arrives after the lease expired and another worker 
       expect(a.kill('SIGCONT'), 'SIGCONT worker A').toBe(true);
       await settleA(s, a);
       await expectOneSend(s, sequenceId);
+      await a.waitForLog('send lease may have ended before the send was written', 5_000);
     },
     TEST_TIMEOUT_MS,
   );

@@ -22,7 +22,8 @@ function logSink(): { stream: Writable; lines: Array<{ level: number; msg: strin
   const lines: Array<{ level: number; msg: string }> = [];
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) lines.push(JSON.parse(line) as { level: number; msg: string });
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line.trim()) lines.push(JSON.parse(line) as { level: number; msg: string });
       done();
     },
   });
@@ -58,7 +59,10 @@ describe('a Redis that lost its data (FLUSHALL) while the worker runs', () => {
   /** Every one of `ids` was submitted, or got an event that says it will not be (soon). */
   const settled = (events: TransferEvent[], ids: string[]) =>
     ids.every((id) =>
-      events.some((e) => e.sequenceId === id && ['transfer.submitted', 'transfer.failed', 'transfer.rejected', 'transfer.unresolved'].includes(e.event)),
+      events.some(
+        (e) =>
+          e.sequenceId === id && ['transfer.submitted', 'transfer.failed', 'transfer.rejected', 'transfer.unresolved'].includes(e.event),
+      ),
     );
 
   it('sends none of the re-enqueued transfers again, says the ledger was lost once, and counts it', { timeout: 90_000 }, async () => {
@@ -68,7 +72,9 @@ describe('a Redis that lost its data (FLUSHALL) while the worker runs', () => {
     for (const payload of payloads) await h.producer.submit(payload);
     const firstLife = await h.waitForEvents((events) => settled(events, ids), 30_000);
     for (const id of ids.slice(0, TRANSFERS / 2)) h.sim.setTxid(id);
-    await h.waitForEvents((events) => ids.slice(0, TRANSFERS / 2).every((id) => events.some((e) => e.sequenceId === id && e.event === 'transfer.broadcast')));
+    await h.waitForEvents((events) =>
+      ids.slice(0, TRANSFERS / 2).every((id) => events.some((e) => e.sequenceId === id && e.event === 'transfer.broadcast')),
+    );
     const oldEpoch = firstLife.find((e) => e.event === 'transfer.submitted')!.epoch;
     for (const id of ids) expect(h.sim.stats().sends[id]?.accepted).toBe(1);
 

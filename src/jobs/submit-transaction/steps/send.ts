@@ -88,15 +88,21 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
     run.log.warn('redis replicas did not acknowledge the send in flight: nothing sent, retrying later');
     return releaseAndRetry(run, record, { lastError: 'REPLICAS_NOT_ACKNOWLEDGED', extraSends: -1 }, 'replicas did not acknowledge');
   }
-  let requests = 0;
-  let accepted: AcceptedSend;
-  const deadline = new Deadline(Math.max(0, started + deps.sendDeadlineMs - clock()));
   // The send is the one act outside Redis: Redis judges every ledger write by the lease, but cannot
-  // refuse a request this process writes after its lease ended. So the write itself checks.
+  // refuse a request this process writes after its lease ended. So the send checks, here (a lease
+  // reply that came late, a WAIT that outlived it) and again as its first byte is written.
   const beforeWrite = () => {
     const now = clock();
     if (now >= writeBy) throw new SendWindowShut(now - writeBy);
   };
+  try {
+    beforeWrite();
+  } catch (shut) {
+    return windowShut(run, shut as SendWindowShut);
+  }
+  let requests = 0;
+  let accepted: AcceptedSend;
+  const deadline = new Deadline(Math.max(0, started + deps.sendDeadlineMs - clock()));
   try {
     accepted = await deps.custody.sendTransaction(
       payload.walletId,
