@@ -104,6 +104,9 @@ export async function startOurWorker(options: WorkerChildOptions): Promise<NodeC
       HTTP_PORT: String(port),
       LOG_LEVEL: 'warn',
       RECONCILE_EVERY: '1h',
+      // The bench's own Redis keeps nothing on disk (as its figures always assumed) and a simulator
+      // moves no money: the start-up persistence check must let the worker run on it.
+      REDIS_ALLOW_VOLATILE: '1',
       ...options.env,
     },
   });

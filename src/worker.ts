@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { createApp, type App } from './app.ts';
-import { EX_SOFTWARE, EX_UNAVAILABLE, loadConfigOrExit } from './config/config.ts';
+import { EX_CONFIG, EX_SOFTWARE, EX_UNAVAILABLE, loadConfigOrExit } from './config/config.ts';
 import { createHttpServer } from './http/server.ts';
 import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
-import { bounded, createStartingServer, listenFailure, waitForRedis } from './startup.ts';
+import { bounded, checkPersistence, createStartingServer, listenFailure, waitForRedis } from './startup.ts';
 import { startTracing, type Tracing } from './telemetry.ts';
 
 /** How long the OpenTelemetry exporter may take to flush on the way out (an unreachable collector must not hold the exit). */
@@ -13,8 +13,8 @@ const TRACING_SHUTDOWN_MS = 2_000;
 
 // Composition root: config → logger → HTTP (starting) → Redis → app (clients, processors, workers) →
 // HTTP (full, same port) → signals. Nothing else. Every way start-up can fail is one JSON log line and
-// an exit code (README "Operations"): 78 configuration, 69 Redis unreachable or HTTP port taken,
-// 70 anything else.
+// an exit code (README "Operations"): 78 configuration (also a Redis that keeps nothing on disk), 69
+// Redis unreachable or HTTP port taken, 70 anything else.
 const config = loadConfigOrExit();
 // With tracing on, every line logged inside a span carries its trace_id and span_id.
 let logIds: (() => object | undefined) | undefined;
@@ -44,6 +44,8 @@ async function start(): Promise<void> {
   const startingAddress = await listen(starting, config.http.port);
   logger.info({ http: startingAddress }, 'http listening, starting');
   if (!(await waitForRedis(config.redis, logger))) process.exit(EX_UNAVAILABLE);
+  // A primary that keeps nothing on disk comes back empty after a restart, having forgotten what was sent.
+  if ((await checkPersistence(config.redis, logger)) === 'refused') process.exit(EX_CONFIG);
   if (stopping) return;
 
   tracing = await startTracing(config, logger);

@@ -128,6 +128,7 @@ const envSchema = z.object({
   REDIS_MIN_REPLICAS: integer(0, 0, 16),
   REDIS_REPLICA_TIMEOUT: duration('1s', 1),
   REDIS_CONNECT_TIMEOUT: duration('60s', 0),
+  REDIS_ALLOW_VOLATILE: bool(false),
   QUEUE_PREFIX: queuePrefix,
   EVENTS_STREAM: text(),
   EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
@@ -259,6 +260,8 @@ function build(env: z.infer<typeof envSchema>) {
       replicaTimeoutMs: env.REDIS_REPLICA_TIMEOUT,
       /** How long start-up waits for Redis before exiting EX_UNAVAILABLE; 0 = for ever. */
       connectTimeoutMs: env.REDIS_CONNECT_TIMEOUT,
+      /** Start even when the primary keeps nothing on disk (no AOF, no RDB saves): only for throw-away set-ups. */
+      allowVolatile: env.REDIS_ALLOW_VOLATILE,
     },
     queue: {
       prefix,

@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CONFIG_VARIABLES } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../tools/child-process.ts';
 
 const tracked = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: PROJECT_ROOT, encoding: 'utf8' })
@@ -48,6 +49,16 @@ describe('the documentation stays inside the repository', () => {
       }
     }
     expect(broken).toEqual([]);
+  });
+
+  it('every variable the worker reads has a row of the README configuration table', () => {
+    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
+    // The table's first column: `NAME`, or several names (`A`, `B`) sharing one row.
+    const documented = readme
+      .split('\n')
+      .filter((line) => line.startsWith('| `'))
+      .flatMap((line) => [...line.split('|')[1]!.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((match) => match[1]!));
+    expect(CONFIG_VARIABLES.filter((name) => !documented.includes(name))).toEqual([]);
   });
 
   it('the README links the contract, the upstream API and the architecture under docs/', () => {

@@ -162,7 +162,7 @@ describe('Redis unreachable', () => {
         .poll(async () => producer.submit(payload).then(String, (error: Error) => error.message), { timeout: 10_000, interval: 200 })
         .toBe(jobIdFor(payload.halfSigned.sequenceId));
       expect(await probe.exists(`${prefix}:${SUBMIT_TRANSACTION}:${jobIdFor(payload.halfSigned.sequenceId)}`), mode).toBe(1);
-      // The refused one was never sent: nothing queued it for later (restart() emptied Redis: no --save).
+      // The refused one was never sent: nothing queued it for later (restart() keeps what was written: AOF).
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(await probe.exists(`${prefix}:${SUBMIT_TRANSACTION}:${jobIdFor(refused[i]!.halfSigned.sequenceId)}`), mode).toBe(0);
     }

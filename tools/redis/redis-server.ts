@@ -15,7 +15,11 @@ export const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? 'redis-server';
 export interface StartRedisServerOptions {
   /** Fixed port; default: a free loopback port. */
   port?: number;
-  /** `--appendonly yes|no`; default false. */
+  /**
+   * `--appendonly yes|no`; default true (the data survives restart(), as the worker's start-up check
+   * requires). false: no AOF and no RDB saves, a volatile Redis the worker refuses without
+   * REDIS_ALLOW_VOLATILE=1.
+   */
   appendonly?: boolean;
   /** Data dir; default: a fresh mkdtemp dir (removed by stop()). A dir you pass is never removed. */
   dir?: string;
@@ -229,7 +233,7 @@ export async function startRedisServer(opts: StartRedisServerOptions = {}): Prom
       '--save',
       '',
       '--appendonly',
-      opts.appendonly ? 'yes' : 'no',
+      opts.appendonly === false ? 'no' : 'yes',
       '--dir',
       dir,
       '--logfile',
