@@ -1,0 +1,191 @@
+/**
+ * The ledger's epoch (src/ledger/epoch.ts) and what the transition script does with it, on real Redis:
+ * a send in flight is recorded only under the epoch its process knows, a lost epoch is declared once
+ * and starts a recovery window in which a send needs a lookup first, and every event carries the
+ * epoch and an `at` taken from the ledger's clock that never goes back within a transfer.
+ */
+import fc from 'fast-check';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseStreamEntry } from '../../packages/producer/src/events.ts';
+import { createKeys, type Keys } from '../../src/ledger/keys.ts';
+import { Ledger, NO_RECORD, TransferState, type EpochState, type TransitionRequest } from '../../src/ledger/ledger.ts';
+import { ISO_TIME_LUA } from '../../src/ledger/request.ts';
+import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
+
+const redis = newRedis();
+const WINDOW_MS = 3_600_000;
+let keys: Keys;
+let clock: number;
+let seq = 0;
+const id = () => `seq-${++seq}`;
+
+function ledger(options: { init?: 'auto' | 'manual'; onLost?: (lost: { previous: string; state: EpochState }) => void } = {}): Ledger {
+  return new Ledger(redis, keys, {
+    eventsMaxLen: 10_000,
+    retentionMs: 60_000,
+    clock: () => clock,
+    epoch: { init: options.init ?? 'auto', recoveryWindowMs: WINDOW_MS, ...(options.onLost ? { onLost: options.onLost } : {}) },
+  });
+}
+
+beforeEach(() => {
+  keys = createKeys(uniquePrefix('epoch'), 'events');
+  keys.events = `${keys.active}:events`;
+  clock = 1_700_000_000_000;
+});
+afterAll(async () => {
+  await closeAllRedis();
+});
+
+const gated = (l: Ledger, sequenceId: string) =>
+  l.transition(sequenceId, { from: [NO_RECORD], to: TransferState.GATED, set: { walletId: '1', coin: 'eth' } });
+
+const sendInFlight = (owner: string, lookedUp = false): TransitionRequest => ({
+  from: [TransferState.GATED, TransferState.SUBMITTING],
+  to: TransferState.SUBMITTING,
+  lease: { mode: 'take', owner, ms: 1_000 },
+  set: { pending: 1 },
+  increment: { sends: 1 },
+  sendInFlight: { lookedUp },
+});
+
+const UNRESOLVED = { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1, lastError: 'CUSTODY_TIMEOUT' } as const;
+const note = (stamp: number): TransitionRequest => ({
+  from: [TransferState.GATED],
+  to: TransferState.GATED,
+  set: { note: stamp },
+  event: { type: 'transfer.unresolved', data: UNRESOLVED },
+});
+
+async function events() {
+  return (await redis.xrange(keys.events, '-', '+')).map((entry) => parseStreamEntry(entry as [string, string[]]));
+}
+
+describe('the epoch at start-up', () => {
+  it('auto: the first process writes it, every later one adopts the same', async () => {
+    const first = await ledger().epoch.start();
+    const second = await ledger().epoch.start();
+    expect(first.id).toMatch(/^[0-9a-f]{12}$/);
+    expect(second.id).toBe(first.id);
+    expect(first.recoveryUntil).toBe(0);
+  });
+
+  it('manual: no epoch, and a send in flight is refused until an operator initialises it', async () => {
+    const l = ledger({ init: 'manual' });
+    expect((await l.epoch.start()).id).toBeUndefined();
+    const sequenceId = id();
+    await gated(l, sequenceId);
+    const refused = await l.transition(sequenceId, sendInFlight('a'));
+    expect(refused).toMatchObject({ ok: false, reason: 'epoch' });
+    expect(l.epoch.known).toBe('');
+    expect((await l.get(sequenceId))?.state).toBe(TransferState.GATED);
+    await ledger().epoch.init(); // the operator's `ledger init`
+    expect(await l.transition(sequenceId, sendInFlight('a'))).toMatchObject({ ok: false, reason: 'epoch' }); // adopts it now
+    expect(l.epoch.known).not.toBe('');
+    expect((await l.transition(sequenceId, sendInFlight('a'))).ok).toBe(true);
+  });
+});
+
+describe('a ledger that Redis lost', () => {
+  it('refuses the send in flight, declares the loss once over two processes, and looks up first while it recovers', async () => {
+    const lost: string[] = [];
+    const a = ledger({ onLost: ({ previous }) => lost.push(`a:${previous}`) });
+    const b = ledger({ onLost: ({ previous }) => lost.push(`b:${previous}`) });
+    const old = (await a.epoch.start()).id!;
+    await b.epoch.start();
+    // Redis lost its data (the shared test Redis: only this test's keys go).
+    await redis.del(keys.epoch);
+
+    const sequenceId = id();
+    await gated(a, sequenceId);
+    expect(await a.transition(sequenceId, sendInFlight('a'))).toMatchObject({ ok: false, reason: 'epoch' });
+    const now = a.epoch.state!;
+    expect(now.id).not.toBe(old);
+    expect(now.supersedes).toEqual([old]);
+    expect(now.recoveryUntil).toBe(clock + WINDOW_MS);
+    // B still knows the old epoch: it adopts the new one without declaring the loss again.
+    const other = id();
+    await gated(b, other);
+    expect(await b.transition(other, sendInFlight('b'))).toMatchObject({ ok: false, reason: 'epoch' });
+    expect(b.epoch.known).toBe(now.id);
+    expect(lost).toEqual([`a:${old}`]);
+    // While recovery lasts: no send in flight without a lookup first; with one, yes.
+    expect(await a.transition(sequenceId, sendInFlight('a'))).toMatchObject({ ok: false, reason: 'recovery' });
+    expect((await a.transition(sequenceId, sendInFlight('a', true))).ok).toBe(true);
+    // After the window: as before.
+    clock += WINDOW_MS;
+    expect((await b.transition(other, sendInFlight('b'))).ok).toBe(true);
+  });
+
+  it('a process that restarted onto the empty Redis (auto) made a new epoch: the one that remembers records the loss there', async () => {
+    const remembers = ledger();
+    const old = (await remembers.epoch.start()).id!;
+    await redis.del(keys.epoch);
+    const restarted = ledger();
+    const fresh = (await restarted.epoch.start()).id!;
+    expect(fresh).not.toBe(old);
+    const sequenceId = id();
+    await gated(restarted, sequenceId);
+    const before = await restarted.transition(sequenceId, sendInFlight('r'));
+    expect(before.ok).toBe(true); // blind: nothing told it (the residual risk of auto)
+    await restarted.transition(sequenceId, {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'own', owner: 'r' },
+      unset: ['leaseOwner', 'leaseUntil', 'pending'],
+    });
+    const other = id();
+    await gated(remembers, other);
+    expect(await remembers.transition(other, sendInFlight('m'))).toMatchObject({ ok: false, reason: 'epoch' });
+    expect(remembers.epoch.state).toMatchObject({ id: fresh, supersedes: [old], recoveryUntil: clock + WINDOW_MS });
+    // The restarted process now meets the window too.
+    expect(await restarted.transition(sequenceId, sendInFlight('r'))).toMatchObject({ ok: false, reason: 'recovery' });
+    expect(restarted.epoch.state?.recoveryUntil).toBe(clock + WINDOW_MS);
+    // An operator ends the window.
+    await ledger().epoch.accept();
+    expect((await restarted.transition(sequenceId, sendInFlight('r'))).ok).toBe(true);
+  });
+});
+
+describe('events', () => {
+  it("carry the ledger's epoch and the ledger's clock as `at`, which never goes back within a transfer", async () => {
+    const l = ledger();
+    const epoch = (await l.epoch.start()).id!;
+    const sequenceId = id();
+    await gated(l, sequenceId);
+    expect((await l.transition(sequenceId, note(1))).ok).toBe(true);
+    clock -= 120_000; // a failover to a node whose clock is two minutes behind
+    expect((await l.transition(sequenceId, note(2))).ok).toBe(true);
+    clock += 240_000;
+    expect((await l.transition(sequenceId, note(3))).ok).toBe(true);
+    const published = await events();
+    expect(published.map((event) => event.epoch)).toEqual([epoch, epoch, epoch]);
+    expect(published.map((event) => event.at)).toEqual([
+      new Date(1_700_000_000_000).toISOString(),
+      new Date(1_700_000_000_000).toISOString(),
+      new Date(1_700_000_120_000).toISOString(),
+    ]);
+  });
+
+  it('take `at` from Redis TIME when there is no test clock', async () => {
+    const l = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 60_000 });
+    const sequenceId = id();
+    await gated(l, sequenceId);
+    const before = await l.now();
+    await l.transition(sequenceId, note(1));
+    const after = await l.now();
+    const at = Date.parse((await events())[0]!.at);
+    expect(at).toBeGreaterThanOrEqual(before);
+    expect(at).toBeLessThanOrEqual(after);
+  });
+
+  it('isoTime writes every instant as toISOString does', async () => {
+    const lua = `${ISO_TIME_LUA}\nreturn isoTime(tonumber(ARGV[1]))`;
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 253_402_300_799_999 }), async (ms) => {
+        expect(await redis.eval(lua, 0, String(ms))).toBe(new Date(ms).toISOString());
+      }),
+      { numRuns: 300, examples: [[0], [951_782_400_000], [4_107_542_399_999], [1_709_164_800_000]] },
+    );
+  });
+});
