@@ -26,7 +26,7 @@ import type { RedisClient } from '../redis.ts';
  * ('' = Redis TIME). Fields: id, createdAt, recoveryUntil (ms, 0 = none), supersedes (ids of lost
  * epochs, comma-separated), lostAt, acceptedAt.
  * Returns {id or false, createdAt, recoveryUntil, supersedes, declared (1 when this call recorded a
- * loss or created the first epoch), now}.
+ * loss or created the first epoch), now, lostAt (0: never)}.
  */
 const EPOCH_LUA = `
 local now
@@ -35,7 +35,7 @@ if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local mode = ARGV[1]
-local e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes')
+local e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt')
 local declared = 0
 if mode == 'init' and not e[1] then
   redis.call('HSET', KEYS[1], 'id', ARGV[3], 'createdAt', now, 'recoveryUntil', 0)
@@ -62,10 +62,10 @@ elseif mode == 'lost' then
 elseif mode == 'accept' and e[1] then
   redis.call('HSET', KEYS[1], 'recoveryUntil', 0, 'acceptedAt', now)
 end
-e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes')
-return {e[1], e[2] or '0', e[3] or '0', e[4] or '', declared, tostring(now)}`;
+e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt')
+return {e[1], e[2] or '0', e[3] or '0', e[4] or '', declared, tostring(now), e[5] or '0'}`;
 
-type EpochReply = [string | null, string, string, string, number, string];
+type EpochReply = [string | null, string, string, string, number, string, string];
 
 interface EpochCommands {
   ledgerEpoch(key: string, mode: string, known: string, newId: string, windowMs: number, clock: string): Promise<EpochReply>;
@@ -80,6 +80,8 @@ export interface EpochState {
   recoveryUntil: number;
   /** Epochs this one replaced because the ledger was found lost. */
   supersedes: string[];
+  /** When the last loss was recorded (ms, ledger clock; 0: never). */
+  lostAt: number;
   /** The ledger's clock when this was read (ms). */
   now: number;
 }
@@ -183,7 +185,7 @@ export class LedgerEpoch {
 
   async #call(mode: 'read' | 'init' | 'lost' | 'accept', known = ''): Promise<EpochState & { declared: boolean }> {
     const clock = this.#options.clock?.();
-    const [id, createdAt, recoveryUntil, supersedes, declared, now] = await (this.#redis as unknown as EpochCommands).ledgerEpoch(
+    const [id, createdAt, recoveryUntil, supersedes, declared, now, lostAt] = await (this.#redis as unknown as EpochCommands).ledgerEpoch(
       this.#key,
       mode,
       known,
@@ -196,6 +198,7 @@ export class LedgerEpoch {
       createdAt: Number(createdAt),
       recoveryUntil: Number(recoveryUntil),
       supersedes: supersedes === '' ? [] : supersedes.split(','),
+      lostAt: Number(lostAt),
       now: Number(now),
       declared: Number(declared) === 1,
     };

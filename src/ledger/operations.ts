@@ -88,7 +88,7 @@ export const op = {
       stamp: ['createdAt'],
       lease: { mode: 'take', owner, ms: leaseMs },
       increment: { sends: 1 },
-      sendInFlight: { lookedUp: false },
+      sendInFlight: { lookedUpAt: undefined },
     };
   },
 
@@ -127,14 +127,14 @@ export const op = {
   },
 
   /**
-   * Takes (or renews) the send lease and marks a send in flight, counted. `lookedUp`: the transfer was
-   * looked up upstream just before (a send the ledger's recovery window allows, epoch.ts).
+   * Takes (or renews) the send lease and marks a send in flight, counted. `lookedUpAt`: the ledger's
+   * time before the transfer was looked up upstream, if it was (what the recovery window asks, epoch.ts).
    */
   takeSend(
     from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
     owner: LeaseOwner,
     leaseMs: number,
-    lookedUp: boolean,
+    lookedUpAt: number | undefined,
   ): TransitionRequest {
     return {
       from: [from],
@@ -142,7 +142,7 @@ export const op = {
       lease: { mode: 'take', owner, ms: leaseMs },
       set: { pending: 1 },
       increment: { sends: 1 },
-      sendInFlight: { lookedUp },
+      sendInFlight: { lookedUpAt },
     };
   },
 
@@ -152,6 +152,30 @@ export const op = {
    */
   takeLease(owner: LeaseOwner, leaseMs: number, from: TransferState = TransferState.SUBMITTING): TransitionRequest {
     return { from: [from], to: TransferState.SUBMITTING, lease: { mode: 'take', owner, ms: leaseMs } };
+  },
+
+  /**
+   * The send the lease holder marked in flight was never written (its lease may have ended first):
+   * while it still owns the lease in the ledger, it says so, so that no later runner reads its
+   * `pending` as "may have gone out". The lease itself is left as it is (it may be over already).
+   */
+  unsent(owner: LeaseOwner): TransitionRequest {
+    return {
+      from: [TransferState.SUBMITTING],
+      to: TransferState.SUBMITTING,
+      lease: { mode: 'own', owner },
+      unset: ['pending'],
+      increment: { sends: -1 },
+    };
+  },
+
+  /**
+   * While the ledger recovers from a loss (epoch.ts): takes the lease to look the transfer up before
+   * its first send, and records that a send of it may have been accepted in the life the ledger lost
+   * (sticky `unknownSince`): from now on it can end `failed` only by an operator's decision.
+   */
+  takeLeaseAfterLoss(owner: LeaseOwner, leaseMs: number, from: TransferState): TransitionRequest {
+    return { ...op.takeLease(owner, leaseMs, from), stampOnce: ['unknownSince'] };
   },
 
   /** The lease owner gives the lease up; the transfer stays in `submitting`. */

@@ -42,10 +42,11 @@ export interface TransitionRequest {
   trackerPending?: boolean;
   /**
    * The transition records a send in flight: the ledger adds the epoch this process knows, and the
-   * script refuses it under another epoch ('epoch') or, while recovery lasts, unless `lookedUp`
-   * (the transfer was looked up upstream just before) ('recovery').
+   * script refuses it under another epoch ('epoch') or, while recovery lasts, unless `lookedUpAt`
+   * (the ledger's time before the caller looked the transfer up upstream, ms) is one lease or more
+   * after the loss was recorded ('recovery').
    */
-  sendInFlight?: { lookedUp: boolean };
+  sendInFlight?: { lookedUpAt: number | undefined };
 }
 
 export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended' | 'epoch' | 'recovery';
@@ -69,7 +70,8 @@ export interface EpochCheck {
   check: boolean;
   /** The epoch this process knows ('' = none). */
   id: string;
-  lookedUp: boolean;
+  /** ms as text; '' when the caller did not look the transfer up. */
+  lookedUpAt: string;
 }
 
 /** The ledger-wide settings a request carries (the script has no configuration of its own). */
@@ -145,7 +147,7 @@ export function encodeRequest(
       epoch: {
         check: request.sendInFlight !== undefined,
         id: target.epoch,
-        lookedUp: request.sendInFlight?.lookedUp === true,
+        lookedUpAt: request.sendInFlight?.lookedUpAt === undefined ? '' : String(request.sendInFlight.lookedUpAt),
       } satisfies EpochCheck,
     },
     (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value),

@@ -49,8 +49,8 @@
     tombstoneTtl  how long the tombstone of a terminal transition lives, ms (RETENTION + TOMBSTONE_RETENTION)
     set       field, value, field, value ... to set (all text)
     epoch     { check = true for a transition that records a send in flight, id = the epoch the
-                caller knows ('' = none: always refused), lookedUp = true when the caller looked the
-                transfer up upstream just before (allowed while recovery lasts) }
+                caller knows ('' = none: always refused), lookedUpAt = the ledger's time (ms, text)
+                before the caller looked the transfer up upstream ('' = it did not) }
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -63,7 +63,8 @@
   - a transfer whose tombstone exists is never created again: a transition from "no record" is
     refused ('ended'), and the refusal carries the tombstone;
   - a send in flight is recorded only under the epoch the caller knows ('epoch': the ledger was lost,
-    or this process has none yet) and, while the epoch's recovery lasts, only after a lookup
+    or this process has none yet) and, while the epoch's recovery lasts, only after a lookup made one
+    lease (lease.ms) or more after the loss was recorded, when every send of the lost life has ended
     ('recovery').
 
   Every read of the record before the first write is one HMGET, and consecutive writes of the same
@@ -140,12 +141,15 @@ end
 
 -- The epoch: read by every transition that publishes or checks it (one HMGET).
 local epoch = nil
-if req.epoch.check or req.event ~= '' then epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil') end
+if req.epoch.check or req.event ~= '' then epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil', 'lostAt') end
 if req.epoch.check then
   -- A ledger that no longer holds the caller's epoch was lost (or replaced): what it forgot may
   -- include this very transfer's earlier send.
   if epoch[1] ~= req.epoch.id or req.epoch.id == '' then return {0, current, 'epoch', before[3] or '0', nowText, epoch[1]} end
-  if not req.epoch.lookedUp and tonumber(epoch[2] or '0') > now then return refuse('recovery') end
+  if tonumber(epoch[2] or '0') > now then
+    local lookedUpAt = tonumber(req.epoch.lookedUpAt)
+    if not lookedUpAt or lookedUpAt < tonumber(epoch[3] or '0') + tonumber(lease.ms) then return refuse('recovery') end
+  end
 end
 
 -- Field, value pairs for the next HSET: consecutive sets go out as one command.

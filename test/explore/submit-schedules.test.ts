@@ -11,8 +11,15 @@
  * foreign record. (A foreign holder's record seen after a send of ours whose answer was lost, its
  * runner outlived by its lease, is for any client indistinguishable from our own accepted send: such
  * schedules are counted, `foreignAfterLostAnswer`, and exempt from the rule below alone; README
- * "Guarantees" says so.) Once the transfer ended, its record may be removed (RETENTION)
+ * "Guarantees" says so; so is, after the ledger was lost, a foreign holder's record found by the
+ * recovery lookup.) Once the transfer ended, its record may be removed (RETENTION)
  * and a new job for the same sequenceId run: it must send nothing and publish nothing.
+ *
+ * Two draws break the guarantee's assumptions: a lease reply that reaches its runner only after the
+ * lease ended (the runner must write nothing), and Redis losing everything under the prefix (ledger,
+ * epoch, queues, events) at some step, after which the producer enqueues the transfer again: a send of
+ * the new life must come after a lookup made one lease after the loss, when every send of the old
+ * life has ended; runners of the old life go on as they were.
  *
  * Why this is deterministic although Redis is real I/O: the driver releases one upstream call only when
  * every live runner is blocked on an upstream call (or done), so exactly one runner moves between two
@@ -40,7 +47,7 @@ import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../pac
 import { createReconcileHandler } from '../../src/jobs/reconcile/handler.ts';
 import { createSubmitHandler } from '../../src/jobs/submit-transaction/handler.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
-import { Ledger, TransferState } from '../../src/ledger/ledger.ts';
+import { Ledger, TransferState, type RecordView, type TransitionRequest, type TransitionResult } from '../../src/ledger/ledger.ts';
 import { createLogger } from '../../src/logger.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { Trackers } from '../../src/queues/trackers.ts';
@@ -98,6 +105,16 @@ interface Scenario {
    * the wallet's other send too (and the worker's probe finds that out).
    */
   narrowed: boolean;
+  /**
+   * Per transition that records a send in flight, in order: whether its reply reaches the runner only
+   * after the lease has ended (a partition, a frozen process); the runner must then write nothing.
+   */
+  lateReplies: boolean[];
+  /**
+   * After this many released upstream calls Redis loses everything under the prefix (ledger, epoch,
+   * queues, events) and the producer enqueues the transfer again (null: never).
+   */
+  wipeAfter: number | null;
 }
 
 /*
@@ -120,6 +137,12 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
   foreign: fc.nat({ max: 5 }).map((n) => n === 0),
   againAfterEnd: fc.boolean(),
   narrowed: fc.boolean(),
+  lateReplies: fc.array(
+    fc.nat({ max: 3 }).map((n) => n === 0),
+    { maxLength: 6 },
+  ),
+  // A quarter of the schedules lose the ledger somewhere.
+  wipeAfter: fc.oneof({ arbitrary: fc.constant(null), weight: 3 }, { arbitrary: fc.nat({ max: 8 }), weight: 1 }),
 });
 
 const redis = newRedis();
@@ -142,6 +165,12 @@ interface RunReport {
   outbox: string[];
   /** The track-transfer queue's jobs at the end. */
   trackers: Array<{ id: string | undefined; data: unknown }>;
+  /** Redis lost everything under the prefix during the schedule (the events are then the new life's). */
+  wiped: boolean;
+  /** Sends not written because their lease reply came after the lease (lateReplies). */
+  windowShut: number;
+  /** A foreign holder of the sequenceId (see the header). */
+  foreign: boolean;
   sequenceId: string;
 }
 
@@ -149,7 +178,27 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   const prefix = uniquePrefix('explore');
   const keys = createKeys(prefix, `${prefix}:events`);
   let clock = 1_700_000_000_000;
-  const ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 3_600_000, clock: () => clock });
+  let lateDraw = 0;
+  /**
+   * The real ledger, but the reply of a transition that records a send in flight may reach its runner
+   * only after the lease ended (lateReplies): the scheduler lets everyone else move meanwhile.
+   */
+  class LateReplyLedger extends Ledger {
+    override async transition(sequenceId: string, request: TransitionRequest): Promise<TransitionResult> {
+      const result = await super.transition(sequenceId, request);
+      if (result.ok && request.sendInFlight && scenario.lateReplies[lateDraw++])
+        await scheduled('lease-reply:late', LEASE_MS + 1, () => undefined);
+      return result;
+    }
+    override async transitionReading<T>(sequenceId: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>> {
+      const result = await super.transitionReading(sequenceId, request, view);
+      if (result.ok && request.sendInFlight && scenario.lateReplies[lateDraw++])
+        await scheduled('lease-reply:late', LEASE_MS + 1, () => undefined);
+      return result;
+    }
+  }
+  const ledger = new LateReplyLedger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 3_600_000, clock: () => clock });
+  await ledger.epoch.start();
   const payload = samplePayload();
   const sequenceId = payload.halfSigned.sequenceId;
   const violations: string[] = [];
@@ -209,12 +258,25 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   /** A foreign holder's provider answers every send with 409, in time (see the header). */
   const foreignDraw = (draw: SendDraw): SendDraw => (['refuse-400', 'success-false', '5xx', '429'].includes(draw) ? draw : '409');
 
+  /** The virtual time Redis lost everything (undefined: not yet), and lookups started since one lease after it. */
+  let wipedAt: number | undefined;
+  let windowShut = 0;
+  let quietLookups = 0;
   const custody = {
-    async sendTransaction(_walletId: number | string, _body: unknown, options: { onRequest?: () => void } = {}) {
+    async sendTransaction(_walletId: number | string, _body: unknown, options: { onRequest?: () => void; beforeWrite?: () => void } = {}) {
+      // The moment the request would be written: the runner's own last check (it throws: nothing written).
+      options.beforeWrite?.();
       // What the ledger says at the moment a send starts: this runner must hold a live lease on a
       // pending send, and no other send may be in flight under a lease that is still live.
       const rec = await ledger.get(sequenceId);
-      if (rec?.state !== TransferState.SUBMITTING || !rec.pending || rec.leaseUntil <= clock) {
+      if (wipedAt !== undefined && rec !== undefined && quietLookups === 0) {
+        // A life after the wipe sends only once a lookup, made after every send of the old life ended
+        // (one lease after the wipe), did not find the transfer.
+        violations.push(`a send after Redis lost the ledger without a lookup one lease after it (at ${clock}, wiped at ${wipedAt})`);
+      }
+      if (wipedAt !== undefined && rec === undefined) {
+        // A runner of the lost life, inside its own lease: the record it would be judged by is gone.
+      } else if (rec?.state !== TransferState.SUBMITTING || !rec.pending || rec.leaseUntil <= clock) {
         violations.push(
           `send started without a live lease: state ${rec?.state}, pending ${rec?.pending}, leaseUntil ${rec?.leaseUntil} at ${clock}`,
         );
@@ -265,6 +327,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       });
     },
     async getTransfersBySequenceId(): Promise<Transaction[]> {
+      if (wipedAt !== undefined && clock >= wipedAt + LEASE_MS) quietLookups++;
       const draw = scenario.lookups[lookupDraw++] ?? 'found';
       return scheduled(`lookup:${draw}`, draw === 'slow-found' ? SLOW : 0, () => {
         if (draw === 'error')
@@ -305,6 +368,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     unresolvedAfterMs: UNRESOLVED_AFTER_MS,
     deadlineMs: DEADLINE_MS,
     now: () => clock,
+    monotonic: () => clock,
+    onSendWindowShut: () => void windowShut++,
   });
   const reconcile = createReconcileHandler({
     ledger,
@@ -361,11 +426,22 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     await quiescent();
   }
   let released = 0;
+  let wiped = scenario.wipeAfter === null;
   let reconciled = scenario.reconcileAfter === null;
   let again = !scenario.againAfterEnd;
   let sendsBeforeAgain = 0;
   for (;;) {
     await quiescent();
+    if (!wiped && released >= scenario.wipeAfter!) {
+      // Redis comes back empty (a node promoted before it synchronised, a flush); the producer, seeing
+      // no event any more, enqueues the transfer again. Runners of the old life go on as they were.
+      wiped = true;
+      wipedAt = clock;
+      const lost = await redis.keys(`${prefix}:*`);
+      if (lost.length > 0) await redis.del(...lost);
+      all.push(spawn('after-wipe-1', payload));
+      continue;
+    }
     if (!reconciled && released >= scenario.reconcileAfter!) {
       reconciled = true;
       live++;
@@ -413,8 +489,15 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     accepted,
     sends: sendCount,
     violations: sendsBeforeAgain > 0 && sendCount > sendsBeforeAgain ? [...violations, 'a send for an ended sequenceId'] : violations,
-    unexpected,
-    foreignAfterLostAnswer: scenario.foreign && lostAnswers > 0,
+    // A runner of the lost life that finds its record gone stops with this error (the job is retried
+    // and then finds nothing to do): expected once the ledger was wiped, a bug otherwise.
+    unexpected: wipedAt === undefined ? unexpected : unexpected.filter((caught) => !String(caught).includes('ledger record vanished')),
+    wiped: wipedAt !== undefined,
+    foreign: scenario.foreign,
+    windowShut,
+    // A send marked in flight whose runner wrote nothing (its lease reply came late) and was taken over
+    // before it could say so is, to the ledger, a send whose answer was lost.
+    foreignAfterLostAnswer: scenario.foreign && (lostAnswers > 0 || windowShut > 0),
     finalState: (await ledger.get(sequenceId))?.state,
     trackers: trackerJobs,
     outbox,
@@ -435,7 +518,8 @@ function invariantProblems(report: RunReport): string[] {
   if (types.filter((type) => type === 'transfer.submitted').length > 1) problems.push('transfer.submitted twice');
   if (types.filter((type) => type === 'transfer.unresolved').length > 1) problems.push('transfer.unresolved twice');
   if (report.accepted > 0 && types.includes('transfer.failed')) problems.push('transfer.failed although upstream accepted a send');
-  if (report.accepted === 0 && !report.foreignAfterLostAnswer && types.includes('transfer.submitted'))
+  // After a wipe, a foreign holder's record is, to a lookup, what our own send of the lost life would be.
+  if (report.accepted === 0 && !report.foreignAfterLostAnswer && !(report.wiped && report.foreign) && types.includes('transfer.submitted'))
     problems.push('transfer.submitted although upstream accepted no send of this transfer');
   if (report.events.filter((event) => event.version === 1).length > 1)
     problems.push('a second event of version 1 (an ended sequenceId started again)');
@@ -448,7 +532,12 @@ function invariantProblems(report: RunReport): string[] {
   if (report.outbox.length > 0) problems.push(`tracker outbox entries left: ${JSON.stringify(report.outbox)}`);
   const submitted = report.finalState === TransferState.SUBMITTED;
   const expected = submitted ? [{ id: trackJobId(report.sequenceId), data: { sequenceId: report.sequenceId } }] : [];
-  if (JSON.stringify(report.trackers) !== JSON.stringify(expected)) {
+  // After a wipe a runner of the lost life may still add the tracking job it owed (harmless: it tracks
+  // the sequenceId); only a missing one counts then.
+  const trackersWrong = report.wiped
+    ? submitted && !report.trackers.some((job) => job.id === expected[0]!.id)
+    : JSON.stringify(report.trackers) !== JSON.stringify(expected);
+  if (trackersWrong) {
     problems.push(`tracking jobs ${JSON.stringify(report.trackers)} for a transfer in ${report.finalState}`);
   }
   return problems;
@@ -466,6 +555,8 @@ describe('one transfer under explored schedules', () => {
       open: 0,
       foreign: 0,
       foreignAfterLostAnswer: 0,
+      wiped: 0,
+      windowShut: 0,
     };
     await fc.assert(
       fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
@@ -473,6 +564,8 @@ describe('one transfer under explored schedules', () => {
         seen.schedules++;
         if (scenario.foreign) seen.foreign++;
         if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
+        if (report.wiped) seen.wiped++;
+        if (report.windowShut > 0) seen.windowShut++;
         const types = report.events.map((event) => event.event);
         if (types.includes('transfer.submitted')) seen.submitted++;
         if (types.includes('transfer.failed')) seen.failed++;
@@ -501,6 +594,8 @@ describe('one transfer under explored schedules', () => {
     // The exploration must reach every kind of ending, or it explores less than it claims.
     expect(seen.submitted).toBeGreaterThan(0);
     expect(seen.failed).toBeGreaterThan(0);
+    expect(seen.wiped).toBeGreaterThan(0);
+    expect(seen.windowShut).toBeGreaterThan(0);
     if (RUNS >= 1_000) {
       expect(seen.unresolved).toBeGreaterThan(0);
       expect(seen.inUse).toBeGreaterThan(0);

@@ -40,13 +40,13 @@ afterAll(async () => {
 const gated = (l: Ledger, sequenceId: string) =>
   l.transition(sequenceId, { from: [NO_RECORD], to: TransferState.GATED, set: { walletId: '1', coin: 'eth' } });
 
-const sendInFlight = (owner: string, lookedUp = false): TransitionRequest => ({
+const sendInFlight = (owner: string, lookedUpAt?: number): TransitionRequest => ({
   from: [TransferState.GATED, TransferState.SUBMITTING],
   to: TransferState.SUBMITTING,
   lease: { mode: 'take', owner, ms: 1_000 },
   set: { pending: 1 },
   increment: { sends: 1 },
-  sendInFlight: { lookedUp },
+  sendInFlight: { lookedUpAt },
 });
 
 const UNRESOLVED = { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1, lastError: 'CUSTODY_TIMEOUT' } as const;
@@ -109,9 +109,11 @@ describe('a ledger that Redis lost', () => {
     expect(await b.transition(other, sendInFlight('b'))).toMatchObject({ ok: false, reason: 'epoch' });
     expect(b.epoch.known).toBe(now.id);
     expect(lost).toEqual([`a:${old}`]);
-    // While recovery lasts: no send in flight without a lookup first; with one, yes.
+    // While recovery lasts: no send in flight without a lookup first, nor after a lookup made less than
+    // one lease (1 s here) after the loss, when a send of the lost life may still have been in flight.
     expect(await a.transition(sequenceId, sendInFlight('a'))).toMatchObject({ ok: false, reason: 'recovery' });
-    expect((await a.transition(sequenceId, sendInFlight('a', true))).ok).toBe(true);
+    expect(await a.transition(sequenceId, sendInFlight('a', clock + 999))).toMatchObject({ ok: false, reason: 'recovery' });
+    expect((await a.transition(sequenceId, sendInFlight('a', clock + 1_000))).ok).toBe(true);
     // After the window: as before.
     clock += WINDOW_MS;
     expect((await b.transition(other, sendInFlight('b'))).ok).toBe(true);

@@ -3,9 +3,10 @@ import { CustodyError } from '../../../custody/errors.ts';
 import type { TransferState, TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
 import type { MatchResult } from '../../../transfers/match.ts';
+import { RetryLater } from '../../../queues/outcomes.ts';
 import { refused, type Run, type Step } from './context.ts';
 import { identify } from './lookup.ts';
-import { markSubmitted, releaseAndRetry, stillUnknown } from './settle.ts';
+import { markSubmitted, release, releaseAndRetry, stillUnknown } from './settle.ts';
 
 /**
  * The ledger refused a first send because it is recovering from a loss (epoch.ts): this transfer may
@@ -17,17 +18,30 @@ import { markSubmitted, releaseAndRetry, stillUnknown } from './settle.ts';
  *   narrow): never sent, never claimed; the transfer stays unsettled (sticky) and gets
  *   `transfer.unresolved` at UNRESOLVED_AFTER;
  * - absent: the caller sends, telling the ledger that the lookup came first (`{ absent }`).
+ * Whatever the answer, the transfer may have been sent in the life the ledger lost, and lookups lag:
+ * it is marked as such (sticky `unknownSince`), so that a refusal of a send of this life never ends it
+ * `failed` (docs/contract.md section 4: only an operator may then); it ends submitted, or unresolved.
  * The lease is taken first (the transfer moves to `submitting` without a send in flight), so no other
  * runner sends meanwhile; a crash leaves `submitting` with no send, and the next runner comes here again.
+ * The lookup is made no sooner than one send lease after the loss was recorded.
  */
 export async function lookFirst(
   run: Run,
   record: TransferRecord,
   from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
 ): Promise<{ settled: Step } | { absent: TransferRecord }> {
-  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeLease(run.owner, run.deps.sendLeaseMs, from));
+  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeLeaseAfterLoss(run.owner, run.deps.sendLeaseMs, from));
   if (!taken.ok) return { settled: refused(taken) };
   const held = taken.record;
+  // A send of the lost ledger's life may still be in flight, written inside its runner's lease; a
+  // lookup made before that lease surely ended could miss it. The lookup waits one lease from when
+  // the loss was recorded (the lease is given back meanwhile).
+  const quietAt = (run.deps.ledger.epoch.state?.lostAt ?? 0) + run.deps.sendLeaseMs;
+  if (held.updatedAt < quietAt) {
+    const released = await release(run, held, { extraSends: 0 });
+    if (!released.ok) return { settled: refused(released) };
+    throw new RetryLater(quietAt - held.updatedAt, 'ledger lost: waiting for sends of its old life to end');
+  }
   let found: MatchResult;
   try {
     found = await identify(run, held, BudgetClass.SEND);

@@ -67,7 +67,7 @@ async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
       0,
     );
   }
-  return takeAndSend(run, held, TransferState.SUBMITTING, true);
+  return takeAndSend(run, held, TransferState.SUBMITTING, held.updatedAt);
 }
 
 /**
@@ -104,7 +104,7 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
     }
   }
   if (pastDeadline) return expireUnsettled(run, held);
-  if (held.sends < run.deps.attempts) return takeAndSend(run, held, TransferState.SUBMITTING, true);
+  if (held.sends < run.deps.attempts) return takeAndSend(run, held, TransferState.SUBMITTING, held.updatedAt);
   return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
 }
 

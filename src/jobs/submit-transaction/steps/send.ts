@@ -34,23 +34,24 @@ export class SendWindowShut extends Error {
 /**
  * Takes (or renews) the send lease and marks a send pending, then sends. From `gated` this is the first
  * send; from `submitting` a resend, made only by a runner that already holds the lease. A crash after
- * this transition leaves `pending`, which the next runner reads as "may have gone out". `lookedUp`:
- * the transfer was looked up upstream just before, which is what a ledger in recovery (epoch.ts)
- * requires of a send; without it, the ledger's refusal leads to that lookup first (lookFirst).
+ * this transition leaves `pending`, which the next runner reads as "may have gone out". `lookedUpAt`:
+ * the ledger's time before the transfer was looked up upstream, when it just was: what a ledger in
+ * recovery (epoch.ts) requires of a send; without it, or with a lookup too early, the ledger's
+ * refusal leads to a lookup first (lookFirst).
  */
 export async function takeAndSend(
   run: Run,
   record: TransferRecord,
   from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
-  lookedUp = false,
+  lookedUpAt?: number,
 ): Promise<Step> {
   const session = run.deps.ledger.session();
   const started = leaseStart(run);
-  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs, lookedUp));
+  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs, lookedUpAt));
   if (!taken.ok) {
     if (taken.reason === 'recovery') {
       const looked = await lookFirst(run, record, from);
-      return 'settled' in looked ? looked.settled : takeAndSend(run, looked.absent, TransferState.SUBMITTING, true);
+      return 'settled' in looked ? looked.settled : takeAndSend(run, looked.absent, TransferState.SUBMITTING, looked.absent.updatedAt);
     }
     if (taken.reason === 'epoch') return epochRefused(run);
     return refused(taken);
@@ -98,7 +99,7 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
   try {
     beforeWrite();
   } catch (shut) {
-    return windowShut(run, shut as SendWindowShut);
+    return windowShut(run, record, shut as SendWindowShut);
   }
   let requests = 0;
   let accepted: AcceptedSend;
@@ -110,7 +111,7 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
       { signal: deadline.signal, onRequest: () => requests++, beforeWrite, keepRaw: false },
     );
   } catch (error) {
-    if (error instanceof SendWindowShut) return windowShut(run, error);
+    if (error instanceof SendWindowShut) return windowShut(run, record, error);
     return sendFailed(run, record, error, requests - 1);
   } finally {
     deadline.clear();
@@ -128,13 +129,15 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
 
 /**
  * The lease may have ended before the send was written (its reply came late, or this process was
- * frozen): nothing was written, and nothing is released either, since the lease may be someone else's
- * by now. The record is read again: its holder, whoever that is, decides (a takeover reads our
- * `pending` as "may have gone out" and looks the transfer up before any send).
+ * frozen): nothing was written, and the lease is not released, since it may be someone else's by now.
+ * If nobody took it over, the ledger is told that the send in flight never left (unsent: only its
+ * owner may); if somebody did, it read our `pending` as "may have gone out" and looks before any
+ * send. Either way the record is read again and its holder, whoever that is, decides.
  */
-function windowShut(run: Run, shut: SendWindowShut): Step {
+async function windowShut(run: Run, record: SendView, shut: SendWindowShut): Promise<Step> {
   run.deps.onSendWindowShut?.();
   run.log.warn({ lateByMs: Math.round(shut.lateByMs) }, 'send lease may have ended before the send was written: nothing sent');
+  await run.deps.ledger.transition(record.sequenceId, op.unsent(run.owner));
   return undefined;
 }
 
