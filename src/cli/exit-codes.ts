@@ -12,7 +12,10 @@ export const ExitCode = {
   USAGE: 2,
   /** Unknown transfer, or the custody API answered 404. */
   NOT_FOUND: 3,
-  /** The transfer's state does not allow the operation now (resolve: not in submitting, or a live send lease). */
+  /**
+   * The state does not allow the operation now (resolve: not in submitting, or a live send lease;
+   * ledger accept-epoch: the ledger has no epoch). Nothing was changed.
+   */
   REFUSED: 4,
   CONFIG: EX_CONFIG,
 } as const;

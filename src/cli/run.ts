@@ -6,6 +6,7 @@ import type { Command } from './command.ts';
 import { enqueueCommand } from './commands/enqueue.ts';
 import { eventsCommand } from './commands/events.ts';
 import { getTransferCommand } from './commands/get-transfer.ts';
+import { ledgerCommand } from './commands/ledger.ts';
 import { resolveCommand } from './commands/resolve.ts';
 import { statusCommand } from './commands/status.ts';
 import { travelRuleCommand } from './commands/travel-rule.ts';
@@ -20,6 +21,7 @@ export const COMMANDS: readonly Command[] = [
   statusCommand,
   eventsCommand,
   resolveCommand,
+  ledgerCommand,
   getTransferCommand,
   walletTransactionCommand,
   travelRuleCommand,

@@ -435,16 +435,27 @@ export function loadQueueConfig(
   });
 }
 
-const ledgerEnvSchema = envSchema.pick({ EVENTS_MAXLEN: true, RETENTION: true, TOMBSTONE_RETENTION: true });
+const ledgerEnvSchema = envSchema.pick({
+  EVENTS_MAXLEN: true,
+  RETENTION: true,
+  TOMBSTONE_RETENTION: true,
+  LEDGER_INIT: true,
+  LEDGER_RECOVERY_WINDOW: true,
+  TRACK_DEADLINE: true,
+});
 
 /**
- * What a tool needs to change the ledger the way the worker does (the CLI's `resolve`): the queue
- * settings plus EVENTS_MAXLEN (stream trimming) and RETENTION (how long a terminal record is kept),
- * both with the worker's defaults. Every problem of either part is listed.
+ * What a tool needs to change the ledger the way the worker does (the CLI's `resolve` and `ledger`):
+ * the queue settings plus EVENTS_MAXLEN (stream trimming), RETENTION (how long a terminal record is
+ * kept) and the epoch's LEDGER_INIT and LEDGER_RECOVERY_WINDOW (default TRACK_DEADLINE), all with the
+ * worker's defaults. Every problem of either part is listed.
  */
-export function loadLedgerConfig(
-  env: NodeJS.ProcessEnv = process.env,
-): Readonly<{ redis: RedisConnection; queue: Config['queue']; retention: Pick<Config['retention'], 'transfersMs' | 'tombstonesMs'> }> {
+export function loadLedgerConfig(env: NodeJS.ProcessEnv = process.env): Readonly<{
+  redis: RedisConnection;
+  queue: Config['queue'];
+  retention: Pick<Config['retention'], 'transfersMs' | 'tombstonesMs'>;
+  ledger: Config['ledger'];
+}> {
   const problems: string[] = [];
   let queueConfig: ReturnType<typeof loadQueueConfig> | undefined;
   try {
@@ -460,6 +471,8 @@ export function loadLedgerConfig(
     redis: queueConfig.redis,
     queue: { ...queueConfig.queue, eventsMaxLen: result.data.EVENTS_MAXLEN },
     retention: { transfersMs: result.data.RETENTION, tombstonesMs: result.data.TOMBSTONE_RETENTION },
+    // As loadConfig has them (the worker's `ledger` section).
+    ledger: { init: result.data.LEDGER_INIT, recoveryWindowMs: result.data.LEDGER_RECOVERY_WINDOW ?? result.data.TRACK_DEADLINE },
   });
 }
 

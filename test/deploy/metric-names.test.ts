@@ -175,6 +175,8 @@ describe('deploy/: Grafana board and Prometheus alerts', () => {
         'CustodyReconcileNotCompleted',
         'CustodyUpstreamErrorRate',
         'CustodyWorkerNotReady',
+        'CustodyLedgerLost',
+        'CustodySendWindowShut',
       ]),
     );
     for (const rule of rules) {

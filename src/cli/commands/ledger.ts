@@ -1,0 +1,161 @@
+import { loadLedgerConfig } from '../../config/config.ts';
+import { createKeys } from '../../ledger/keys.ts';
+import { Ledger, type EpochState } from '../../ledger/ledger.ts';
+import type { Command } from '../command.ts';
+import { refused, usageError } from '../errors.ts';
+import { table } from '../format.ts';
+import { withRedis } from '../redis-run.ts';
+
+const SUBCOMMANDS = ['status', 'init', 'accept-epoch'] as const;
+type Subcommand = (typeof SUBCOMMANDS)[number];
+
+/** The ledger's epoch as the CLI prints it (times as ISO text, the ledger's clock). */
+export interface EpochView {
+  /** null: the ledger has no epoch (never initialised: LEDGER_INIT=manual, or lost and not yet noticed). */
+  epoch: string | null;
+  createdAt: string | null;
+  /** End of the recovery window; null when there is none. */
+  recoveryUntil: string | null;
+  /** Whether the ledger's clock is before recoveryUntil: every transfer is looked up before its first send. */
+  recoveryActive: boolean;
+  /** Epochs this one replaced because the ledger was found lost. */
+  supersedes: string[];
+  /** The ledger's clock (Redis TIME) when this was read. */
+  now: string;
+}
+
+export interface LedgerInitResult extends EpochView {
+  /** true: this run wrote the first epoch; false: the ledger had one already (unchanged). */
+  created: boolean;
+}
+
+export interface LedgerAcceptResult extends EpochView {
+  /** true: a recovery window was open and ended now; false: none was open (the epoch is unchanged but for acceptedAt). */
+  ended: boolean;
+  /** The end the window had before (null when none was open). */
+  previousRecoveryUntil: string | null;
+}
+
+export const ledgerCommand: Command = {
+  name: 'ledger',
+  synopsis: 'ledger status|init|accept-epoch',
+  summary: "the ledger's epoch: show it, initialise it (LEDGER_INIT=manual), end a recovery window",
+  help: `The ledger's epoch is an identity written once into Redis, so that a worker can tell that Redis
+lost its data (a node promoted empty, a flush). A worker that finds its epoch gone declares the ledger
+lost: a new epoch with a recovery window (LEDGER_RECOVERY_WINDOW, default TRACK_DEADLINE) during which
+every transfer is looked up at the provider before its first send (runbook "Redis lost its data" in
+docs/operations.md).
+
+  status         the epoch id (or none), when it was created, the end of its recovery window (or
+                 none), whether that window is open now, and the epochs it superseded; exit 0
+  init           writes the first epoch unless the ledger has one, and says which: needed once with
+                 LEDGER_INIT=manual before any worker sends (LEDGER_INIT=auto workers do it themselves
+                 at start-up); exit 0 either way, an existing epoch is left as it is
+  accept-epoch   ends the recovery window now: workers send again without looking each transfer up
+                 first, which gives up that protection, so only as the runbook says. Exit 0, also when
+                 no window was open; exit 4 (NO_EPOCH), changing nothing, when the ledger has no epoch
+
+Every time is the ledger's clock (Redis TIME), printed as ISO 8601.
+
+Needs REDIS_URL (or REDIS_CLUSTER_NODES) and QUEUE_PREFIX as the worker has them; also reads
+EVENTS_MAXLEN, RETENTION, TOMBSTONE_RETENTION, LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE
+(each must be valid when set).
+
+Examples:
+  custody-worker ledger status
+  custody-worker ledger init
+  custody-worker ledger accept-epoch --json`,
+  options: {},
+  positionals: { min: 1, max: 1, names: '<subcommand>' },
+  async run({ positionals, out, env }) {
+    const subcommand = parseSubcommand(positionals[0]!);
+    const config = loadLedgerConfig(env);
+    await withRedis(config.redis, out, async (redis) => {
+      const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), {
+        eventsMaxLen: config.queue.eventsMaxLen,
+        retentionMs: config.retention.transfersMs,
+        tombstoneRetentionMs: config.retention.tombstonesMs,
+        epoch: { init: config.ledger.init, recoveryWindowMs: config.ledger.recoveryWindowMs },
+      });
+      if (subcommand === 'status') {
+        out.result(view(await ledger.epoch.refresh()), formatStatus);
+        return;
+      }
+      if (subcommand === 'init') {
+        const before = await ledger.epoch.refresh();
+        const state = before.id === undefined ? await ledger.epoch.init() : before;
+        // The script stamps an epoch it creates with the clock of that same call: one that another
+        // process (a worker with LEDGER_INIT=auto) wrote between the read and the init is older.
+        const created = before.id === undefined && state.id !== undefined && state.createdAt === state.now;
+        out.result<LedgerInitResult>({ created, ...view(state) }, formatInit);
+        return;
+      }
+      const before = await ledger.epoch.refresh();
+      const state = await ledger.epoch.accept();
+      if (state.id === undefined) {
+        throw refused(
+          'NO_EPOCH',
+          'the ledger has no epoch, so there is no recovery window to end: with LEDGER_INIT=manual run `custody-worker ledger init` first',
+        );
+      }
+      const open = before.id === state.id && before.recoveryUntil > before.now;
+      out.result<LedgerAcceptResult>(
+        { ended: open, previousRecoveryUntil: open ? iso(before.recoveryUntil) : null, ...view(state) },
+        formatAccept,
+      );
+    });
+  },
+};
+
+function parseSubcommand(value: string): Subcommand {
+  if ((SUBCOMMANDS as readonly string[]).includes(value)) return value as Subcommand;
+  throw usageError(`unknown ledger subcommand "${value.slice(0, 40)}": status, init or accept-epoch (see: custody-worker ledger --help)`);
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function view(state: EpochState): EpochView {
+  const hasEpoch = state.id !== undefined;
+  return {
+    epoch: state.id ?? null,
+    createdAt: hasEpoch ? iso(state.createdAt) : null,
+    recoveryUntil: hasEpoch && state.recoveryUntil > 0 ? iso(state.recoveryUntil) : null,
+    recoveryActive: hasEpoch && state.recoveryUntil > state.now,
+    supersedes: state.supersedes,
+    now: iso(state.now),
+  };
+}
+
+function rows(epoch: EpochView): Array<[string, unknown]> {
+  return [
+    ['epoch', epoch.epoch ?? 'none (not initialised: with LEDGER_INIT=manual, run `ledger init`)'],
+    ['created', epoch.createdAt],
+    ['recovery until', epoch.recoveryUntil ?? 'none'],
+    [
+      'recovery active',
+      epoch.recoveryActive ? 'yes: every transfer is looked up before its first send' : epoch.epoch === null ? '-' : 'no',
+    ],
+    ['supersedes', epoch.supersedes.length === 0 ? 'none' : epoch.supersedes.join(', ')],
+    ['now', epoch.now],
+  ];
+}
+
+function formatStatus(epoch: EpochView): string {
+  return table(rows(epoch));
+}
+
+function formatInit(result: LedgerInitResult): string {
+  const what: [string, unknown] = result.created
+    ? ['initialised', `yes: created epoch ${result.epoch ?? '-'}`]
+    : ['initialised', `no: the ledger already has epoch ${result.epoch ?? '-'} (unchanged)`];
+  return table([what, ...rows(result)]);
+}
+
+function formatAccept(result: LedgerAcceptResult): string {
+  const what: [string, unknown] = result.ended
+    ? ['accepted', `recovery window ended now (it was open until ${result.previousRecoveryUntil ?? '-'})`]
+    : ['accepted', 'no recovery window was open: nothing to end'];
+  return table([what, ...rows(result)]);
+}
