@@ -152,12 +152,12 @@ function declareMetrics() {
     }),
     ledgerRecoveryUntil: new Gauge({
       name: 'custody_ledger_recovery_until_seconds',
-      help: 'End of the ledger recovery window (Unix seconds; 0: none) as this process last read it: until then every transfer is looked up before its first send.',
+      help: 'End of the ledger recovery window (Unix seconds; 0: none) read from Redis at each scrape (the same on every replica: aggregate with max): until then every transfer is looked up before its first send.',
       registers: [registry],
     }),
     recoveryLookups: new Counter({
       name: 'custody_ledger_recovery_lookups_total',
-      help: 'Lookups before a first send while the ledger recovers, by what they found (found: submitted without a send; absent: sent; ambiguous: left unresolved).',
+      help: 'Lookups by sequenceId made while the ledger recovers from a loss, by what they found (found: submitted without a send; absent: sent after the lookup; ambiguous: not sent, left to resolve).',
       labelNames: ['found'] as const,
       registers: [registry],
     }),

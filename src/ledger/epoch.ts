@@ -150,9 +150,19 @@ export class LedgerEpoch {
     return this.#adopt(await this.#call('accept'));
   }
 
-  /** Reads the epoch again (its recovery window may have been started or ended by another process). */
+  /**
+   * Reads the epoch again: its recovery window may have been started or ended by another process.
+   * Only the window is taken over; an epoch other than the one this process knows is never adopted
+   * here (the next send in flight is refused under it, and `mismatch` decides what that means).
+   */
   async refresh(): Promise<EpochState> {
-    return this.#adopt(await this.#call('read'));
+    const state = await this.#call('read');
+    return state.id === this.#known ? this.#adopt(state) : state;
+  }
+
+  /** The epoch as Redis holds it now, changing nothing this process knows (for the metrics). */
+  async peek(): Promise<EpochState> {
+    return this.#call('read');
   }
 
   /**

@@ -387,6 +387,38 @@ describe('TransferEvents and the ledger epoch', () => {
     expect(errors).toEqual([]);
   });
 
+  it('goes on after Redis lost the stream and its group: the group is made again and the new life handled', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-epoch-wipe');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    await publish(redis, stream, 'seq-1', 1, 'E1');
+    const handled: string[] = [];
+    const stages: string[] = [];
+    track(
+      events.consume(
+        {
+          group: 'g',
+          consumer: 'c',
+          from: '0',
+          blockMs: 100,
+          onError: (_error, info) => void stages.push(info.stage),
+          onNewEpoch: () => undefined,
+        },
+        async (event) => void handled.push(lifeKeyOf(event)),
+      ),
+    );
+    await drained(redis, stream, 'g');
+    // Everything the worker wrote is gone (this test's keys only: the test Redis is shared); the
+    // worker's next events make the stream anew, under a new epoch.
+    const lost = await redis.keys(`${prefix}:*`);
+    await redis.del(...lost);
+    await publish(redis, stream, 'seq-1', 1, 'E2');
+    await publish(redis, stream, 'seq-1', 2, 'E2');
+    await expect.poll(() => handled, { timeout: 15_000 }).toEqual(['E1/seq-1:1', 'E2/seq-1:1', 'E2/seq-1:2']);
+    expect(stages).toContain('redis');
+  });
+
   it('hands a true duplicate (same epoch, sequenceId and version) to the handler once, and keys its marker by the epoch', async () => {
     const redis = newRedis();
     const prefix = uniquePrefix('consumer-epoch-dup');

@@ -250,6 +250,8 @@ class ConsumerLoop {
   #stopping = false;
   /** True while waiting on the blocking read (nothing delivered is being handled). */
   #blocked = false;
+  /** The group vanished under this consumer (NOGROUP): it is made again from the stream's start. */
+  #lostGroup = false;
   #wakeRetry: (() => void) | undefined;
 
   constructor(
@@ -330,6 +332,13 @@ class ConsumerLoop {
       } catch (error) {
         if (this.#stopping) break;
         this.#report(error, 'redis');
+        if (/NOGROUP/.test((error as Error).message)) {
+          // The stream or its group is gone (Redis lost its data, or the stream was deleted): make the
+          // group again, from the start of the stream, since every entry there is newer than the loss.
+          this.#lostGroup = true;
+          phase = 'group';
+          pendingCursor = '0';
+        }
         failures++;
         await this.#pause(Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** Math.min(failures, 6)));
       }
@@ -338,7 +347,7 @@ class ConsumerLoop {
 
   async #createGroup(): Promise<void> {
     try {
-      await this.#redis.xgroup('CREATE', this.#stream, this.#s.group, this.#s.from, 'MKSTREAM');
+      await this.#redis.xgroup('CREATE', this.#stream, this.#s.group, this.#lostGroup ? '0' : this.#s.from, 'MKSTREAM');
     } catch (error) {
       if (!/BUSYGROUP/.test((error as Error).message)) throw error;
     }

@@ -43,7 +43,7 @@ export interface SubmitDeps {
   monotonic?: () => number;
   /** A send was not written because its lease may have ended (a late lease reply, a frozen process). */
   onSendWindowShut?: () => void;
-  /** While the ledger recovers (epoch.ts), a transfer was looked up before its first send: what was found. */
+  /** A transfer was looked up by sequenceId while the ledger recovers from a loss (epoch.ts): what was found. */
   onRecoveryLookup?: (found: 'found' | 'absent' | 'ambiguous') => void;
   /** A fresh token per run of the handler (tests pass their own). */
   newRunner?: () => string;

@@ -35,7 +35,7 @@ export async function lookup<T>(
  */
 export async function identify(run: Run, held: TransferRecord, klass: BudgetClass): Promise<MatchResult> {
   const sequenceId = held.sequenceId;
-  return lookup(run, held, klass, async (list, wallet, signal) => {
+  const found = await lookup(run, held, klass, async (list, wallet, signal): Promise<MatchResult> => {
     const match = findTransfer(list, { sequenceId });
     if (
       match.kind === 'found' &&
@@ -46,4 +46,9 @@ export async function identify(run: Run, held: TransferRecord, klass: BudgetClas
     }
     return match;
   });
+  // `updatedAt` is the ledger's clock at the lease take that preceded this lookup.
+  if ((run.deps.ledger.epoch.state?.recoveryUntil ?? 0) > held.updatedAt) {
+    run.deps.onRecoveryLookup?.(found.kind === 'none' ? 'absent' : found.kind);
+  }
+  return found;
 }

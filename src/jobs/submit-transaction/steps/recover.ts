@@ -50,7 +50,6 @@ export async function lookFirst(
     run.log.warn({ err: error, code }, 'lookup before a first send after the ledger was lost failed');
     return { settled: await releaseAndRetry(run, held, { extraSends: 0 }, code) };
   }
-  run.deps.onRecoveryLookup?.(found.kind === 'found' ? 'found' : found.kind === 'ambiguous' ? 'ambiguous' : 'absent');
   if (found.kind === 'found') {
     const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction: found.transaction };
     const submitted = await markSubmitted(run, held, data, { sequenceId: held.sequenceId, transactionId: found.transaction.id }, 0);
