@@ -15,7 +15,15 @@ import { Trackers } from './queues/trackers.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
 import { QueueActivity, startWatchdog, type Watched } from './queues/watchdog.ts';
-import { POLL_FAILURES_ALERT, sendDeadlineMs, sendLeaseMs, SKIPPED_RECORD_LOG_INTERVAL_MS, SUBMIT_RETRY, withBase } from './timing.ts';
+import {
+  POLL_FAILURES_ALERT,
+  sendDeadlineMs,
+  sendLeaseMs,
+  SKIPPED_RECORD_LOG_INTERVAL_MS,
+  SUBMIT_RETRY,
+  trackLimiter,
+  withBase,
+} from './timing.ts';
 import type { CustodyEndpoint } from './custody/errors.ts';
 import type { SkippedRecord } from './custody/spec/schemas.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
@@ -198,7 +206,7 @@ export async function createApp(
     beforeRequest: (endpoint, signal, tag) => {
       const member = tag?.member ?? '';
       const count = SEQUENCE_ID.test(member) ? { key: keys.transfer(member), field: CALLS_FIELD } : undefined;
-      return budget.take(endpoint, tag?.klass ?? DEFAULT_CLASS[endpoint], member, signal, count);
+      return budget.take(endpoint, tag?.klass ?? DEFAULT_CLASS[endpoint], member, signal, count, tag?.dispensed === true);
     },
     onProviderRateLimited: (retryAfterMs) => {
       budget.pause(retryAfterMs).catch((err: unknown) => logger.warn({ err }, 'could not pause the request budget'));
@@ -339,7 +347,7 @@ export async function createApp(
       if (job && (await job.isDelayed())) await job.promote().catch(() => {});
     },
   });
-  startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency });
+  startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency, limiter: trackLimiter(budget.params.intervalMs) });
 
   // Aborted by close(), before the workers drain; a job fetched at that very moment sees it too.
   const shutdown = new AbortController();

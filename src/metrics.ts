@@ -188,7 +188,7 @@ function declareMetrics() {
     }),
     pollStretch: new Histogram({
       name: 'custody_track_poll_stretch_seconds',
-      help: 'Stretched poll intervals: how long a poll the budget turned away was put back for.',
+      help: 'Polls the request budget turned away (a higher class took the slot): how long the tracking queue then waited for the next free slot before handing out a job.',
       buckets: [0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
       registers: [registry],
     }),

@@ -108,6 +108,23 @@ export const LEASE_WAIT_SLACK_MS = 50;
 // ---------------------------------------------------------------------------------------------------
 // Tracking.
 
+/**
+ * BullMQ's limiter on the tracking queue: it hands out jobs at about the budget's pace, so a due poll
+ * is fetched when a slot is free instead of being fetched, turned away and re-delayed; a slot a
+ * higher class took makes the queue wait for the next one (WaitForSlot, BullMQ's manual rate limit,
+ * which needs a limiter to exist). The interval is a little shorter than the budget's: a fetch that
+ * comes early waits for its slot inside the budget (at most one interval), and one that comes late
+ * would leave the slot unused. With no limit (CUSTODY_MAX_RPS=0) the limiter only makes the manual
+ * rate limit possible (a provider's 429).
+ */
+export function trackLimiter(intervalMs: number): { max: number; duration: number } {
+  if (intervalMs === 0) return { max: 1_000_000, duration: 1_000 };
+  return { max: 1, duration: Math.max(1, Math.floor(intervalMs * TRACK_FETCH_PACE)) };
+}
+
+/** The tracking queue's fetch interval as a share of the budget's (see trackLimiter). */
+export const TRACK_FETCH_PACE = 0.95;
+
 /** Consecutive failed polls after which each further failure is logged as an error (tracking goes on). */
 export const POLL_FAILURES_ALERT = 10;
 

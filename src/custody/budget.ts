@@ -28,6 +28,12 @@ import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from './errors.t
  *
  * A 429 from the provider moves the schedule to the end of its Retry-After (`pause`): every class of
  * every process stops, and afterwards the reserving classes take the first slots.
+ *
+ * *Dispensed* requests (polls and enrichment, made by tracking jobs) are not kept in a line here:
+ * their queue hands its jobs out at the budget's pace (BullMQ's limiter, then its manual rate limit
+ * until the slot this refusal names), so a refused one is told only when the next slot is free for
+ * its class, and nothing else is fetched before then. A turn-away then costs one fetch per slot a
+ * higher class took, instead of one per tracked transfer due.
  */
 export const BudgetClass = {
   SEND: 'send',
@@ -72,6 +78,15 @@ export type Admission =
 export const COME_BACK_SPREAD = 1 / 3;
 
 /**
+ * How many slots ahead a dispensed request may take (and sleep for): its queue hands out jobs a little
+ * faster than the budget's rate (timing.ts, TRACK_FETCH_PACE), so that timer delays never leave a slot
+ * unused; the early ones wait for their slot instead of being turned away, and only when they run
+ * this far ahead is one turned away (and the queue told to wait). A send waits at most this many
+ * slots behind polls.
+ */
+export const DISPENSED_AHEAD = 2;
+
+/**
  * How long a refused requester keeps its place in line without being admitted: one that gave up (its
  * job ended another way) stops counting after this; one still waiting then goes to the back.
  */
@@ -89,8 +104,22 @@ export interface BudgetState {
  * The scheduler's rules, as a pure function (the Lua script below does exactly this in Redis; a test
  * runs both over the same random sequences). Mutates `state`.
  */
-export function admit(state: BudgetState, params: BudgetParams, now: number, klass: BudgetClass, member: string): Admission {
+export function admit(
+  state: BudgetState,
+  params: BudgetParams,
+  now: number,
+  klass: BudgetClass,
+  member: string,
+  dispensed = false,
+): Admission {
   const tat = Math.max(state.tat, now);
+  if (dispensed && !RESERVING_CLASSES.has(klass)) {
+    if (tat - now <= params.intervalMs * DISPENSED_AHEAD) {
+      state.tat = tat + params.intervalMs;
+      return { admitted: true, waitMs: Math.ceil(tat - now) };
+    }
+    return { admitted: false, retryAfterMs: Math.max(1, Math.ceil(tat - now - params.intervalMs * DISPENSED_AHEAD)) };
+  }
   if (RESERVING_CLASSES.has(klass)) {
     const tolerance = params.intervalMs * (params.burst - 1);
     const wait = Math.max(0, tat - tolerance - now);
@@ -147,7 +176,8 @@ end`;
  * ARGV[6] '1' when the class reserves   ARGV[7] the class's index among the opportunistic ones (1-based)
  * ARGV[8] the record's field counting calls ('' = count nothing); an absent record is never created
  * ARGV[9] now, ms ('' = Redis TIME; a test passes its own clock)   ARGV[10] COME_BACK_SPREAD
- * ARGV[11] WAITING_LAPSE_MS
+ * ARGV[11] WAITING_LAPSE_MS   ARGV[12] '1' when the request is dispensed (no line: see above)
+ * ARGV[13] DISPENSED_AHEAD
  * Returns {1, wait} when admitted, {0, retryAfter} when not.
  */
 const ADMIT_LUA = `
@@ -167,6 +197,16 @@ if ARGV[6] == '1' then
   if wait > tonumber(ARGV[3]) then return {0, math.ceil(wait - tonumber(ARGV[3]))} end
   keep(tat + interval)
   return {1, math.ceil(wait)}
+end
+if ARGV[12] == '1' then
+  local ahead = interval * tonumber(ARGV[13])
+  if tat - now <= ahead then
+    keep(tat + interval)
+    return {1, math.ceil(tat - now)}
+  end
+  local retry = math.ceil(tat - now - ahead)
+  if retry < 1 then retry = 1 end
+  return {0, retry}
 end
 local mine = tonumber(ARGV[7]) + 1
 local ahead = 0
@@ -310,7 +350,7 @@ export class RequestBudget {
    * Asks for a slot; never waits. `count`: the transfer's ledger record and field where the call is
    * counted when admitted (same hash slot as the budget's keys: one QUEUE_PREFIX).
    */
-  async ask(klass: BudgetClass, member: string, count?: { key: string; field: string }): Promise<Admission> {
+  async ask(klass: BudgetClass, member: string, count?: { key: string; field: string }, dispensed = false): Promise<Admission> {
     const { intervalMs, burst, horizonMs } = this.#params;
     const reserving = RESERVING_CLASSES.has(klass);
     const [ok, ms] = await (this.#redis as unknown as BudgetCommands).custodyBudgetAdmit(
@@ -328,6 +368,8 @@ export class RequestBudget {
       this.#clock ? String(this.#clock()) : '',
       COME_BACK_SPREAD,
       WAITING_LAPSE_MS,
+      dispensed ? '1' : '0',
+      DISPENSED_AHEAD,
     );
     return ok === 1 ? { admitted: true, waitMs: Number(ms) } : { admitted: false, retryAfterMs: Number(ms) };
   }
@@ -342,9 +384,10 @@ export class RequestBudget {
     member: string,
     signal?: AbortSignal,
     count?: { key: string; field: string },
+    dispensed = false,
   ): Promise<void> {
     if (this.#params.intervalMs === 0 && !this.#clock) return this.#takeUnlimited(endpoint, klass, signal, count);
-    const answer = await this.ask(klass, member, count);
+    const answer = await this.ask(klass, member, count, dispensed);
     if (!answer.admitted) {
       this.#observer.refused?.(klass, answer.retryAfterMs);
       throw budgetRefusal(endpoint, klass, answer.retryAfterMs);

@@ -32,6 +32,11 @@ export interface WalletRef {
 export interface BudgetTag {
   klass: BudgetClass;
   member: string;
+  /**
+   * The caller's queue hands out its jobs at the budget's pace, and waits for the slot a refusal
+   * names (budget.ts: dispensed requests): the budget keeps no line for it.
+   */
+  dispensed?: boolean;
 }
 
 /** Per-call options of the calls the submit path makes under one deadline. */

@@ -29,3 +29,23 @@ export class RateLimited extends Error {
     this.delayMs = delayMs;
   }
 }
+
+/**
+ * The shared request budget has no slot for this queue's calls for `delayMs`: the queue stops handing
+ * out jobs until then (BullMQ's manual rate limit, for every worker of the queue) and this job goes
+ * back to wait. Thrown by tracking jobs, whose queue the budget paces (custody/budget.ts, dispensed
+ * requests): one turn-away per slot a higher class took, not one per transfer due.
+ */
+export class WaitForSlot extends Error {
+  readonly code = 'WAIT_FOR_SLOT';
+  readonly delayMs: number;
+  constructor(delayMs: number) {
+    // Thrown often under a saturated budget: no stack (see RetryLater).
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super(`no request slot for ${delayMs} ms`);
+    Error.stackTraceLimit = stackTraceLimit;
+    this.name = 'WaitForSlot';
+    this.delayMs = delayMs;
+  }
+}

@@ -2,7 +2,7 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type JobJson } from
 import type { Logger } from '../logger.ts';
 import type { InFlight } from './in-flight.ts';
 import { LazyJobLog, type JobLog } from './job-log.ts';
-import { RateLimited, RetryLater } from './outcomes.ts';
+import { RateLimited, RetryLater, WaitForSlot } from './outcomes.ts';
 import { backoffDelay, UNEXPECTED_ERROR_RETRY } from '../timing.ts';
 
 export interface JobContext<T = unknown> {
@@ -69,7 +69,7 @@ function safeJson(text: string | undefined): boolean {
 /**
  * The thin wrapper around every handler: binds the job's log context, and is the one place that turns
  * a handler's outcome into a BullMQ move. Return = completed; RetryLater = delayed without using an
- * attempt; RateLimited = queue paused, job back to wait; UnrecoverableError (a job of another name, data
+ * attempt; RateLimited (upstream 429) and WaitForSlot (our budget) = queue paused, job back to wait; UnrecoverableError (a job of another name, data
  * that is not JSON) = failed for good; anything else = unexpected, retried later.
  */
 export function createProcessor<R>(handler: Handler<R>, options: ProcessorOptions) {
@@ -107,6 +107,12 @@ export function createProcessor<R>(handler: Handler<R>, options: ProcessorOption
         log.debug({ delayMs: error.delayMs, reason: error.reason }, 'job delayed');
         await job.moveToDelayed(Date.now() + error.delayMs, token);
         throw MOVED_TO_DELAYED;
+      }
+      if (error instanceof WaitForSlot) {
+        outcome = 'rate_limited';
+        log.debug({ delayMs: error.delayMs }, 'no request slot yet, queue waits for it');
+        await options.rateLimit(error.delayMs);
+        throw Worker.RateLimitError();
       }
       if (error instanceof RateLimited) {
         outcome = 'rate_limited';

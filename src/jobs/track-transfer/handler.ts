@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { FailureCode } from '../../../packages/producer/src/events.ts';
 import { op } from '../../ledger/operations.ts';
 import { BROADCAST_VIEW, TRACKING_VIEW, TransferState, type Ledger, type TrackingView } from '../../ledger/ledger.ts';
-import { RetryLater } from '../../queues/outcomes.ts';
+import { RetryLater, WaitForSlot } from '../../queues/outcomes.ts';
 import {
   backoffDelay,
   ENRICH_ATTEMPTS,
@@ -35,7 +35,7 @@ export interface TrackDeps {
   onPollFailed?: (streak: number) => void;
   /** UNMATCHED_POLLS_ALERT polls in a row listed a `send` of the wallet that matched nothing (once per transfer). */
   onUnmatched?: () => void;
-  /** The budget turned a poll away: it comes back after `ms` (the stretched poll interval). */
+  /** The budget turned a poll away: the tracking queue waits `ms` for the next free slot. */
   onPollStretched?: (ms: number) => void;
   /** The transfer was broadcast; `calls`: the upstream calls made for it. */
   onBroadcast?: (calls: number) => void;
@@ -86,16 +86,16 @@ export function createTrackHandler(deps: TrackDeps) {
     let list;
     try {
       list = await deps.custody.getTransfersBySequenceId({ walletId: record.walletId, coin: record.coin }, sequenceId, {
-        budget: { klass: BudgetClass.POLL, member: sequenceId },
+        budget: { klass: BudgetClass.POLL, member: sequenceId, dispensed: true },
       });
     } catch (error) {
       if (isCustodyError(error) && error.budgetRefused) {
-        // The budget is spent by higher classes or by other polls: not a failure. The poll comes back
-        // after the interval the budget gives (stretched by how many transfers compete), holding no
-        // worker slot meanwhile. Never expired for that: the deadline needs a poll that was made.
-        const stretched = error.retryAfterMs ?? deps.pollMinMs;
-        deps.onPollStretched?.(stretched);
-        throw new RetryLater(stretched, 'request budget spent');
+        // A higher class took the slot: not a failure. The whole queue waits for the next free slot
+        // (nothing else is fetched meanwhile) and this job goes back to wait, first in line for it.
+        // Never expired for that: the deadline needs a poll that was made.
+        const waitMs = error.retryAfterMs ?? deps.pollMinMs;
+        deps.onPollStretched?.(waitMs);
+        throw new WaitForSlot(waitMs);
       }
       // Upstream trouble never loses the tracker: count it and poll again later (or expire at the deadline).
       const failures = record.pollFailures + 1;
@@ -190,7 +190,7 @@ export function createTrackHandler(deps: TrackDeps) {
     let walletTransaction: WalletTransaction | null = null;
     try {
       walletTransaction = await deps.custody.getWalletTransaction(record.walletId, transaction.txid, {
-        budget: { klass: BudgetClass.ENRICH, member: sequenceId },
+        budget: { klass: BudgetClass.ENRICH, member: sequenceId, dispensed: true },
       });
     } catch (error) {
       if (isCustodyError(error) && error.budgetRefused) {
@@ -200,7 +200,7 @@ export function createTrackHandler(deps: TrackDeps) {
           await deps.ledger.rememberFound(sequenceId, transaction);
           await deps.ledger.transition(sequenceId, op.txidFound(transaction.txid));
         }
-        throw new RetryLater(error.retryAfterMs ?? deps.pollMinMs, 'request budget spent');
+        throw new WaitForSlot(error.retryAfterMs ?? deps.pollMinMs);
       }
       const final = isCustodyError(error) && (error.code === CustodyErrorCode.NOT_FOUND || !error.retryable);
       const tries = record.enrichFailures + 1;
