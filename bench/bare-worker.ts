@@ -7,6 +7,9 @@
  *   track:  one HTTP POST get-transfer (Basic auth) per job, then the job re-delays itself with
  *           moveToDelayed + DelayedError, the BullMQ idiom for "poll again later" (ours does the same).
  *
+ * BARE_LIMIT_RPS (optional, > 0): a BullMQ `limiter` of one job per 1000/R ms on the Worker, so it
+ * polls at most R/s (bench/scale.ts compares it with ours under CUSTODY_MAX_RPS=R).
+ *
  * Both keep completed jobs as ours does by default (removeOnComplete age 1 d, count 1000) and use one undici
  * keep-alive pool with as many connections as ours. Started by bench/processes.ts; prints one line
  * "bare worker ready", stops on SIGTERM.
@@ -29,6 +32,7 @@ const clientId = required('BARE_CLIENT_ID');
 const clientSecret = required('BARE_CLIENT_SECRET');
 const concurrency = Number(required('BARE_CONCURRENCY'));
 const trackDelayMs = Number(env.BARE_TRACK_DELAY_MS ?? '10');
+const limitRps = Number(env.BARE_LIMIT_RPS ?? '0');
 const EVENTS_MAXLEN = 1_000_000;
 
 const redis = new Redis(required('BARE_REDIS_URL'), { maxRetriesPerRequest: null });
@@ -110,11 +114,12 @@ const worker = new Worker(queueName, processor, {
   concurrency,
   removeOnComplete: { age: 86_400, count: 1_000 },
   removeOnFail: { age: 30 * 86_400 },
+  ...(limitRps > 0 ? { limiter: { max: 1, duration: Math.max(1, Math.round(1000 / limitRps)) } } : {}),
 });
 worker.on('error', (error) => process.stderr.write(`bare worker error: ${error.message}\n`));
 worker.on('failed', (job, error) => process.stderr.write(`bare job ${job?.id} failed: ${error.message}\n`));
 await worker.waitUntilReady();
-process.stdout.write(`${JSON.stringify({ msg: 'bare worker ready', mode, concurrency })}\n`);
+process.stdout.write(`${JSON.stringify({ msg: 'bare worker ready', mode, concurrency, limitRps })}\n`);
 
 let stopping = false;
 async function stop(): Promise<void> {

@@ -137,6 +137,8 @@ export interface BareWorkerOptions {
   concurrency: number;
   connections: number;
   trackDelayMs?: number;
+  /** A BullMQ limiter of one job per 1000/limitRps ms (default: none). */
+  limitRps?: number;
   cpuProfDir?: string | undefined;
   echo?: boolean;
 }
@@ -160,6 +162,7 @@ export async function startBareWorker(options: BareWorkerOptions): Promise<NodeC
       BARE_CONCURRENCY: String(options.concurrency),
       BARE_CONNECTIONS: String(options.connections),
       BARE_TRACK_DELAY_MS: String(options.trackDelayMs ?? 10),
+      BARE_LIMIT_RPS: String(options.limitRps ?? 0),
     },
   });
   await child.waitForLog('bare worker ready');
