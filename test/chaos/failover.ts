@@ -7,6 +7,16 @@
  * promoted, the old master restarted as a replica. Measured after everything settles: accepted sends
  * per sequenceId, terminal events per transfer, event versions a live consumer saw against the final
  * stream, transfers lost. Run with REDIS_MIN_REPLICAS 1 and 0 (failover.test.ts).
+ *
+ * Volatile (Sentinel only): every data node keeps nothing on disk (no AOF, no RDB), so a node that
+ * restarts comes back empty, and the workers run with REDIS_ALLOW_VOLATILE=1. Besides the failovers
+ * above, the master is SIGKILLed and restarted at once, before the Sentinels see it down (`bounce`:
+ * it comes back an empty master and its replicas resynchronise from it, empty too), and flushed once
+ * (`flush`: an operator's FLUSHALL, or an empty node promoted). The ledger, the queues and the events
+ * stream vanish; the workers notice from the ledger's epoch (src/ledger/epoch.ts). The producer then
+ * does what a real one does: it enqueues again every transfer that shows neither a terminal event nor
+ * `transfer.submitted` nor `transfer.unresolved` on the stream as it now is, every 10 s while the run
+ * settles. A transfer whose events vanished counts as settled once its second life is.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -15,6 +25,7 @@ import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
+import { createKeys } from '../../src/ledger/keys.ts';
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { jobIdFor } from '../../packages/producer/src/job-id.ts';
@@ -28,7 +39,7 @@ import {
 } from '../../tools/redis/redis-server.ts';
 import { startRedisCluster } from '../helpers/redis-cluster.ts';
 import { startReplicas } from '../helpers/replicas.ts';
-import { samplePayload } from '../../tools/sample-payloads.ts';
+import { samplePayload, type ValidSamplePayload } from '../../tools/sample-payloads.ts';
 import { workerEnv } from '../helpers/harness.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
@@ -45,15 +56,26 @@ export interface FailoverScenario {
   failovers: number;
   seed: number;
   settleTimeoutMs: number;
+  /**
+   * Sentinel only: no node keeps anything on disk, some failovers lose the whole dataset, and the
+   * producer re-enqueues what it no longer sees an event for (see the file's comment).
+   */
+  volatile?: boolean;
 }
 
 export interface Failover {
   atMs: number;
-  /** How the master went: SIGKILL (restarted after), SIGSTOP until replaced (a stale master), or (Cluster) `CLUSTER FAILOVER FORCE` on its replica while it ran. */
-  how: 'kill' | 'stop' | 'force';
+  /**
+   * How the master went: SIGKILL (restarted after), SIGSTOP until replaced (a stale master), or (Cluster) `CLUSTER FAILOVER FORCE` on its replica while it ran.
+   * Volatile Sentinel only: `bounce`, SIGKILL and an immediate restart (no failover: the master comes back
+   * empty and its replicas resynchronise from it), or `flush`, FLUSHALL on the master.
+   */
+  how: 'kill' | 'stop' | 'force' | 'bounce' | 'flush';
   killedPort: number;
   newMasterPort: number;
   tookMs: number;
+  /** The ledger's epoch was gone or replaced once the replicas were in sync again: the data vanished. */
+  dataLost?: boolean;
 }
 
 export interface FailoverFigures {
@@ -81,9 +103,33 @@ export interface FailoverFigures {
   workersReplaced: number;
   unexpectedExits: string[];
   runMs: number;
+  /** Transfers with neither a terminal event nor `transfer.unresolved` on the final stream (the volatile notion of unsettled). */
+  withoutTerminalOrUnresolved: number;
+  /** The volatile variant's own figures (undefined otherwise). */
+  volatile?: VolatileFigures;
+}
+
+export interface VolatileFigures {
+  /** sequenceIds the live consumer saw events of under two epochs or more: a second life. */
+  secondLives: number;
+  /** Distinct epochs on the events the live consumer saw. */
+  epochsSeen: number;
+  /** custody_ledger_lost_total summed over the workers (scraped from /metrics), and the `ledger lost` log lines. */
+  ledgerLost: number;
+  ledgerLostLogged: number;
+  /** custody_ledger_recovery_lookups_total summed over the workers, by what the lookups found. */
+  recoveryLookups: Record<string, number>;
+  /** submit() calls of the producer's re-enqueue sweeps, in all and per sweep. */
+  reenqueued: number;
+  sweeps: number[];
 }
 
 const SEND_LATENCY_MS = 300;
+/** Volatile: how often the producer re-enqueues what the stream shows no sign of while the run settles. */
+const SWEEP_EVERY_MS = 10_000;
+
+/** What identifies an event (packages/producer/src/events.ts): its epoch, sequenceId and version. */
+const eventKey = (e: TransferEvent) => `${e.epoch ?? ''}:${e.sequenceId}@${e.version}`;
 
 async function startSentinel(primaryPort: number, dir: string): Promise<{ port: number; child: ChildProcess }> {
   const port = await getFreePort();
@@ -103,6 +149,26 @@ async function startSentinel(primaryPort: number, dir: string): Promise<{ port: 
   );
   const child = spawn(REDIS_SERVER_BIN, [conf, '--sentinel'], { stdio: 'ignore' });
   return { port, child };
+}
+
+/** startReplicas (test/helpers/replicas.ts) for a primary that keeps nothing on disk: replicas that keep nothing either. */
+async function startVolatileReplicas(primary: RedisServerHandle, count: number): Promise<RedisServerHandle[]> {
+  const replicas: RedisServerHandle[] = [];
+  const probe = new Redis(primary.url);
+  try {
+    for (let i = 0; i < count; i++) {
+      replicas.push(await startRedisServer({ appendonly: false, extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)] }));
+    }
+    await until(
+      `${count} replica(s) online`,
+      10_000,
+      async () => ((await probe.info('replication')).match(/slave\d+:[^\r\n]*state=online/g)?.length === count ? true : undefined),
+      100,
+    );
+  } finally {
+    probe.disconnect();
+  }
+  return replicas;
 }
 
 type Client = Redis | Cluster;
@@ -127,14 +193,14 @@ interface RedisSetup {
  * restarts it (its unreplicated writes lost), or SIGSTOPs it until a replica is promoted and lets it
  * run again: a stale primary, reconfigured as a replica by the Sentinels when they see it.
  */
-async function sentinelSetup(dir: string): Promise<RedisSetup> {
+async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup> {
   const nodes: RedisServerHandle[] = [];
   const sentinels: Array<{ port: number; child: ChildProcess }> = [];
   const clients: Redis[] = [];
-  const primary = await startRedisServer();
+  const primary = volatile ? await startRedisServer({ appendonly: false }) : await startRedisServer();
   nodes.push(primary);
   // Online, not only connected: a replica still loading its first sync acknowledges nothing.
-  nodes.push(...(await startReplicas(primary, 2)));
+  nodes.push(...(volatile ? await startVolatileReplicas(primary, 2) : await startReplicas(primary, 2)));
   for (let i = 0; i < 3; i++) sentinels.push(await startSentinel(primary.port, dir));
   const sentinelList = sentinels.map((s) => ({ host: '127.0.0.1', port: s.port }));
   const ask = new Redis({ port: sentinels[0]!.port, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
@@ -178,12 +244,32 @@ async function sentinelSetup(dir: string): Promise<RedisSetup> {
       REDIS_SENTINELS: sentinelList.map((s) => `${s.host}:${s.port}`).join(','),
       REDIS_SENTINEL_MASTER: 'mymaster',
     },
-    modes: ['kill', 'stop'],
+    // Volatile: a SIGKILL with a failover (the empty node rejoins as a replica and resynchronises: no
+    // data lost), one without (the data vanishes), a stale master, a FLUSHALL.
+    modes: volatile ? ['kill', 'bounce', 'stop', 'flush', 'kill'] : ['kill', 'stop'],
     connect,
     async failover(how) {
       const current = await masterPort();
       const victim = nodes.find((n) => n.port === current);
       if (!victim) throw new Error(`the Sentinels name no master of ours (${current})`);
+      if (how === 'bounce' || how === 'flush') {
+        if (how === 'flush') {
+          const reply = await rawRedisCommand(victim.port, 'FLUSHALL', '127.0.0.1', 5_000);
+          if (reply !== 'OK') throw new Error(`FLUSHALL on ${victim.port}: ${reply}`);
+        } else {
+          // Back before down-after-milliseconds: the Sentinels see a reboot, not a master down.
+          await victim.kill();
+          await victim.restart();
+          // A node the Sentinels promoted restarts with the arguments it was started with (no config
+          // file took the promotion), `--replicaof` the first primary: a real one restarts from its
+          // rewritten config, a master. Told at once, before its first sync could start.
+          const reply = await rawRedisCommand(victim.port, 'REPLICAOF NO ONE');
+          if (reply !== 'OK') throw new Error(`REPLICAOF NO ONE on ${victim.port}: ${reply}`);
+        }
+        // Past down-after-milliseconds, so that a failover the Sentinels started anyway shows here.
+        await sleep(2_500);
+        return { how, killedPort: victim.port, newMasterPort: (await masterPort()) ?? -1 };
+      }
       if (how === 'stop') process.kill(victim.pid, 'SIGSTOP');
       else await victim.kill();
       const promoted = await until(
@@ -273,6 +359,8 @@ async function clusterSetup(): Promise<RedisSetup> {
 
 export async function runFailover(scenario: FailoverScenario): Promise<FailoverFigures> {
   const started = Date.now();
+  const volatile = scenario.volatile === true;
+  if (volatile && scenario.topology !== 'sentinel') throw new Error('the volatile variant runs through Sentinel only');
   const random = seededRandom(scenario.seed);
   const dir = await mkdtemp(join(tmpdir(), 'failover-'));
   const cleanup: Array<() => Promise<unknown>> = [];
@@ -281,7 +369,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
   let sim: Simulator | undefined;
   let producer: TransferProducer | undefined;
   try {
-    const redis = scenario.topology === 'cluster' ? await clusterSetup() : await sentinelSetup(dir);
+    const redis = scenario.topology === 'cluster' ? await clusterSetup() : await sentinelSetup(dir, volatile);
     cleanup.push(() => redis.stop());
     sim = await startSimulator({ port: 0, settings: { rejectDuplicates: false, latencyMs: { sendTransaction: SEND_LATENCY_MS } } });
     // On a Cluster every key of the worker shares the prefix's hash tag: one shard, the one failed over.
@@ -299,11 +387,14 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       TRACK_POLL_MAX: '1s',
       SUBMIT_RETRY_MAX: '500ms',
       LOG_LEVEL: 'info',
+      // The worker refuses a Redis that keeps nothing on disk unless told it may.
+      ...(volatile ? { REDIS_ALLOW_VOLATILE: '1' } : {}),
     });
     delete (env as Record<string, string | undefined>).REDIS_URL;
     const unexpectedExits: string[] = [];
     for (let i = 0; i < 2; i++) {
-      const worker = spawnWorker(env, { name: `failover-${scenario.topology}-${scenario.minReplicas}-worker-${i + 1}` });
+      const name = `failover-${scenario.topology}-${scenario.minReplicas}${volatile ? '-volatile' : ''}-worker-${i + 1}`;
+      const worker = spawnWorker(env, { name });
       workers.push(worker);
       void worker.exited.then((info) => unexpectedExits.push(`${worker.name}: ${JSON.stringify(info)}`));
       await worker.waitForLog('worker started', 60_000);
@@ -322,7 +413,10 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     });
 
     // A live consumer: every entry as it was read, before any failover could take it back.
+    // Keyed by (epoch, sequenceId, version), what identifies an event: a second life starts at version 1 again.
     const live = new Map<string, TransferEvent>();
+    /** The epochs under which the live consumer saw each sequenceId's events. */
+    const liveEpochs = new Map<string, Set<string>>();
     let liveTwiceDifferently = 0;
     let consuming = true;
     const reader = redis.connect();
@@ -339,10 +433,11 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
               cursor = entry[0];
               const event = parseStreamEntry(entry);
               if (!event.sequenceId) continue;
-              const key = `${event.sequenceId}@${event.version}`;
+              const key = eventKey(event);
               const seen = live.get(key);
               if (seen && seen.event !== event.event) liveTwiceDifferently++;
               live.set(key, event);
+              liveEpochs.set(event.sequenceId, (liveEpochs.get(event.sequenceId) ?? new Set()).add(event.epoch ?? ''));
             }
           }
         } catch {
@@ -353,8 +448,24 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
 
     // Enqueue in batches, failing the master over at random moments meanwhile.
     const sequenceIds: string[] = [];
+    const payloadOf = new Map<string, ValidSamplePayload>();
     /** Why submit() was retried, per sequenceId (for the samples of unsettled transfers). */
     const submitRetries = new Map<string, string[]>();
+    const submit = async (payload: ValidSamplePayload) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await producer!.submit(payload);
+          break;
+        } catch (error) {
+          if (attempt > 40) throw error;
+          const id = payload.halfSigned.sequenceId;
+          submitRetries.set(id, [...(submitRetries.get(id) ?? []), `${(error as Error).name}: ${(error as Error).message.slice(0, 100)}`]);
+          await sleep(250);
+        }
+      }
+    };
+    const keys = createKeys(prefix, `${prefix}:transfer-events`);
+    const epochNow = () => connection.hget(keys.epoch, 'id').catch(() => 'unreadable');
     const failovers: FailoverFigures['failovers'] = [];
     const batches = 10;
     const failoverAt = new Set<number>();
@@ -362,35 +473,27 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     for (let batch = 0; batch < batches; batch++) {
       const payloads = Array.from({ length: scenario.transfers / batches }, () => samplePayload());
       sequenceIds.push(...payloads.map((p) => p.halfSigned.sequenceId));
-      for (const payload of payloads) {
-        for (let attempt = 0; ; attempt++) {
-          try {
-            await producer.submit(payload);
-            break;
-          } catch (error) {
-            if (attempt > 40) throw error;
-            const id = payload.halfSigned.sequenceId;
-            submitRetries.set(id, [
-              ...(submitRetries.get(id) ?? []),
-              `${(error as Error).name}: ${(error as Error).message.slice(0, 100)}`,
-            ]);
-            await sleep(250);
-          }
-        }
-      }
+      for (const payload of payloads) payloadOf.set(payload.halfSigned.sequenceId, payload);
+      for (const payload of payloads) await submit(payload);
       if (failoverAt.has(batch)) {
         // Let sends get in flight, then fail the master over mid-stream.
         await sleep(Math.floor(random() * 2 * SEND_LATENCY_MS));
         const at = Date.now();
         const shardKey = `${prefix}:transfer:x`;
+        const epochBefore = volatile ? await epochNow() : undefined;
         const done = await redis.failover(redis.modes[failovers.length % redis.modes.length]!, shardKey);
-        failovers.push({ atMs: at - started, ...done, tookMs: Date.now() - at });
+        const failover: Failover = { atMs: at - started, ...done, tookMs: Date.now() - at };
+        failovers.push(failover);
         await redis.replicasInSync(shardKey);
+        if (volatile) failover.dataLost = (await epochNow()) !== epochBefore;
       }
       await sleep(300);
     }
 
-    // Settle: every transfer has a terminal event on the stream, or the time is up.
+    // Settle: every transfer has a terminal event on the stream (volatile: or `transfer.unresolved`, which
+    // waits for an operator), or the time is up. Volatile: the producer re-enqueues, every
+    // SWEEP_EVERY_MS, each transfer the stream as it now is shows no sign of (neither a terminal event
+    // nor `transfer.submitted` nor `transfer.unresolved`): its data may have vanished with Redis's.
     const settleDeadline = Date.now() + scenario.settleTimeoutMs;
     const final = async () => {
       for (;;) {
@@ -404,6 +507,10 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     };
     let events = await final();
     const terminalOf = (list: TransferEvent[]) => new Set(list.filter((e) => TERMINAL_EVENTS.has(e.event)).map((e) => e.sequenceId));
+    const settledOf = (list: TransferEvent[]) =>
+      new Set(list.filter((e) => TERMINAL_EVENTS.has(e.event) || e.event === 'transfer.unresolved').map((e) => e.sequenceId));
+    const sweeps: number[] = [];
+    let nextSweep = Date.now() + SWEEP_EVERY_MS;
     let sentTxids = 0;
     while (Date.now() < settleDeadline) {
       // Txids appear once a transfer is accepted, so tracking can end it.
@@ -414,7 +521,18 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
         }
       }
       events = await final();
-      if (terminalOf(events).size >= sequenceIds.length) break;
+      if ((volatile ? settledOf : terminalOf)(events).size >= sequenceIds.length) break;
+      if (volatile && Date.now() >= nextSweep) {
+        const shown = new Set(
+          events
+            .filter((e) => TERMINAL_EVENTS.has(e.event) || e.event === 'transfer.submitted' || e.event === 'transfer.unresolved')
+            .map((e) => e.sequenceId),
+        );
+        const missing = sequenceIds.filter((id) => !shown.has(id));
+        for (const id of missing) await submit(payloadOf.get(id)!);
+        sweeps.push(missing.length);
+        nextSweep = Date.now() + SWEEP_EVERY_MS;
+      }
       await sleep(1_000);
     }
     void sentTxids;
@@ -426,6 +544,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     const byId = new Map<string, TransferEvent[]>();
     for (const event of events) byId.set(event.sequenceId, [...(byId.get(event.sequenceId) ?? []), event]);
     let withoutTerminal = 0;
+    let withoutTerminalOrUnresolved = 0;
     const unsettled: Record<string, number> = {};
     const samples: string[] = [];
     const submitQueue = new Queue(QueueName.SUBMIT, { connection, prefix });
@@ -434,12 +553,16 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     let twoTerminalDifferentTypes = 0;
     for (const id of sequenceIds) {
       const terminals = (byId.get(id) ?? []).filter((e) => TERMINAL_EVENTS.has(e.event));
+      const unresolved = (byId.get(id) ?? []).some((e) => e.event === 'transfer.unresolved');
+      if (terminals.length === 0 && !unresolved) withoutTerminalOrUnresolved++;
       if (terminals.length === 0) {
         withoutTerminal++;
         const state = (await connection.hget(`${prefix}:transfer:${id}`, 'state').catch(() => 'unreadable')) ?? 'no record';
-        const key = `${state}, ${stats.sends[id]?.accepted ? 'accepted' : 'not accepted'} upstream`;
+        const last = volatile ? `, last event ${byId.get(id)?.at(-1)?.event ?? 'none'}` : '';
+        const key = `${state}, ${stats.sends[id]?.accepted ? 'accepted' : 'not accepted'} upstream${last}`;
         unsettled[key] = (unsettled[key] ?? 0) + 1;
-        if (samples.length < 3) {
+        // Volatile: the samples are of transfers not settled in its sense (no transfer.unresolved either).
+        if (samples.length < 3 && !(volatile && unresolved)) {
           // What a next look needs: the ledger record and where its submit job is.
           const record = await connection.hgetall(`${prefix}:transfer:${id}`).catch(() => ({}));
           // Without a record, the job the producer added (its id is derived from the sequenceId).
@@ -470,7 +593,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     }
     await submitQueue.close().catch(() => undefined);
     await trackQueue.close().catch(() => undefined);
-    const finalByKey = new Map(events.map((e) => [`${e.sequenceId}@${e.version}`, e]));
+    const finalByKey = new Map(events.map((e) => [eventKey(e), e]));
     let versionsChangedOrLost = 0;
     for (const [key, seen] of live) if (finalByKey.get(key)?.event !== seen.event) versionsChangedOrLost++;
     const replicaWaitRefusals = workers.reduce(
@@ -479,6 +602,24 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     );
 
     const workersReplaced = workers.reduce((n, w) => n + w.output().split('while its queue had work due: replaced it').length - 1, 0);
+    let volatileFigures: VolatileFigures | undefined;
+    if (volatile) {
+      const scraped = await Promise.all(workers.map((w) => scrapeMetrics(w)));
+      const sum = (name: string) => scraped.reduce((n, metrics) => n + (metrics.get(name) ?? 0), 0);
+      const recoveryLookups: Record<string, number> = {};
+      for (const found of ['found', 'absent', 'ambiguous']) {
+        recoveryLookups[found] = sum(`custody_ledger_recovery_lookups_total{found="${found}"}`);
+      }
+      volatileFigures = {
+        secondLives: [...liveEpochs.values()].filter((epochs) => epochs.size > 1).length,
+        epochsSeen: new Set([...liveEpochs.values()].flatMap((epochs) => [...epochs])).size,
+        ledgerLost: sum('custody_ledger_lost_total'),
+        ledgerLostLogged: workers.reduce((n, w) => n + w.output().split('"msg":"ledger lost: ').length - 1, 0),
+        recoveryLookups,
+        reenqueued: sweeps.reduce((n, count) => n + count, 0),
+        sweeps,
+      };
+    }
     return {
       workersReplaced,
       topology: scenario.topology,
@@ -496,6 +637,8 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       replicaWaitRefusals,
       unexpectedExits: [...unexpectedExits],
       runMs: Date.now() - started,
+      withoutTerminalOrUnresolved,
+      ...(volatileFigures ? { volatile: volatileFigures } : {}),
     };
   } finally {
     await producer?.close().catch(() => undefined);
@@ -508,12 +651,44 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
 }
 
 export function describeFigures(f: FailoverFigures): string {
+  const v = f.volatile;
+  const lost = (x: Failover) => (x.dataLost === undefined ? '' : x.dataLost ? ', data lost' : ', data kept');
   return [
-    `[failover] ${f.topology}, REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${x.how} ${(x.tookMs / 1000).toFixed(1)} s`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
+    `[failover] ${f.topology}${v ? ' (volatile)' : ''}, REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${x.how} ${(x.tookMs / 1000).toFixed(1)} s${lost(x)}`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
     `  accepted twice upstream: ${f.acceptedTwice.length}; without a terminal event: ${f.withoutTerminal} ${JSON.stringify(f.unsettled)}; two terminal events: ${f.twoTerminal} (different types: ${f.twoTerminalDifferentTypes})`,
     ...f.unsettledSamples.map((sample) => `  unsettled: ${sample}`),
     `  versions a live consumer saw that the final stream changed or lost: ${f.versionsChangedOrLost}; seen twice differently: ${f.versionsSeenTwiceDifferently}; sends refused for want of a replica's acknowledgement: ${f.replicaWaitRefusals}; workers replaced: ${f.workersReplaced}; unexpected worker exits: ${f.unexpectedExits.length}`,
+    ...(v
+      ? [
+          `  volatile: without a terminal event or transfer.unresolved: ${f.withoutTerminalOrUnresolved}; second lives: ${v.secondLives} (epochs seen: ${v.epochsSeen}); custody_ledger_lost_total: ${v.ledgerLost} (logged: ${v.ledgerLostLogged}); recovery lookups: ${JSON.stringify(v.recoveryLookups)}; re-enqueued: ${v.reenqueued} (sweeps: ${v.sweeps.join(', ') || 'none'})`,
+        ]
+      : []),
   ].join('\n');
+}
+
+/**
+ * A worker's /metrics, scraped at the address its `worker started` line gives: value by series
+ * (`name` or `name{labels}`). Empty when it cannot be read.
+ */
+async function scrapeMetrics(worker: WorkerProcess): Promise<Map<string, number>> {
+  const values = new Map<string, number>();
+  try {
+    const startedLine = worker
+      .output()
+      .split('\n')
+      .find((line) => line.includes('"msg":"worker started"'));
+    const { http } = JSON.parse(startedLine ?? '{}') as { http?: string };
+    if (!http) return values;
+    const text = await (await fetch(`${http}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+    for (const line of text.split('\n')) {
+      if (line === '' || line.startsWith('#')) continue;
+      const at = line.lastIndexOf(' ');
+      values.set(line.slice(0, at), Number(line.slice(at + 1)));
+    }
+  } catch {
+    // unreadable: the figures say 0
+  }
+  return values;
 }
 
 /** The workers' warn/error log lines, counted by message (and error message), most frequent first. */
