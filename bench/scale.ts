@@ -6,8 +6,9 @@
  *
  *   1. seeding: N transfers through the real path (Queue.addBulk of the producer's jobs, under
  *      jobIdFor) into a seeding worker with a larger budget (SCALE_SEED_RPS), until N
- *      `transfer.submitted` events are on the stream; `used_memory` before and after gives the bytes
- *      per tracked transfer. The seeding worker is stopped (SIGTERM);
+ *      `transfer.submitted` events are on the stream and every transfer was polled once (its first
+ *      poll identifies it: a one-off ledger write, not the steady state); `used_memory` before and
+ *      after gives the bytes per tracked transfer. The seeding worker is stopped (SIGTERM);
  *   2. ours: the worker under test (src/worker.ts, one process, default concurrencies,
  *      TRACK_POLL_MIN/MAX=500ms/5s, CUSTODY_MAX_RPS=R) polls the N transfers; after a warm-up, a window
  *      measures upstream calls (simulator `/_sim/stats`, token endpoint excluded), Redis commands
@@ -296,6 +297,9 @@ async function measureWindow(options: WindowOptions): Promise<SideResult> {
   }
 }
 
+/** Polls made while seeding, per transfer, before the window (see runSize). */
+const SEED_POLL_ROUNDS = 1.2;
+
 async function waitUntil(what: string, timeoutMs: number, done: () => boolean | Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await done())) {
@@ -369,6 +373,13 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
       await waitUntil('the submit queue to drain', 60_000, async () => {
         const counts = await submitQueue.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
         return Object.values(counts).every((count) => count === 0);
+      });
+      // Every transfer polled once before the window: its first poll identifies it upstream (a ledger
+      // write, once per transfer). Without this, a window shorter than N/R (each transfer's turn at R)
+      // would count that one-off write on nearly every poll at large N. Tracking queues are first due,
+      // first polled, so N × SEED_POLL_ROUNDS polls reach every transfer.
+      await waitUntil(`every transfer polled once`, 120_000 + n * 50, async () => {
+        return total(await simStats(sim), (endpoint) => endpoint === 'getTransfer') >= n * SEED_POLL_ROUNDS;
       });
     } finally {
       await reader.stop();
