@@ -180,6 +180,139 @@ const envSchema = z.object({
   OTEL_SERVICE_NAME: z.preprocess((v) => (v === undefined || v === '' ? 'custody-transfer-worker' : v), z.string().max(256)),
 });
 
+/** An environment variable the worker reads: a key of envSchema. */
+export type ConfigVariable = keyof typeof envSchema.shape;
+
+/**
+ * What each variable means and what it defaults to, as Markdown for docs/configuration.md
+ * (`npm run docs` writes its table from this; test/infra/docs-generated.test.ts fails when the page is
+ * stale). Typed by envSchema's keys, so a variable without an entry, or an entry without a variable,
+ * does not compile. `default` is what an operator reads ("unset", "required", or the value in
+ * backticks); the value itself is envSchema's. Variables next to each other with the same `meaning`
+ * share one row of the table.
+ */
+export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; meaning: string }>> = {
+  REDIS_URL: { default: '`redis://127.0.0.1:6379`', meaning: 'Redis (`rediss://` for TLS; user/password in the URL)' },
+  REDIS_CLUSTER_NODES: {
+    default: 'unset',
+    meaning: '`host:port,…`: use Redis Cluster; then `QUEUE_PREFIX` must carry a hash tag such as `{wtx}`',
+  },
+  REDIS_SENTINELS: {
+    default: 'unset',
+    meaning:
+      '`host:port,…` of Redis Sentinels: reach the master they name instead of `REDIS_URL` (ioredis follows a failover to the new master); not with `REDIS_CLUSTER_NODES`',
+  },
+  REDIS_SENTINEL_MASTER: { default: '`mymaster`', meaning: "the master's name at the Sentinels" },
+  REDIS_SENTINEL_PASSWORD: { default: 'unset', meaning: "the Sentinels' password, and the data nodes' password (with Sentinel)" },
+  REDIS_PASSWORD: { default: 'unset', meaning: "the Sentinels' password, and the data nodes' password (with Sentinel)" },
+  REDIS_MIN_REPLICAS: {
+    default: '`0`',
+    meaning:
+      'with 1 or more, every replica the master lists online, and at least this many, must acknowledge (Redis `WAIT`) the record of a send in flight before any sendTransaction request is written; when fewer do within `REDIS_REPLICA_TIMEOUT`, nothing is sent, the lease is released, `custody_redis_replica_wait_failures_total` counts it and the step retries later. Production with replicas: `1`',
+  },
+  REDIS_REPLICA_TIMEOUT: { default: '`1s`', meaning: 'how long that `WAIT` may take' },
+  REDIS_CONNECT_TIMEOUT: {
+    default: '`60s`',
+    meaning:
+      'how long start-up waits for Redis (one log line per attempt, every 2 s; HTTP answers meanwhile, `/readyz` 503) before exiting 69; `0` waits for ever',
+  },
+  REDIS_ALLOW_VOLATILE: {
+    default: 'unset',
+    meaning:
+      "at start-up the worker reads the primary's persistence (`INFO persistence`, `CONFIG GET save`); when it has neither AOF nor RDB saves it refuses to start (exit 78, one line naming the risk) unless this is `1`. Fields a managed service hides count as unknown, not refused",
+  },
+  QUEUE_PREFIX: { default: '`bull`', meaning: 'BullMQ prefix; every key the worker owns starts with it' },
+  EVENTS_STREAM: {
+    default: '`<QUEUE_PREFIX>:transfer-events`',
+    meaning: "the events stream (on a cluster it must carry the prefix's hash tag)",
+  },
+  EVENTS_MAXLEN: { default: '`1000000`', meaning: 'approximate length the stream is trimmed to (`XADD MAXLEN ~`); at least 1000' },
+  CUSTODY_SDK_URL: { default: 'required', meaning: 'base of get-transfer and is-enabled (Basic auth)' },
+  CUSTODY_BASE_URL: { default: 'required', meaning: 'base of sendTransaction and get-wallet-transaction (Bearer auth)' },
+  CUSTODY_CLIENT_ID: { default: 'required', meaning: 'client credentials' },
+  CUSTODY_CLIENT_SECRET: { default: 'required', meaning: 'client credentials' },
+  CUSTODY_TOKEN_URL: { default: 'unset', meaning: 'OAuth2 client-credentials token endpoint' },
+  CUSTODY_TOKEN_AUDIENCE: { default: 'unset', meaning: '`audience` of the token request' },
+  CUSTODY_ACCESS_TOKEN: { default: 'unset', meaning: 'fixed bearer token instead of `CUSTODY_TOKEN_URL` (one of the two is required)' },
+  CUSTODY_TIMEOUT: {
+    default: '`15s`',
+    meaning:
+      'deadline of one custody request (connect + headers + body); a whole sendTransaction call (rate-limit wait, token requests, a 401 and its retry) has `5s + 2 × CUSTODY_TIMEOUT`, and the send lease 10 s more (`src/timing.ts`)',
+  },
+  CUSTODY_CONNECT_TIMEOUT: { default: '`5s`', meaning: 'TCP/TLS connect time-out' },
+  CUSTODY_MAX_RPS: { default: '`0` (no limit)', meaning: 'custody requests per second, shared by all worker processes' },
+  CUSTODY_CONNECTIONS: { default: '`64`', meaning: 'keep-alive connections per custody origin' },
+  HTTP_HOST: { default: '`127.0.0.1`', meaning: 'the HTTP server' },
+  HTTP_PORT: { default: '`3000`', meaning: 'the HTTP server' },
+  DASHBOARD_USER: { default: 'unset', meaning: 'dashboard Basic auth; required when `HTTP_HOST` is not loopback' },
+  DASHBOARD_PASSWORD: { default: 'unset', meaning: 'dashboard Basic auth; required when `HTTP_HOST` is not loopback' },
+  DASHBOARD_READ_ONLY: { default: '`true`', meaning: 'Bull Board without destructive actions' },
+  DASHBOARD_METADATA_KEYS: {
+    default: 'unset (none)',
+    meaning:
+      'comma-separated `metadata` keys whose values the dashboard shows; every other `metadata` value and every value under `travelRule` is shown as `[redacted]`',
+  },
+  LOG_LEVEL: { default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
+  SUBMIT_CONCURRENCY: { default: '`16`', meaning: 'jobs at once per worker process' },
+  TRACK_CONCURRENCY: { default: '`64`', meaning: 'jobs at once per worker process' },
+  SUBMIT_ATTEMPTS: {
+    default: '`8`',
+    meaning:
+      'sendTransaction requests (or failed travel-rule lookups) of a submission before `transfer.failed` when every one was answered "not taken"; also the most sends made while a send\'s outcome is unknown (then only lookups)',
+  },
+  SUBMIT_RETRY_BASE: { default: '`1s`', meaning: 'first and largest delay between two submission attempts (capped exponential, jittered)' },
+  SUBMIT_RETRY_MAX: { default: '`60s`', meaning: 'first and largest delay between two submission attempts (capped exponential, jittered)' },
+  UNRESOLVED_AFTER: {
+    default: '`10m`',
+    meaning:
+      'a send whose outcome is still unknown this long after it was made gets `transfer.unresolved` (once); the worker keeps resolving',
+  },
+  JOB_LOCK_DURATION: { default: '`30s`', meaning: "BullMQ job lock; a killed worker's jobs are recovered after about this long" },
+  JOB_MAX_STALLED: { default: '`5`', meaning: 'how often one job may be recovered from a dead worker before it fails' },
+  WORKER_STALL_TIMEOUT: {
+    default: '`30s`',
+    meaning:
+      "a queue's worker in this process that has started no job for this long while its queue has work due (waiting, or delayed and overdue) is replaced by a new one (`custody_worker_replaced_total`); `0` turns this off",
+  },
+  TRAVEL_RULE_CACHE_TTL: { default: '`30s`', meaning: 'how long an is-enabled answer is reused (`0` = ask every time)' },
+  TRACK_POLL_MIN: { default: '`2s`', meaning: 'first and largest delay between two polls of one transfer' },
+  TRACK_POLL_MAX: { default: '`60s`', meaning: 'first and largest delay between two polls of one transfer' },
+  TRACK_DEADLINE: {
+    default: '`24h`',
+    meaning:
+      'tracking gives up (`transfer.expired`) this long after submission; an unresolved send ends `transfer.expired` `SEND_OUTCOME_UNKNOWN` this long after it was made',
+  },
+  RECONCILE_EVERY: { default: '`5m`', meaning: 'interval of the reconciliation schedule' },
+  RECONCILE_GRACE: { default: '`2m`', meaning: 'how long a transfer may sit in a non-terminal state before reconciliation repairs it' },
+  RETENTION: { default: '`30d`', meaning: 'how long terminal transfers are kept' },
+  TOMBSTONE_RETENTION: {
+    default: '`3650d`',
+    meaning:
+      'how long the fact that a sequenceId ended (its terminal state and last version) outlives `RETENTION`: within it, a job for that sequenceId completes without a send or an event',
+  },
+  LEDGER_INIT: {
+    default: '`auto`',
+    meaning:
+      '`auto`: a ledger without an epoch writes one at the first start; `manual`: nothing is sent until an operator runs `npm run cli -- ledger init` (production: a Redis that came back empty never starts sending unannounced)',
+  },
+  LEDGER_RECOVERY_WINDOW: {
+    default: '`TRACK_DEADLINE`',
+    meaning: 'after the ledger was found lost, how long every transfer is looked up before a send (`ledger accept-epoch` ends it early)',
+  },
+  JOB_RETENTION: { default: '`1d`', meaning: 'how long completed jobs stay visible in the queues' },
+  JOB_KEEP_COMPLETED: {
+    default: '`1000`',
+    meaning:
+      'at most this many completed jobs are kept per queue (the ledger and the stream keep the transfers; completed jobs are only for looking at)',
+  },
+  SHUTDOWN_TIMEOUT: { default: '`30s`', meaning: 'how long SIGTERM waits for in-flight jobs before exiting anyway' },
+  OTEL_EXPORTER_OTLP_ENDPOINT: {
+    default: 'unset',
+    meaning: 'OTLP/HTTP endpoint; when set, jobs and custody calls are traced (nothing is loaded otherwise)',
+  },
+  OTEL_SERVICE_NAME: { default: '`custody-transfer-worker`', meaning: 'service name on the traces' },
+};
+
 /**
  * Rules across variables. They read the raw text (defaults applied by hand) so that they are reported
  * together with the per-variable problems, not only once those are fixed.

@@ -40,22 +40,53 @@ export type EventType = (typeof EVENT_TYPES)[number];
 /** The event types that end a transfer: `transfer.<terminal state>`. */
 export const TERMINAL_EVENT_TYPES = TERMINAL_STATES.map((state) => `transfer.${state}` as const);
 
+/** The codes events carry in `data.code` (what each means: FAILURE_CODE_DOCS). */
 export const FailureCode = {
   INVALID_PAYLOAD: 'INVALID_PAYLOAD',
   TRAVEL_RULE_REQUIRED: 'TRAVEL_RULE_REQUIRED',
   TRAVEL_RULE_UNAVAILABLE: 'TRAVEL_RULE_UNAVAILABLE',
   TRACKING_DEADLINE: 'TRACKING_DEADLINE',
-  /** A send may have gone out and neither a lookup nor a resend settled it (unresolved, then expired). */
   SEND_OUTCOME_UNKNOWN: 'SEND_OUTCOME_UNKNOWN',
-  /**
-   * The first send was answered 409 although no earlier send of this transfer may have been processed:
-   * the sequenceId is in use upstream by a transaction this worker cannot claim (unresolved).
-   */
   SEQUENCE_ID_IN_USE: 'SEQUENCE_ID_IN_USE',
-  /** An operator resolved a transfer as failed (CLI `resolve --as failed`). */
   OPERATOR_RESOLVED: 'OPERATOR_RESOLVED',
 } as const;
 export type FailureCode = (typeof FailureCode)[keyof typeof FailureCode];
+
+/**
+ * What each failure code means and which event types carry it (docs/events.md is generated from this
+ * by `npm run docs`). Typed by FailureCode, so a code without an entry does not compile.
+ */
+export const FAILURE_CODE_DOCS: Readonly<Record<FailureCode, { events: readonly EventType[]; meaning: string }>> = {
+  INVALID_PAYLOAD: {
+    events: ['transfer.rejected'],
+    meaning: 'The job payload broke docs/contract.md section 3; nothing was sent upstream.',
+  },
+  TRAVEL_RULE_REQUIRED: {
+    events: ['transfer.blocked'],
+    meaning: 'The travel rule applies and the job has no travelRule.reference; nothing was sent.',
+  },
+  TRAVEL_RULE_UNAVAILABLE: {
+    events: ['transfer.failed'],
+    meaning: 'The travel-rule lookup failed SUBMIT_ATTEMPTS times; nothing was sent.',
+  },
+  TRACKING_DEADLINE: {
+    events: ['transfer.expired'],
+    meaning: 'No txid by TRACK_DEADLINE after submission.',
+  },
+  SEND_OUTCOME_UNKNOWN: {
+    events: ['transfer.unresolved', 'transfer.expired'],
+    meaning: 'A send may have gone out and neither a lookup nor a resend settled it (unresolved, then expired).',
+  },
+  SEQUENCE_ID_IN_USE: {
+    events: ['transfer.unresolved'],
+    meaning:
+      'The first send was answered 409 although no earlier send of this transfer may have been processed: the sequenceId is in use upstream by a transaction this worker cannot claim (unresolved).',
+  },
+  OPERATOR_RESOLVED: {
+    events: ['transfer.failed'],
+    meaning: 'An operator resolved a transfer as failed (CLI `resolve --as failed`).',
+  },
+};
 
 /** The catalog as data, for `schemas/catalog.json`. */
 export function catalogJson(): Record<string, unknown> {
