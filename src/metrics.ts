@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { EVENT_TYPES } from '../packages/producer/src/catalog.ts';
 import { QueueName } from './queues/names.ts';
 import { BUDGET_CLASSES } from './custody/budget.ts';
+import { JOB_OUTCOMES } from './queues/outcomes.ts';
 
 /**
  * Every Prometheus metric of the worker, on its own registry (no global state, so tests and several
@@ -23,7 +24,7 @@ function declareMetrics() {
     registry,
     jobs: new Counter({
       name: 'custody_worker_jobs_total',
-      help: 'Jobs processed, by queue and outcome (completed, delayed, rate_limited, error).',
+      help: `Jobs processed, by queue and outcome (${JOB_OUTCOMES.join(', ')}).`,
       labelNames: ['queue', 'outcome'] as const,
       registers: [registry],
     }),
@@ -213,9 +214,6 @@ function declareMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
-
-/** Job outcomes the processor wrapper reports (src/queues/processor.ts). */
-const JOB_OUTCOMES = ['completed', 'delayed', 'rate_limited', 'refused', 'error'] as const;
 
 /**
  * Every series an alert rule or the board reads exists from start-up, at 0 for each known label value:

@@ -20,9 +20,10 @@ Options of every command:
   -h, --help   the command's details
 
 Configuration: the worker's environment variables. enqueue, status and events need only REDIS_URL
-(or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; resolve also reads EVENTS_MAXLEN and
-RETENTION, ledger those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody
-commands need the CUSTODY_* variables as well (the worker's whole configuration must be valid).
+(or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; resolve also reads EVENTS_MAXLEN,
+RETENTION and TOMBSTONE_RETENTION, ledger those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and
+TRACK_DEADLINE; the custody commands need the CUSTODY_* variables as well (the worker's whole
+configuration must be valid).
 
 Exit codes:
   0   ok

@@ -8,6 +8,22 @@ import { redactJobData } from './job-view.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
 
+/**
+ * A `<link>` to a stylesheet on another host: Bull Board's page template (@bull-board/ui dist/index.ejs)
+ * hard-codes one to Google Fonts (IBM Plex), and no option of @bull-board/api or @bull-board/fastify
+ * removes it (`uiConfig` only sets the theme's font names; `uiBasePath` would mean a copy of the whole UI).
+ * Absolute (`http(s)://`) and protocol-relative (`//host`) hrefs; links within the server stay.
+ */
+const EXTERNAL_LINK = /[ \t]*<link\b[^>]*\bhref\s*=\s*["']?(?:https?:)?\/\/[^>]*>[ \t]*\n?/gi;
+
+/**
+ * The page without its links to other hosts: the dashboard is an internal console that must load offline
+ * and call out to no third party. Without the web fonts the CSS falls back to the system's (`system-ui`, `ui-monospace`).
+ */
+function withoutExternalLinks(html: string): string {
+  return html.replace(EXTERNAL_LINK, '');
+}
+
 /** Methods that only read. Every Bull Board route that changes anything uses another (PUT, POST, PATCH). */
 const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
 
@@ -45,6 +61,11 @@ export async function registerDashboard(
           .send({ error: 'READ_ONLY', message: 'the dashboard is read-only (DASHBOARD_READ_ONLY=false allows changes)' });
       });
     }
+    // Every page of Bull Board is the same template, served by its entry routes as text/html.
+    scope.addHook('onSend', async (_request, reply, payload) => {
+      if (typeof payload !== 'string' || !/^text\/html\b/i.test(String(reply.getHeader('content-type') ?? ''))) return payload;
+      return withoutExternalLinks(payload);
+    });
     await scope.register(adapter.registerPlugin(), { prefix: DASHBOARD_PATH });
   });
 }

@@ -1,5 +1,6 @@
 import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import type { Ledger } from './ledger.ts';
+import { TransferState } from './states.ts';
 
 /** What operators see of one transfer (HTTP `GET /transfers/:sequenceId`, CLI `status`). */
 export interface TransferView {
@@ -16,7 +17,11 @@ export interface TransferView {
   createdAt: string | null;
   updatedAt: string | null;
   submittedAt: string | null;
-  /** When a send's outcome first became unknown ("may have been sent", sticky); null when never. */
+  /**
+   * While the transfer is `submitting`: when a send's outcome first became unknown ("may have been
+   * sent"). Null when never, and once the transfer left `submitting` (a lookup found the send, or it
+   * ended): the record keeps the time (sticky, the ledger decides by it), but the outcome is known then.
+   */
   sendOutcomeUnknownSince: string | null;
   /** When `transfer.unresolved` was published; null when it was not. */
   unresolvedAt: string | null;
@@ -49,7 +54,7 @@ export async function transferView(ledger: Ledger, sequenceId: string): Promise<
     createdAt: iso(record.createdAt),
     updatedAt: iso(record.updatedAt),
     submittedAt: iso(record.submittedAt),
-    sendOutcomeUnknownSince: iso(record.unknownSince),
+    sendOutcomeUnknownSince: record.state === TransferState.SUBMITTING ? iso(record.unknownSince) : null,
     unresolvedAt: iso(record.unresolvedAt),
     sequenceIdInUseSince: iso(record.inUseSince),
     leaseUntil: record.leaseOwner === undefined ? null : iso(record.leaseUntil),

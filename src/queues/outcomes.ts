@@ -1,4 +1,13 @@
 /**
+ * Every outcome the processor wrapper records for one processing of a job (src/queues/processor.ts):
+ * the `outcome` label of custody_worker_jobs_total (whose HELP lists these) and
+ * custody_worker_job_duration_seconds. In order: returned; failed for good before the handler ran
+ * (UnrecoverableError); RetryLater; RateLimited or WaitForSlot; anything else.
+ */
+export const JOB_OUTCOMES = ['completed', 'refused', 'delayed', 'rate_limited', 'error'] as const;
+export type JobOutcome = (typeof JOB_OUTCOMES)[number];
+
+/**
  * How a handler tells the processor wrapper what should happen to its job besides "done" (return)
  * and "unexpected" (any other throw). The wrapper is the one place that turns these into BullMQ moves.
  */

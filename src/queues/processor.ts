@@ -2,7 +2,7 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type JobJson } from
 import type { Logger } from '../logger.ts';
 import type { InFlight } from './in-flight.ts';
 import { LazyJobLog, type JobLog } from './job-log.ts';
-import { RateLimited, RetryLater, WaitForSlot } from './outcomes.ts';
+import { RateLimited, RetryLater, WaitForSlot, type JobOutcome } from './outcomes.ts';
 import { backoffDelay, UNEXPECTED_ERROR_RETRY } from '../timing.ts';
 
 export interface JobContext<T = unknown> {
@@ -20,7 +20,7 @@ export interface ProcessorOptions {
   logger: Logger;
   /** Pauses the queue for every worker (BullMQ's queue-wide rate limit). */
   rateLimit: (ms: number) => Promise<void>;
-  onFinished?: (queue: string, outcome: string, durationMs: number) => void;
+  onFinished?: (queue: string, outcome: JobOutcome, durationMs: number) => void;
   /** Counts running jobs for shutdown. */
   inFlight?: InFlight;
   /** A job refused before its handler ran: another name, or data that is not JSON. */
@@ -82,7 +82,7 @@ export function createProcessor<R>(handler: Handler<R>, options: ProcessorOption
       attempt,
       sequenceId: sequenceIdOf(job.data),
     }));
-    let outcome = 'completed';
+    let outcome: JobOutcome = 'completed';
     options.inFlight?.start();
     try {
       if (isUnparsable(job.data)) {

@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultBoard } from './faults.ts';
 import { decodeSegment, failure, isObject, json, nonEmptyString, parseJson, readBody, write } from './http.ts';
 import type { Answer } from './http.ts';
-import { SettingsError, isSimEndpoint, mergeSettings, parseFaultPlan } from './settings.ts';
+import { SIM_ENDPOINTS, SettingsError, isSimEndpoint, mergeSettings, parseFaultPlan } from './settings.ts';
 import type { SimulatorSettings } from './settings.ts';
 import type { SimState } from './state.ts';
 
@@ -60,7 +60,9 @@ function controlAnswer(target: ControlTarget, method: string, parts: string[], t
     case 'PUT faults/:id':
     case 'DELETE faults/:id': {
       const endpoint = id ?? '';
-      if (!isSimEndpoint(endpoint)) throw new ControlInputError(`unknown endpoint: ${endpoint}`);
+      if (!isSimEndpoint(endpoint)) {
+        throw new ControlInputError(`unknown endpoint: ${endpoint.slice(0, 64)} (one of ${SIM_ENDPOINTS.join(', ')})`);
+      }
       const plan = method === 'DELETE' ? null : parseFaultPlan(parseControlJson(text, false));
       target.faults.set(endpoint, plan);
       return json(200, { endpoint, plan });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
 import type { Simulator } from '../../src/simulator/index.ts';
+import { SIM_ENDPOINTS } from '../../src/simulator/settings.ts';
 import { basicOf, newSequenceId, postJson, send, token, transfersOf } from './sim-client.ts';
 
 let sim: Simulator;
@@ -102,6 +103,17 @@ describe('/_sim control API', () => {
     expect((await control('PUT', 'faults/token', { sequence: ['fire'] })).status).toBe(400);
     expect((await control('PUT', 'faults/token', { probability: 'high' })).status).toBe(400);
     expect((await control('PUT', 'faults/token')).status).toBe(400);
+  });
+
+  it('PUT and DELETE faults/<unknown> answer 400 naming every valid endpoint', async () => {
+    for (const method of ['PUT', 'DELETE']) {
+      const answer = await control(method, 'faults/bogus', { sequence: ['5xx'] });
+      expect(answer.status).toBe(400);
+      expect(answer.body.message).toContain('unknown endpoint: bogus');
+      const missing = SIM_ENDPOINTS.filter((endpoint) => !new RegExp(`\\b${endpoint}\\b`).test(answer.body.message as string));
+      expect(missing, answer.body.message as string).toEqual([]);
+    }
+    expect(await control('GET', 'faults')).toEqual({ status: 200, body: {} });
   });
 
   it("GET transfers/:sequenceId shows the simulator's view, 404 when unknown", async () => {

@@ -84,6 +84,19 @@ const READ_COUNT = 1_000;
 
 type Client = Redis | Cluster;
 
+/** One wait for a connection to become ready, shared by the calls waiting on it. */
+interface Readiness {
+  /** Resolves on 'ready'; rejects with CONNECTION_ENDED on 'end'. */
+  ready: Promise<void>;
+  /** Calls waiting on it now. */
+  waiters: number;
+  /** Removes the listeners and forgets the wait (idempotent). */
+  release: () => void;
+}
+
+/** How the shared wait says the connection ended; each caller turns it into its own ProducerUnavailableError. */
+const CONNECTION_ENDED = Symbol('connection ended');
+
 /**
  * The typed way for other services to hand transfers to the worker: validates with the worker's own
  * schema, enqueues under `jobIdFor(sequenceId)` (`transfer-<sequenceId>`), reads the transfer's typed
@@ -101,6 +114,8 @@ export class TransferProducer {
   readonly #replicaTimeoutMs: number;
   /** Connections of iterations that follow the stream, disconnected by close(). */
   readonly #readers = new Set<Client>();
+  /** The wait for readiness of each connection some call is waiting on (see #whenReady). */
+  readonly #readiness = new Map<Client, Readiness>();
   #lastError: Error | undefined;
   #closed = false;
   readonly #onError = (error: Error): void => {
@@ -369,25 +384,46 @@ export class TransferProducer {
     this.#assertOpen();
     if (client.status === 'end') throw this.#unavailable(operation, 'the connection is closed', false);
     if (client.status === 'wait') client.connect().catch(() => undefined);
-    let onReady: (() => void) | undefined;
-    let onEnd: (() => void) | undefined;
+    // Every caller waiting on this connection shares one wait (one 'ready' and one 'end' listener in all):
+    // a listener pair per caller would pass the emitter's limit on a burst of submits (MaxListenersExceededWarning).
+    const wait = this.#readiness.get(client) ?? this.#watchReadiness(client);
+    wait.waiters += 1;
     try {
-      await bounded(
-        new Promise<void>((resolve, reject) => {
-          onReady = resolve;
-          onEnd = () => reject(this.#unavailable(operation, 'the connection is closed', false));
-          client.once('ready', onReady);
-          client.once('end', onEnd);
-          // A Cluster may count as connected without a 'ready' of its own.
-          if (isLive(client)) resolve();
-        }),
-        deadline,
-        () => this.#unavailable(operation, `not connected within ${this.#timeoutMs} ms`, false),
-      );
+      await bounded(wait.ready, deadline, () => this.#unavailable(operation, `not connected within ${this.#timeoutMs} ms`, false));
+    } catch (error) {
+      if (error === CONNECTION_ENDED) throw this.#unavailable(operation, 'the connection is closed', false);
+      throw error;
     } finally {
-      if (onReady) client.off('ready', onReady);
-      if (onEnd) client.off('end', onEnd);
+      wait.waiters -= 1;
+      // The last caller to give up takes the listeners away (each caller has its own deadline).
+      if (wait.waiters === 0) wait.release();
     }
+  }
+
+  /** The shared wait for `client`: settles on its 'ready' (or at once if live) or its 'end', then lets go of both. */
+  #watchReadiness(client: Client): Readiness {
+    const wait: Readiness = { ready: Promise.resolve(), waiters: 0, release: () => undefined };
+    wait.ready = new Promise<void>((resolve, reject) => {
+      const onReady = (): void => {
+        wait.release();
+        resolve();
+      };
+      const onEnd = (): void => {
+        wait.release();
+        reject(CONNECTION_ENDED);
+      };
+      wait.release = () => {
+        client.off('ready', onReady);
+        client.off('end', onEnd);
+        if (this.#readiness.get(client) === wait) this.#readiness.delete(client);
+      };
+      client.once('ready', onReady);
+      client.once('end', onEnd);
+      this.#readiness.set(client, wait);
+      // A Cluster may count as connected without a 'ready' of its own.
+      if (isLive(client)) onReady();
+    });
+    return wait;
   }
 
   #unavailable(operation: ProducerOperation, detail: string, maybeEnqueued: boolean, cause?: unknown): ProducerUnavailableError {

@@ -13,9 +13,9 @@ export const statusCommand: Command = {
   synopsis: 'status <sequenceId>',
   summary: "a transfer's state, attempts, txid, travel-rule decision and events",
   help: `Prints what the worker's ledger knows about one transfer: its state, send attempts, txid, the
-travel-rule gate decision, since when a send's outcome is unknown, when transfer.unresolved was
-published, the end of the send lease while one is held, and its events so far (the same view as
-GET /transfers/:sequenceId).
+travel-rule gate decision, since when a send's outcome is unknown (while it is submitting), when
+transfer.unresolved was published, the end of the send lease while one is held, and its events so
+far (the same view as GET /transfers/:sequenceId).
 An unknown sequenceId exits 3; a malformed one (not 1-128 of A-Z a-z 0-9 _ -) exits 2.
 
 Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM as the worker has them.
