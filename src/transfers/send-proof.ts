@@ -1,3 +1,4 @@
+import { assertNever } from '../lib/assert-never.ts';
 /**
  * What one answer to a sendTransaction request proves about that send (docs/contract.md, "What an
  * upstream answer proves"). Status codes are claims: a gateway or a provider may answer 500 after the
@@ -30,6 +31,8 @@ export function proofOfAnswer(answer: SendAnswer): SendProof {
       return 'maybe-processed';
     case 'status':
       return proofOfStatus(answer.status, answer.body);
+    default:
+      return assertNever(answer, 'send answer');
   }
 }
 

@@ -4,7 +4,7 @@ import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPay
 import { TERMINAL_STATES, TransferState, type TransferRecord, type Tombstone } from '../../ledger/ledger.ts';
 import { op } from '../../ledger/operations.ts';
 import type { JobContext } from '../../queues/processor.ts';
-import { SUBMITTED, type Run, type Step, type SubmitDeps } from './steps/context.ts';
+import { REREAD, SUBMITTED, type Run, type Step, type SubmitDeps } from './steps/context.ts';
 import { gate, startFresh } from './steps/gate.ts';
 import { resolve } from './steps/resolve.ts';
 import { takeAndSend } from './steps/send.ts';
@@ -45,7 +45,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const payload = parsed.payload;
     const sequenceId = payload.halfSigned.sequenceId;
     const started = await startFresh(run, jobId, payload);
-    if (started) return drive(run, started, sequenceId);
+    if (started !== null) return drive(run, started, sequenceId);
     const record = await claim(jobId, payload);
     if ('ended' in record) {
       // Ended before, and its record may be gone (RETENTION): one transfer per sequenceId, ever.
@@ -98,12 +98,13 @@ export function createSubmitHandler(deps: SubmitDeps) {
 
   /**
    * Runs the state machine from wherever the ledger says the transfer is. Each step returns the record
-   * as its own transition left it (SUBMITTED once submitted), or undefined when it did not change it
+   * as its own transition left it (SUBMITTED once submitted), or REREAD when it did not change it
    * (someone else did): then the ledger is read again.
    */
-  async function drive(run: Run, start: Exclude<Step, undefined>, sequenceId: string): Promise<SubmitResult> {
-    let record = start;
+  async function drive(run: Run, start: Step, sequenceId: string): Promise<SubmitResult> {
+    let step = start;
     for (;;) {
+      const record = step === REREAD ? await mustGet(sequenceId) : step;
       if (record === SUBMITTED || record.state === TransferState.SUBMITTED) {
         // Just submitted, or found submitted by a re-run. Repeats safely: the tracker job id is
         // derived from the sequenceId, so a second add is a no-op.
@@ -125,7 +126,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
         default:
           throw new Error(`unknown transfer state ${record.state}`);
       }
-      record = next ?? (await mustGet(sequenceId));
+      step = next;
     }
   }
 }

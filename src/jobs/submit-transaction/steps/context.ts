@@ -69,11 +69,14 @@ export interface Run {
 /** A step's result when it moved the transfer to `submitted` (all the next step needs to know). */
 export const SUBMITTED = Symbol('submitted');
 
+/** A step's result when it did not change the transfer (someone else did): the ledger is read again. */
+export const REREAD = Symbol('read the ledger again');
+
 /**
- * What a step leaves: the record as its transition left it, SUBMITTED, or undefined when it did not
- * change the transfer (someone else did) and the ledger must be read again.
+ * What a step leaves: the record as its transition left it, SUBMITTED, or REREAD. Never undefined: a
+ * path that forgets to say is a compile error, not a silent "someone else changed it".
  */
-export type Step = TransferRecord | typeof SUBMITTED | undefined;
+export type Step = TransferRecord | typeof SUBMITTED | typeof REREAD;
 
 /** The payload stored with the record: what every runner sends, whichever job it came from. */
 export function storedPayload(record: TransferRecord): SubmitPayload {
@@ -86,15 +89,15 @@ export function storedPayload(record: TransferRecord): SubmitPayload {
  * A refused transition: another runner's live lease means "come back when it ends" (both times are the
  * ledger's); anything else means the transfer moved on, and the caller reads it again.
  */
-export function refused(result: Extract<TransitionResult, { ok: false }>): undefined {
+export function refused(result: Extract<TransitionResult, { ok: false }>): typeof REREAD {
   if (result.reason === 'lease') {
     // Someone else's send is in flight (a stalled copy of this job, a concurrent runner): wait for it.
     throw new RetryLater(Math.max(LEASE_WAIT_SLACK_MS, result.leaseUntil - result.now + LEASE_WAIT_SLACK_MS), 'send lease held');
   }
-  return undefined;
+  return REREAD;
 }
 
-/** The record a successful transition left, or undefined (the caller then reads the ledger). */
-export function changed(result: TransitionResult): TransferRecord | undefined {
-  return result.ok ? result.record : undefined;
+/** The record a successful transition left, or REREAD (the caller then reads the ledger). */
+export function changed(result: TransitionResult): TransferRecord | typeof REREAD {
+  return result.ok ? result.record : REREAD;
 }

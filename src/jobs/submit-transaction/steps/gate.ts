@@ -29,24 +29,24 @@ export function decide(setting: GateSetting, payload: SubmitPayload, now: number
  * `submitting` (record, gate decision and send lease in one transition), then sends. It is as safe
  * as the step-by-step path: a crash after the transition leaves `submitting` with a pending send,
  * which the next runner treats as "may have gone out". Anything else (a record exists, the rule
- * blocks, the setting cannot be fetched) returns undefined and takes the step-by-step path.
+ * blocks, the setting cannot be fetched) returns null and takes the step-by-step path.
  */
-export async function startFresh(run: Run, jobId: string, payload: SubmitPayload): Promise<Step> {
+export async function startFresh(run: Run, jobId: string, payload: SubmitPayload): Promise<Step | null> {
   const { deps } = run;
   let setting: GateSetting;
   try {
     setting = await deps.travelRule.setting();
   } catch {
-    return undefined; // the gate step retries, with the failure counted on the record
+    return null; // the gate step retries, with the failure counted on the record
   }
   const decision = decide(setting, payload, (deps.now ?? Date.now)());
-  if (decision.outcome !== 'passed') return undefined;
+  if (decision.outcome !== 'passed') return null;
   const request = op.createAndTakeSend(jobId, payload, decision, run.owner, deps.sendLeaseMs);
   const session = deps.ledger.session();
   const started = leaseStart(run);
   const taken = await deps.ledger.transitionReading(payload.halfSigned.sequenceId, request, SEND_VIEW);
   // Refused: a record exists, or the ledger's epoch (epoch.ts) asks for the step-by-step path.
-  if (!taken.ok) return undefined;
+  if (!taken.ok) return null;
   return sendTaken(run, taken.record, payload, session, started);
 }
 

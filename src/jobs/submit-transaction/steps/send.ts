@@ -6,7 +6,8 @@ import { backoffDelay, sendWriteWindowMs } from '../../../timing.ts';
 import { classifySendFailure } from '../../../transfers/classify-send.ts';
 import { Deadline } from '../../../custody/deadline.ts';
 import { EXACT_AMOUNT, type AcceptedSend } from '../../../custody/port.ts';
-import { refused, storedPayload, type Run, type Step } from './context.ts';
+import { REREAD, refused, storedPayload, type Run, type Step } from './context.ts';
+import { assertNever } from '../../../lib/assert-never.ts';
 import { fail, inUse, markSubmitted, release, releaseAndRetry, stillUnknown } from './settle.ts';
 import { lookFirst } from './recover.ts';
 
@@ -65,7 +66,7 @@ export async function takeAndSend(
  * (the record is read anew); with none (LEDGER_INIT=manual, not initialised) it waits.
  */
 function epochRefused(run: Run): Step {
-  if (run.deps.ledger.epoch.known !== '') return undefined;
+  if (run.deps.ledger.epoch.known !== '') return REREAD;
   run.log.warn('the ledger has no epoch: nothing is sent until an operator runs `ledger init` (LEDGER_INIT=manual)');
   throw new RetryLater(run.deps.retry.maxMs, 'ledger not initialised');
 }
@@ -138,7 +139,7 @@ async function windowShut(run: Run, record: SendView, shut: SendWindowShut): Pro
   run.deps.onSendWindowShut?.();
   run.log.warn({ lateByMs: Math.round(shut.lateByMs) }, 'send lease may have ended before the send was written: nothing sent');
   await run.deps.ledger.transition(record.sequenceId, op.unsent(run.owner));
-  return undefined;
+  return REREAD;
 }
 
 /** What a failed send means is decided by classifySendFailure (transfers/send-proof.ts); this carries it out. */
@@ -179,5 +180,7 @@ async function sendFailed(run: Run, record: SendView, error: unknown, extraSends
     case 'unknown':
       run.log.warn({ err: error, code: failure.code }, 'send outcome unknown: it may have gone out');
       return stillUnknown(run, record, failure.code, undefined, extraSends);
+    default:
+      return assertNever(failure.kind, 'send failure kind');
   }
 }

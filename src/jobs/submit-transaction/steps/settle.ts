@@ -5,7 +5,7 @@ import { RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay } from '../../../timing.ts';
 import type { SendFailure } from '../../../transfers/classify-send.ts';
 import type { TransferMatch } from '../../../transfers/match.ts';
-import { changed, refused, SUBMITTED, type Run, type Step } from './context.ts';
+import { changed, REREAD, refused, SUBMITTED, type Run, type Step } from './context.ts';
 
 /*
  * How a send (or the lookup standing in for one) ends for the lease holder: submitted, failed, still
@@ -18,7 +18,7 @@ export function release(run: Run, record: SendView, release: Release): Promise<T
 }
 
 /** Gives the lease up and comes back at the backoff for the record's failures (counting this one). */
-export async function releaseAndRetry(run: Run, record: SendView, release: Release, why: string): Promise<never | undefined> {
+export async function releaseAndRetry(run: Run, record: SendView, release: Release, why: string): Promise<never | typeof REREAD> {
   const released = await run.deps.ledger.transition(record.sequenceId, op.release(run.owner, { failures: 1, ...release }));
   if (!released.ok) return refused(released);
   throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), why);
@@ -32,7 +32,7 @@ export async function markSubmitted(
   extraSends: number,
 ): Promise<Step> {
   const marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markSubmitted(run.owner, data, match, extraSends), NO_VIEW);
-  return marked.ok ? SUBMITTED : undefined;
+  return marked.ok ? SUBMITTED : REREAD;
 }
 
 /** `transfer.failed`: only by the lease owner, and the ledger refuses it while a send may have gone out. */
@@ -53,7 +53,7 @@ export async function stillUnknown(
   code: string,
   ledgerNow: number | undefined,
   extraSends: number,
-): Promise<never | undefined> {
+): Promise<never | typeof REREAD> {
   const since = record.unknownSince;
   const announce =
     since !== undefined && ledgerNow !== undefined && record.unresolvedAt === undefined && ledgerNow - since >= run.deps.unresolvedAfterMs;
@@ -78,7 +78,7 @@ export async function stillUnknown(
  * sequenceId is in use upstream by a transaction we cannot claim. `transfer.unresolved`
  * SEQUENCE_ID_IN_USE at once; no tracker, no match; the sticky `inUseSince` stops every later send.
  */
-export async function inUse(run: Run, record: SendView, failure: SendFailure, extraSends: number): Promise<never | undefined> {
+export async function inUse(run: Run, record: SendView, failure: SendFailure, extraSends: number): Promise<never | typeof REREAD> {
   const unresolved =
     record.unresolvedAt === undefined
       ? { code: FailureCode.SEQUENCE_ID_IN_USE, attempts: record.sends + extraSends, lastError: failure.code }
