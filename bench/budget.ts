@@ -13,12 +13,13 @@
  * Sizes: BUDGET_SIZES="600x40x30,5000x100x100" (N x R x K). Writes bench/results/budget.json and
  * budget.svg. One worker process, a private redis-server, the simulator as a child process.
  */
+import { byEndpoint, simStats, total } from './sim-stats.ts';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { acquireRedis } from '../tools/redis/private-redis.ts';
 import { forEachLimited, oursTarget, readStream, sleep, entryMs } from './load.ts';
-import { startOurWorker, startSimulatorProcess, type SimulatorChild } from './processes.ts';
+import { startOurWorker, startSimulatorProcess } from './processes.ts';
 import { samplePayload } from '../tools/sample-payloads.ts';
 import { machine } from './report.ts';
 import { getFreePort } from '../tools/redis/redis-server.ts';
@@ -59,28 +60,6 @@ function sizes(): Size[] {
 function quantile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
-}
-
-type Stats = { requests: Record<string, Record<string, number>> };
-
-async function simStats(sim: SimulatorChild): Promise<Stats> {
-  return (await (await fetch(`${sim.url}/_sim/stats`)).json()) as Stats;
-}
-
-function total(stats: Stats, filter: (endpoint: string, outcome: string) => boolean = () => true): number {
-  let sum = 0;
-  for (const [endpoint, outcomes] of Object.entries(stats.requests))
-    for (const [outcome, count] of Object.entries(outcomes)) if (filter(endpoint, outcome)) sum += count;
-  return sum;
-}
-
-function byEndpoint(before: Stats, after: Stats): Record<string, number> {
-  const result: Record<string, number> = {};
-  for (const endpoint of Object.keys(after.requests)) {
-    const count = total(after, (e) => e === endpoint) - total(before, (e) => e === endpoint);
-    if (count > 0) result[endpoint] = count;
-  }
-  return result;
 }
 
 async function waitFor(what: string, timeoutMs: number, done: () => boolean): Promise<void> {

@@ -20,6 +20,7 @@
  *
  * Writes bench/results/scale.json and scale.svg (SCALE_QUICK=1: scale-quick.json / .svg, not committed).
  */
+import { byEndpoint, simStats, total } from './sim-stats.ts';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -78,29 +79,6 @@ function settings(): Settings {
 }
 
 const log = (message: string) => process.stderr.write(`[bench:scale ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
-
-type Stats = { requests: Record<string, Record<string, number>> };
-
-async function simStats(sim: SimulatorChild): Promise<Stats> {
-  return (await (await fetch(`${sim.url}/_sim/stats`)).json()) as Stats;
-}
-
-function total(stats: Stats, filter: (endpoint: string, outcome: string) => boolean = () => true): number {
-  let sum = 0;
-  for (const [endpoint, outcomes] of Object.entries(stats.requests))
-    for (const [outcome, count] of Object.entries(outcomes)) if (filter(endpoint, outcome)) sum += count;
-  return sum;
-}
-
-function byEndpoint(before: Stats, after: Stats): Record<string, number> {
-  const result: Record<string, number> = {};
-  for (const endpoint of Object.keys(after.requests)) {
-    if (endpoint === 'token') continue;
-    const count = total(after, (e) => e === endpoint) - total(before, (e) => e === endpoint);
-    if (count > 0) result[endpoint] = count;
-  }
-  return result;
-}
 
 async function setSimLimit(sim: SimulatorChild, maxRps: number): Promise<void> {
   const response = await fetch(`${sim.url}/_sim/settings`, {
@@ -276,7 +254,7 @@ async function measureWindow(options: WindowOptions): Promise<SideResult> {
       upstreamCalls: calls,
       callsPerSecond: calls / elapsed,
       budgetUsed: calls / elapsed / rps,
-      callsByEndpoint: byEndpoint(before, after),
+      callsByEndpoint: byEndpoint(before, after, ['token']),
       provider429s:
         total(after, (e, outcome) => e !== 'token' && outcome === '429') -
         total(before, (e, outcome) => e !== 'token' && outcome === '429'),

@@ -331,6 +331,7 @@ export async function createApp(
     custody,
     pollMinMs: config.track.pollMinMs,
     pollMaxMs: config.track.pollMaxMs,
+    pacedByBudget: config.custody.maxRps > 0,
     deadlineMs: config.track.deadlineMs,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
     onPollFailed: (streak) => {
@@ -347,7 +348,8 @@ export async function createApp(
       if (job && (await job.isDelayed())) await job.promote().catch(() => {});
     },
   });
-  startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency, limiter: trackLimiter(budget.params.intervalMs) });
+  const limiter = trackLimiter(budget.params.intervalMs);
+  startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency, ...(limiter ? { limiter } : {}) });
 
   // Aborted by close(), before the workers drain; a job fetched at that very moment sees it too.
   const shutdown = new AbortController();

@@ -114,11 +114,12 @@ export const LEASE_WAIT_SLACK_MS = 50;
  * higher class took makes the queue wait for the next one (WaitForSlot, BullMQ's manual rate limit,
  * which needs a limiter to exist). The interval is a little shorter than the budget's: a fetch that
  * comes early waits for its slot inside the budget (at most one interval), and one that comes late
- * would leave the slot unused. With no limit (CUSTODY_MAX_RPS=0) the limiter only makes the manual
- * rate limit possible (a provider's 429).
+ * would leave the slot unused. With no limit (CUSTODY_MAX_RPS=0) there is none: only a provider's 429
+ * turns polls away then, and each is put back on its own (a limiter would also show the queue as
+ * "rate limited" in the dashboard all the time).
  */
-export function trackLimiter(intervalMs: number): { max: number; duration: number } {
-  if (intervalMs === 0) return { max: 1_000_000, duration: 1_000 };
+export function trackLimiter(intervalMs: number): { max: number; duration: number } | undefined {
+  if (intervalMs === 0) return undefined;
   return { max: 1, duration: Math.max(1, Math.floor(intervalMs * TRACK_FETCH_PACE)) };
 }
 

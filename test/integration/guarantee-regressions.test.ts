@@ -547,7 +547,14 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
     // Runner B: a stalled copy of the same job, on another worker.
     const clientB = newClient();
     expect(await runner(clientB, clientB, { attempts: 1 })(jobContext(jobId, payload))).toMatchObject({ outcome: 'submitted' });
-    const track = createTrackHandler({ ledger, custody: clientB, pollMinMs: 20, pollMaxMs: 100, deadlineMs: 3_600_000 });
+    const track = createTrackHandler({
+      ledger,
+      custody: clientB,
+      pollMinMs: 20,
+      pollMaxMs: 100,
+      deadlineMs: 3_600_000,
+      pacedByBudget: false,
+    });
     await until(
       'the broadcast',
       10_000,

@@ -53,6 +53,7 @@ describe('a tracked transfer that never matches', () => {
         },
       },
       pollMinMs: 10,
+      pacedByBudget: false,
       pollMaxMs: 20,
       deadlineMs: 3_600_000,
       onUnmatched: () => unmatched++,

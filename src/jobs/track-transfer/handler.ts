@@ -26,6 +26,12 @@ export interface TrackDeps {
   custody: Pick<CustodyPort, 'getTransfersBySequenceId' | 'getWalletTransaction'>;
   pollMinMs: number;
   pollMaxMs: number;
+  /**
+   * The tracking queue hands out jobs at the budget's pace (a BullMQ limiter: CUSTODY_MAX_RPS > 0), so
+   * a poll the budget turned away makes the whole queue wait for the next slot (WaitForSlot). Without
+   * a limit only a provider's 429 turns polls away, rarely: each is then put back on its own.
+   */
+  pacedByBudget: boolean;
   deadlineMs: number;
   errorRetry?: BackoffProfile;
   now?: () => number;
@@ -95,7 +101,7 @@ export function createTrackHandler(deps: TrackDeps) {
         // Never expired for that: the deadline needs a poll that was made.
         const waitMs = error.retryAfterMs ?? deps.pollMinMs;
         deps.onPollStretched?.(waitMs);
-        throw new WaitForSlot(waitMs);
+        throw deps.pacedByBudget ? new WaitForSlot(waitMs) : new RetryLater(waitMs, 'provider pause');
       }
       // Upstream trouble never loses the tracker: count it and poll again later (or expire at the deadline).
       const failures = record.pollFailures + 1;
@@ -200,7 +206,8 @@ export function createTrackHandler(deps: TrackDeps) {
           await deps.ledger.rememberFound(sequenceId, transaction);
           await deps.ledger.transition(sequenceId, op.txidFound(transaction.txid));
         }
-        throw new WaitForSlot(error.retryAfterMs ?? deps.pollMinMs);
+        const waitMs = error.retryAfterMs ?? deps.pollMinMs;
+        throw deps.pacedByBudget ? new WaitForSlot(waitMs) : new RetryLater(waitMs, 'provider pause');
       }
       const final = isCustodyError(error) && (error.code === CustodyErrorCode.NOT_FOUND || !error.retryable);
       const tries = record.enrichFailures + 1;
