@@ -213,8 +213,13 @@ export interface SkewFigures {
   skewMs: number;
   /** Process clock minus the test's clock when each worker logged 'worker started'. */
   startOffsets: Array<{ name: string; skewed: boolean; offsetMs: number }>;
-  /** Events whose `at` (the publisher's clock) runs at least skewMs/2 ahead of their stream id (Redis's clock). */
+  /**
+   * Events whose `at` runs at least skewMs/2 ahead of their stream id (Redis's clock): none, since `at`
+   * is Redis's TIME (it was the publisher's clock before).
+   */
   eventsAhead: number;
+  /** Transfers one of whose events has an `at` earlier than the event before it: none may. */
+  atBackwards: number;
   /** The largest |at - stream id| among the other transfer events. */
   maxOtherOffsetMs: number;
   /** `send lease held` delays logged by skewed workers: they waited for another runner's lease. */
@@ -708,12 +713,17 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
       if (offset >= skew.skewMs / 2) eventsAhead += 1;
       else maxOtherOffsetMs = Math.max(maxOtherOffsetMs, Math.abs(offset));
     }
+    let atBackwards = 0;
+    for (const events of bySequenceId.values()) {
+      if (events.some((event, i) => i > 0 && Date.parse(event.at) < Date.parse(events[i - 1]!.at))) atBackwards += 1;
+    }
     const countInSkewed = (needle: string) =>
       workerOutputs.filter((w) => w.skewed).reduce((n, w) => n + w.text.split(needle).length - 1, 0);
     skewFigures = {
       skewMs: skew.skewMs,
       startOffsets,
       eventsAhead,
+      atBackwards,
       maxOtherOffsetMs,
       leaseWaitsBySkewed: countInSkewed('"reason":"send lease held"'),
       submittedBySkewed: countInSkewed('"msg":"transfer submitted"'),
@@ -837,7 +847,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
             .filter((v, i, all) => all.indexOf(v) === i)
             .join(
               ', ',
-            )}; events published ahead by ≥ ${skewFigures.skewMs / 2000} s: ${skewFigures.eventsAhead}, other events within ${skewFigures.maxOtherOffsetMs} ms; skewed workers: ${skewFigures.submittedBySkewed} sends accepted, ${skewFigures.leaseWaitsBySkewed} waits for another's send lease`,
+            )}; events published ahead by ≥ ${skewFigures.skewMs / 2000} s: ${skewFigures.eventsAhead}, transfers whose at went back: ${skewFigures.atBackwards}, other events within ${skewFigures.maxOtherOffsetMs} ms; skewed workers: ${skewFigures.submittedBySkewed} sends accepted, ${skewFigures.leaseWaitsBySkewed} waits for another's send lease`,
         ]
       : []),
     `  guarantees: ${Object.entries(problems)
@@ -923,6 +933,9 @@ export function expectSkew(run: ChaosRun): void {
     }
   }
   expect(skew!.startOffsets.filter((o) => o.skewed).length, 'skewed workers ran').toBeGreaterThan(0);
-  expect(skew!.eventsAhead, 'events published by a skewed worker (its `at` ahead of Redis time)').toBeGreaterThan(0);
+  // `at` is Redis's TIME inside the transition, whoever publishes: a skewed worker's events are not ahead,
+  // and within a transfer `at` never goes back.
+  expect(skew!.eventsAhead, 'events whose `at` runs ahead of Redis time (a skewed publisher)').toBe(0);
+  expect(skew!.atBackwards, 'transfers whose `at` went back from one event to the next').toBe(0);
   expect(skew!.submittedBySkewed, 'sends accepted for a skewed worker (it held send leases)').toBeGreaterThan(0);
 }
