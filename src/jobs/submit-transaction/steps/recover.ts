@@ -6,7 +6,7 @@ import type { MatchResult } from '../../../transfers/match.ts';
 import { RetryLater } from '../../../queues/outcomes.ts';
 import { refused, type Run, type Step } from './context.ts';
 import { identify } from './lookup.ts';
-import { markSubmitted, release, releaseAndRetry, stillUnknown } from './settle.ts';
+import { release, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
 
 /**
  * The ledger refused a first send because it is recovering from a loss (epoch.ts): this transfer may
@@ -51,11 +51,8 @@ export async function lookFirst(
     return { settled: await releaseAndRetry(run, held, { extraSends: 0 }, code) };
   }
   if (found.kind === 'found') {
-    const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction: found.transaction };
-    const submitted = await markSubmitted(run, held, data, { sequenceId: held.sequenceId, transactionId: found.transaction.id }, 0);
-    if (submitted)
-      run.log.warn({ transactionId: found.transaction.id }, 'transfer found upstream after the ledger was lost: submitted, not sent again');
-    return { settled: submitted };
+    const line = { level: 'warn', msg: 'transfer found upstream after the ledger was lost: submitted, not sent again' } as const;
+    return { settled: await submittedByLookup(run, held, found.transaction, line) };
   }
   if (found.kind === 'ambiguous') {
     run.deps.onAmbiguous?.('resolve');

@@ -6,7 +6,7 @@ import { CustodyError } from '../../../custody/errors.ts';
 import { refused, type Run, type Step } from './context.ts';
 import { identify, lookup } from './lookup.ts';
 import { takeAndSend } from './send.ts';
-import { expireUnsettled, fail, inUse, markSubmitted, releaseAndRetry, stillUnknown } from './settle.ts';
+import { expireUnsettled, fail, inUse, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
 
 /**
  * Found in `submitting` (a send failed before, or a runner crashed or outlived its lease): take the
@@ -78,7 +78,6 @@ async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
  * → resend while fewer than SUBMIT_ATTEMPTS sends were made, else keep looking at the capped backoff.
  */
 async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number): Promise<Step> {
-  const sequenceId = held.sequenceId;
   const pastDeadline = ledgerNow - held.unknownSince! >= run.deps.deadlineMs;
   let found: MatchResult;
   try {
@@ -90,10 +89,7 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
     return stillUnknown(run, held, code, ledgerNow, 0);
   }
   if (found.kind === 'found') {
-    const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction: found.transaction };
-    const submitted = await markSubmitted(run, held, data, { sequenceId, transactionId: found.transaction.id }, 0);
-    if (submitted) run.log.info({ transactionId: found.transaction.id }, 'earlier send found by lookup');
-    return submitted;
+    return submittedByLookup(run, held, found.transaction, { level: 'info', msg: 'earlier send found by lookup' });
   }
   if (found.kind === 'ambiguous') {
     run.deps.onAmbiguous?.('resolve');

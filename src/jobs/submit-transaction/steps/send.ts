@@ -17,9 +17,14 @@ import { lookFirst } from './recover.ts';
  */
 export type LeaseStart = number;
 
+/** The runner's monotonic clock, ms (deps.monotonic, else performance.now). */
+function monotonic(run: Run): number {
+  return run.deps.monotonic ? run.deps.monotonic() : performance.now();
+}
+
 /** Reads the monotonic clock before a lease command is issued. */
 export function leaseStart(run: Run): LeaseStart {
-  return (run.deps.monotonic ?? performance.now.bind(performance))();
+  return monotonic(run);
 }
 
 /** The send's write window had shut when its first byte was about to be written: nothing was. */
@@ -82,8 +87,8 @@ function epochRefused(run: Run): Step {
  */
 export async function sendTaken(run: Run, record: SendView, payload: SubmitPayload, session: string, started: LeaseStart): Promise<Step> {
   const { deps } = run;
-  const clock = deps.monotonic ?? performance.now.bind(performance);
   const writeBy = started + sendWriteWindowMs(deps.sendDeadlineMs, deps.sendLeaseMs);
+  const lateBy = () => monotonic(run) - writeBy;
   if (deps.replicasAcknowledged && !(await deps.replicasAcknowledged(session))) {
     // A failover now could promote a replica that never saw "send in flight" and let another runner
     // send again: send nothing, undo the send's count, give the lease back, and come back later.
@@ -93,18 +98,14 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
   // The send is the one act outside Redis: Redis judges every ledger write by the lease, but cannot
   // refuse a request this process writes after its lease ended. So the send checks, here (a lease
   // reply that came late, a WAIT that outlived it) and again as its first byte is written.
+  if (lateBy() >= 0) return windowShut(run, record, lateBy());
   const beforeWrite = () => {
-    const now = clock();
-    if (now >= writeBy) throw new SendWindowShut(now - writeBy);
+    const late = lateBy();
+    if (late >= 0) throw new SendWindowShut(late);
   };
-  try {
-    beforeWrite();
-  } catch (shut) {
-    return windowShut(run, record, shut as SendWindowShut);
-  }
   let requests = 0;
   let accepted: AcceptedSend;
-  const deadline = new Deadline(Math.max(0, started + deps.sendDeadlineMs - clock()));
+  const deadline = new Deadline(Math.max(0, started + deps.sendDeadlineMs - monotonic(run)));
   try {
     accepted = await deps.custody.sendTransaction(
       payload.walletId,
@@ -112,7 +113,7 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
       { signal: deadline.signal, onRequest: () => requests++, beforeWrite, keepRaw: false },
     );
   } catch (error) {
-    if (error instanceof SendWindowShut) return windowShut(run, record, error);
+    if (error instanceof SendWindowShut) return windowShut(run, record, error.lateByMs);
     return sendFailed(run, record, error, requests - 1);
   } finally {
     deadline.clear();
@@ -123,9 +124,11 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
   // for without it (keepRaw: false); dropped here too, whatever a custody client returns.
   const { raw: _raw, ...transfer } = accepted;
   const match = { sequenceId: record.sequenceId, destinationAddress: accepted.destinationAddress, amount: accepted[EXACT_AMOUNT] };
-  const submitted = await markSubmitted(run, record, { transfer }, match, requests - 1);
-  if (submitted) run.log.info({ recordId: accepted.id }, 'transfer submitted');
-  return submitted;
+  return markSubmitted(run, record, { transfer }, match, requests - 1, {
+    level: 'info',
+    msg: 'transfer submitted',
+    fields: { recordId: accepted.id },
+  });
 }
 
 /**
@@ -135,9 +138,9 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
  * owner may); if somebody did, it read our `pending` as "may have gone out" and looks before any
  * send. Either way the record is read again and its holder, whoever that is, decides.
  */
-async function windowShut(run: Run, record: SendView, shut: SendWindowShut): Promise<Step> {
+async function windowShut(run: Run, record: SendView, lateByMs: number): Promise<Step> {
   run.deps.onSendWindowShut?.();
-  run.log.warn({ lateByMs: Math.round(shut.lateByMs) }, 'send lease may have ended before the send was written: nothing sent');
+  run.log.warn({ lateByMs: Math.round(lateByMs) }, 'send lease may have ended before the send was written: nothing sent');
   await run.deps.ledger.transition(record.sequenceId, op.unsent(run.owner));
   return REREAD;
 }
@@ -149,15 +152,10 @@ async function sendFailed(run: Run, record: SendView, error: unknown, extraSends
     case 'in-use':
       return inUse(run, record, failure, extraSends);
     case 'accepted-earlier': {
-      const submitted = await markSubmitted(
-        run,
-        record,
-        { transfer: null, recoveredBy: 'duplicate' },
-        { sequenceId: record.sequenceId },
-        extraSends,
-      );
-      if (submitted) run.log.warn('send answered 409: accepted earlier, treated as submitted');
-      return submitted;
+      return markSubmitted(run, record, { transfer: null, recoveredBy: 'duplicate' }, { sequenceId: record.sequenceId }, extraSends, {
+        level: 'warn',
+        msg: 'send answered 409: accepted earlier, treated as submitted',
+      });
     }
     case 'rate-limited': {
       // Not taken: release the lease (the transfer stays in `submitting`) and the queue waits Retry-After.

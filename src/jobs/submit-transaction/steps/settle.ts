@@ -3,6 +3,7 @@ import { NO_VIEW, type SendView, type TransferRecord, type TransitionResult } fr
 import { op, type Release } from '../../../ledger/operations.ts';
 import { RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay } from '../../../timing.ts';
+import type { ListedTransfer } from '../../../custody/port.ts';
 import type { SendFailure } from '../../../transfers/classify-send.ts';
 import type { TransferMatch } from '../../../transfers/match.ts';
 import { changed, REREAD, refused, SUBMITTED, type Run, type Step } from './context.ts';
@@ -24,15 +25,34 @@ export async function releaseAndRetry(run: Run, record: SendView, release: Relea
   throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), why);
 }
 
+/** The line logged once the transfer is marked submitted (only then: a refused mark logs nothing). */
+export interface SubmittedLine {
+  level: 'info' | 'warn';
+  msg: string;
+  fields?: Record<string, unknown>;
+}
+
 export async function markSubmitted(
   run: Run,
   record: SendView,
   data: EventData['transfer.submitted'],
   match: TransferMatch,
   extraSends: number,
+  line: SubmittedLine,
 ): Promise<Step> {
   const marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markSubmitted(run.owner, data, match, extraSends), NO_VIEW);
-  return marked.ok ? SUBMITTED : REREAD;
+  if (!marked.ok) return REREAD;
+  run.log[line.level](line.fields ?? {}, line.msg);
+  return SUBMITTED;
+}
+
+/** A lookup found the transfer upstream (`transaction`): submitted by that finding, with no send. */
+export function submittedByLookup(run: Run, held: SendView, transaction: ListedTransfer, line: SubmittedLine): Promise<Step> {
+  const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction };
+  return markSubmitted(run, held, data, { sequenceId: held.sequenceId, transactionId: transaction.id }, 0, {
+    ...line,
+    fields: { transactionId: transaction.id, ...line.fields },
+  });
 }
 
 /** `transfer.failed`: only by the lease owner, and the ledger refuses it while a send may have gone out. */
