@@ -205,7 +205,7 @@ export async function createApp(
     // A member that is a sequenceId names the transfer the call is for: counted on its ledger record.
     beforeRequest: (endpoint, signal, tag) => {
       const member = tag?.member ?? '';
-      const count = SEQUENCE_ID.test(member) ? { key: keys.transfer(member), field: CALLS_FIELD } : undefined;
+      const count = tag?.counted !== true && SEQUENCE_ID.test(member) ? { key: keys.transfer(member), field: CALLS_FIELD } : undefined;
       return budget.take(endpoint, tag?.klass ?? DEFAULT_CLASS[endpoint], member, signal, count, tag?.dispensed === true);
     },
     onProviderRateLimited: (retryAfterMs) => {
@@ -332,6 +332,7 @@ export async function createApp(
     pollMinMs: config.track.pollMinMs,
     pollMaxMs: config.track.pollMaxMs,
     pacedByBudget: config.custody.maxRps > 0,
+    countPollOnRead: config.custody.maxRps === 0,
     deadlineMs: config.track.deadlineMs,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
     onPollFailed: (streak) => {

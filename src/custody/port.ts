@@ -37,6 +37,8 @@ export interface BudgetTag {
    * names (budget.ts: dispensed requests): the budget keeps no line for it.
    */
   dispensed?: boolean;
+  /** The caller counted this call on the transfer's record itself (Ledger.readCounting): the budget does not. */
+  counted?: boolean;
 }
 
 /** Per-call options of the calls the submit path makes under one deadline. */

@@ -4,7 +4,7 @@ import { withRedisLock } from '../lib/redis-lock.ts';
 import { connectionSession, replicaAcknowledgement, type ReplicaAcknowledgement } from '../../packages/producer/src/replicas.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
-import { parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
+import { CALLS_FIELD, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
 import { LedgerEpoch, type EpochOptions } from './epoch.ts';
 import {
   encodeRequest,
@@ -50,6 +50,16 @@ local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'at', isoTim
 redis.call('SET', KEYS[2], id, 'PX', ARGV[2])
 return id`;
 
+/**
+ * KEYS[1] a transfer's record; ARGV[1] its calls field, ARGV[2] the state in which a call is counted,
+ * ARGV[3] the index (in the reply) of the field whose presence stops the count, ARGV[4..] the fields
+ * read, 'state' first. The HMGET's reply; counts one call only on a record in that state without that
+ * field (never creating one).
+ */
+const READ_COUNTING_LUA = `local values = redis.call('HMGET', KEYS[1], unpack(ARGV, 4))
+if values[1] == ARGV[2] and not values[tonumber(ARGV[3])] then redis.call('HINCRBY', KEYS[1], ARGV[1], 1) end
+return values`;
+
 /** How long a system event's run is remembered: far beyond any reconnect's replay. */
 const SYSTEM_EVENT_RUN_TTL_MS = 24 * 3_600_000;
 
@@ -58,6 +68,13 @@ type TransitionReply = Array<number | string | Array<string | null> | undefined>
 interface LedgerCommands {
   transferTransition(...keysAndRequest: string[]): Promise<TransitionReply>;
   transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
+  transferReadCounting(
+    hash: string,
+    callsField: string,
+    state: string,
+    unlessIndex: string,
+    ...fields: string[]
+  ): Promise<Array<string | null>>;
   systemEventOnce(
     stream: string,
     run: string,
@@ -112,6 +129,7 @@ export class Ledger {
       redis.defineCommand('transferTransition', { numberOfKeys: 9, lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
       redis.defineCommand('systemEventOnce', { numberOfKeys: 3, lua: SYSTEM_EVENT_ONCE_LUA });
+      redis.defineCommand('transferReadCounting', { numberOfKeys: 1, lua: READ_COUNTING_LUA });
     }
   }
 
@@ -133,6 +151,28 @@ export class Ledger {
   /** Part of a transfer's record (HMGET); undefined when there is no record. */
   async read<T>(sequenceId: string, view: RecordView<T>): Promise<T | undefined> {
     const values = await this.#redis.hmget(this.#keys.transfer(sequenceId), 'state', ...view.fields);
+    return values[0] ? view.build(sequenceId, values.slice(1)) : undefined;
+  }
+
+  /**
+   * `read`, and in the same round trip counts one upstream call on the record (CALLS_FIELD) when the
+   * record is in `state` and has no `unless` field yet: the tracker's poll, counted as it reads the
+   * record it polls for, instead of by a command of its own per call (budget.ts counts the others).
+   * The count is the call about to be made: one that is then not made (a provider pause turned it
+   * away) is counted all the same. Never creates a record.
+   */
+  async readCounting<T>(sequenceId: string, view: RecordView<T>, when: { state: TransferState; unless: string }): Promise<T | undefined> {
+    const unlessIndex = view.fields.indexOf(when.unless);
+    if (unlessIndex < 0) throw new Error(`readCounting: ${when.unless} is not a field of the view`);
+    const values = await (this.#redis as unknown as LedgerCommands).transferReadCounting(
+      this.#keys.transfer(sequenceId),
+      CALLS_FIELD,
+      when.state,
+      // HMGET's replies: 'state' first, then the view's fields.
+      String(unlessIndex + 2),
+      'state',
+      ...view.fields,
+    );
     return values[0] ? view.build(sequenceId, values.slice(1)) : undefined;
   }
 

@@ -58,6 +58,8 @@ export class CustodyClient implements CustodyPort {
   readonly #tokens: TokenProvider;
   readonly #basic: string;
   readonly #sdkUrl: string;
+  /** Parsed once: the tracker's poll is the most frequent request there is. */
+  readonly #getTransferUrl: URL;
   readonly #baseUrl: string;
   readonly #onSkippedRecords: CustodyClientOptions['onSkippedRecords'];
 
@@ -66,6 +68,7 @@ export class CustodyClient implements CustodyPort {
     this.#transport = new Transport(options);
     this.#basic = basicAuthorization(options.clientId, options.clientSecret);
     this.#sdkUrl = options.sdkUrl.replace(/\/+$/, '');
+    this.#getTransferUrl = new URL(`${this.#sdkUrl}/api/wallet/get-transfer`);
     this.#baseUrl = options.baseUrl.replace(/\/+$/, '');
     if (options.tokenUrl) {
       this.#tokens = new OAuthTokenProvider(this.#transport, {
@@ -195,7 +198,7 @@ export class CustodyClient implements CustodyPort {
       signal,
       budget,
       endpoint: 'getTransfer',
-      url: new URL(`${this.#sdkUrl}/api/wallet/get-transfer`),
+      url: this.#getTransferUrl,
       method: 'POST',
       headers: { authorization: this.#basic, accept: 'application/json', 'content-type': 'application/json' },
       body: JSON.stringify(body),

@@ -32,6 +32,12 @@ export interface TrackDeps {
    * a limit only a provider's 429 turns polls away, rarely: each is then put back on its own.
    */
   pacedByBudget: boolean;
+  /**
+   * Count each poll on the transfer's record as the record is read (Ledger.readCounting) instead of
+   * by a command of the budget's: without a limit the budget makes no Redis call of its own per
+   * request (CUSTODY_MAX_RPS=0). With a limit its admission script counts the call anyway.
+   */
+  countPollOnRead?: boolean;
   deadlineMs: number;
   errorRetry?: BackoffProfile;
   now?: () => number;
@@ -74,7 +80,9 @@ export function createTrackHandler(deps: TrackDeps) {
       return { outcome: 'not-tracking', sequenceId: '' };
     }
     const { sequenceId } = parsed.data;
-    const record = await deps.ledger.read(sequenceId, TRACKING_VIEW);
+    const record = deps.countPollOnRead
+      ? await deps.ledger.readCounting(sequenceId, TRACKING_VIEW, { state: TransferState.SUBMITTED, unless: 'txid' })
+      : await deps.ledger.read(sequenceId, TRACKING_VIEW);
     if (!record || record.state !== TransferState.SUBMITTED) {
       // Already ended (or never submitted): a late duplicate tracker has nothing to do.
       return { outcome: 'not-tracking', sequenceId, state: record?.state ?? 'unknown' };
@@ -89,10 +97,12 @@ export function createTrackHandler(deps: TrackDeps) {
       if (isListedTransfer(found) && found.txid === record.txid) return broadcast(record, found, log);
     }
 
+    // Counted by the read unless the record had a txid (readCounting's `unless`): then the budget counts it.
+    const counted = deps.countPollOnRead === true && record.txid === undefined;
     let list;
     try {
       list = await deps.custody.getTransfersBySequenceId({ walletId: record.walletId, coin: record.coin }, sequenceId, {
-        budget: { klass: BudgetClass.POLL, member: sequenceId, dispensed: true },
+        budget: { klass: BudgetClass.POLL, member: sequenceId, dispensed: true, counted },
       });
     } catch (error) {
       if (isCustodyError(error) && error.budgetRefused) {
