@@ -14,6 +14,12 @@ import { DASHBOARD_COPY_LIMITS, type CopyLimits } from './bounded-copy.ts';
  */
 export const REDACTED = '[redacted]';
 
+/**
+ * What the dashboard shows as the data of a job whose stored `data` is not JSON (BullMQ cannot read
+ * such a job at all; dashboard.ts reads the rest of it and puts this in place of its data).
+ */
+export const UNREADABLE_JOB_DATA: Readonly<{ unreadable: string }> = Object.freeze({ unreadable: 'job data is not JSON' });
+
 type Container = Record<string, unknown> | unknown[];
 
 const isContainer = (value: unknown): value is Container => value !== null && typeof value === 'object';
