@@ -80,9 +80,9 @@ const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
  * buttons and refuses its per-queue actions), and this scope answers 403 to any request that is not a
  * read before Bull Board sees it, so the global routes (`PUT /api/queues/pause` pauses every queue)
  * and any route a later Bull Board adds are refused too. Job data and return values are shown bounded
- * and without any `user` object; in job data, `travelRule` values and every `metadata` value whose key
- * is not in `metadataKeys` (DASHBOARD_METADATA_KEYS) are shown as `[redacted]` (job-view.ts). A job
- * whose data is not JSON is shown with a placeholder (TolerantBullMQAdapter).
+ * and without any `user` object; in job data, `travelRule` values and every `metadata` value but the
+ * scalars of the keys in `metadataKeys` (DASHBOARD_METADATA_KEYS) are shown as `[redacted]`
+ * (job-view.ts). A job whose data is not JSON is shown with a placeholder (TolerantBullMQAdapter).
  */
 export async function registerDashboard(
   server: FastifyInstance,
