@@ -250,7 +250,7 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
   DASHBOARD_METADATA_KEYS: {
     default: 'unset (none)',
     meaning:
-      'comma-separated `metadata` keys whose values the dashboard shows; every other `metadata` value and every value under `travelRule` is shown as `[redacted]`',
+      'comma-separated `metadata` keys whose values the dashboard and `/transfers/:sequenceId` show, scalars only (under such a key an object keeps its keys, each value `[redacted]`); every other `metadata` value and every value under `travelRule` is shown as `[redacted]`',
   },
   LOG_LEVEL: { default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
   SUBMIT_CONCURRENCY: { default: '`16`', meaning: 'jobs at once per worker process' },

@@ -1,10 +1,11 @@
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
+import { Job, type Queue } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
 import { boundedCopyWithoutUser } from './bounded-copy.ts';
-import { redactJobData } from './job-view.ts';
+import { redactJobData, UNREADABLE_JOB_DATA } from './job-view.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
 
@@ -24,6 +25,52 @@ function withoutExternalLinks(html: string): string {
   return html.replace(EXTERNAL_LINK, '');
 }
 
+type AdapterOptions = NonNullable<ConstructorParameters<typeof BullMQAdapter>[1]>;
+type BoardStatuses = Parameters<BullMQAdapter['getJobs']>[0];
+
+/**
+ * Bull Board's BullMQ adapter, except that a job whose stored `data` is not JSON does not break its
+ * queue's views. BullMQ throws reading such a job (Job.fromJSON parses the data), and Queue#getJobs
+ * reads a page of jobs all or nothing, so one such job made every list of its queue answer 500 (the UI
+ * then says "Queue Not found"). Here the job is read again without its data (the queue's
+ * `getBackend().getJobData`, then `Job.fromJSON`) and shown with UNREADABLE_JOB_DATA as its data; a
+ * page that fails so is read job by job (Queue#getRanges, then this getJob). Only a SyntaxError is
+ * handled: any other error (Redis down) still fails the request. A job whose other stored fields
+ * (`opts`, `progress`, `parent`) are not JSON is not readable this way either and still fails.
+ */
+class TolerantBullMQAdapter extends BullMQAdapter {
+  readonly #queue: Queue;
+
+  constructor(queue: Queue, options: Partial<AdapterOptions>) {
+    super(queue, options);
+    this.#queue = queue;
+  }
+
+  override async getJob(id: string): Promise<Job | undefined> {
+    try {
+      return await this.#queue.getJob(id);
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      const stored = await this.#queue.getBackend().getJobData(id);
+      if (!stored) return undefined;
+      return Job.fromJSON(this.#queue, { ...stored, data: JSON.stringify(UNREADABLE_JOB_DATA) }, id);
+    }
+  }
+
+  override async getJobs(statuses: BoardStatuses, start = 0, end = -1): Promise<Job[]> {
+    try {
+      return await super.getJobs(statuses, start, end);
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      // BullMQ 6 has no paused state (a paused queue's jobs are waiting): the adapter never asks for it.
+      const types = statuses.filter((status) => status !== 'paused');
+      const ids = await this.#queue.getRanges(types, start, end);
+      const jobs = await Promise.all(ids.map((id) => this.getJob(id)));
+      return jobs.filter((job) => job !== undefined);
+    }
+  }
+}
+
 /** Methods that only read. Every Bull Board route that changes anything uses another (PUT, POST, PATCH). */
 const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
 
@@ -33,8 +80,9 @@ const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
  * buttons and refuses its per-queue actions), and this scope answers 403 to any request that is not a
  * read before Bull Board sees it, so the global routes (`PUT /api/queues/pause` pauses every queue)
  * and any route a later Bull Board adds are refused too. Job data and return values are shown bounded
- * and without any `user` object; in job data, `travelRule` values and every `metadata` value whose key
- * is not in `metadataKeys` (DASHBOARD_METADATA_KEYS) are shown as `[redacted]` (job-view.ts).
+ * and without any `user` object; in job data, `travelRule` values and every `metadata` value but the
+ * scalars of the keys in `metadataKeys` (DASHBOARD_METADATA_KEYS) are shown as `[redacted]`
+ * (job-view.ts). A job whose data is not JSON is shown with a placeholder (TolerantBullMQAdapter).
  */
 export async function registerDashboard(
   server: FastifyInstance,
@@ -45,7 +93,7 @@ export async function registerDashboard(
   const adapter = new FastifyAdapter();
   adapter.setBasePath(DASHBOARD_PATH);
   const queues = Object.entries(app.queues).map(([name, queue]) => {
-    const board = new BullMQAdapter(queue, { readOnlyMode: readOnly, allowRetries: !readOnly, displayName: name });
+    const board = new TolerantBullMQAdapter(queue, { readOnlyMode: readOnly, allowRetries: !readOnly, displayName: name });
     board.setFormatter('data', (data) => boundedCopyWithoutUser(redactJobData(data, metadataKeys)));
     board.setFormatter('returnValue', (value) => boundedCopyWithoutUser(value));
     return board;

@@ -7,7 +7,9 @@ import type { Metrics } from '../metrics.ts';
 import { transferView } from '../ledger/transfer-view.ts';
 import { refreshScrapeGauges } from '../metrics-scrape.ts';
 import { requireBasicAuth } from './auth.ts';
+import { boundedCopyWithoutUser } from './bounded-copy.ts';
 import { registerDashboard } from './dashboard.ts';
+import { redactMetadata } from './job-view.ts';
 
 export { DASHBOARD_PATH } from './dashboard.ts';
 
@@ -38,7 +40,7 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     routerOptions: { maxParamLength: 1024 },
   });
 
-  const { dashboardUser, dashboardPassword } = config.http;
+  const { dashboardUser, dashboardPassword, dashboardMetadataKeys: metadataKeys } = config.http;
   if (dashboardUser && dashboardPassword) requireBasicAuth(server, { user: dashboardUser, password: dashboardPassword });
 
   server.get('/healthz', async () => ({ status: 'ok' }));
@@ -82,7 +84,12 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     const view = await withinBudget(transferView(app.ledger, sequenceId), SCRAPE_REDIS_BUDGET_MS);
     if (view === TIMED_OUT) return reply.code(503).send({ error: 'REDIS_UNAVAILABLE', message: 'Redis did not answer in time; try again' });
     if (!view) return reply.code(404).send({ error: 'NOT_FOUND', message: 'unknown transfer' });
-    return view;
+    // Each event echoes the transfer's metadata: shown as the dashboard shows a job's (job-view.ts).
+    const events = view.events.map((event) => ({
+      ...event,
+      metadata: boundedCopyWithoutUser(redactMetadata(event.metadata, metadataKeys)),
+    }));
+    return { ...view, events };
   });
 
   await registerDashboard(server, app, config.http.dashboardReadOnly, config.http.dashboardMetadataKeys);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { boundedCopyWithoutUser, DASHBOARD_COPY_LIMITS, TRUNCATED } from '../../src/http/bounded-copy.ts';
-import { REDACTED, redactJobData } from '../../src/http/job-view.ts';
+import { REDACTED, redactJobData, redactMetadata } from '../../src/http/job-view.ts';
 
 /** A submit-transaction payload (docs/contract.md section 3) carrying personal data. */
 function payload() {
@@ -28,6 +28,16 @@ describe('redactJobData', () => {
     const view = redactJobData(payload(), ['orderId']) as Record<string, unknown>;
     expect(view).toMatchObject({ walletId: 310, coin: 'eth', txHex: '0xabcdef', halfSigned: payload().halfSigned });
     expect(view.metadata).toEqual({ orderId: 'A-1003', email: REDACTED, customerName: REDACTED, tags: REDACTED });
+  });
+
+  it('shows only scalars under an allow-listed key: an object or array there keeps its keys, every value redacted', () => {
+    const metadata = { orderId: 'A-1', desk: { name: 'Jane Roe', notes: ['vip', { pin: 1234 }] }, tags: ['vip'], none: null };
+    const shown = { orderId: 'A-1', desk: { name: REDACTED, notes: [REDACTED, { pin: REDACTED }] }, tags: [REDACTED], none: null };
+    expect(redactMetadata(metadata, ['orderId', 'desk', 'tags', 'none'])).toEqual(shown);
+    // The board applies the same function to a job's metadata.
+    expect((redactJobData({ metadata }, ['orderId', 'desk', 'tags', 'none']) as { metadata: unknown }).metadata).toEqual(shown);
+    const deep = JSON.parse(`{"desk":${'{"a":'.repeat(100_000)}"Jane Roe"${'}'.repeat(100_000)}}`) as unknown;
+    expect(JSON.stringify(boundedCopyWithoutUser(redactMetadata(deep, ['desk'])))).not.toContain('Jane Roe');
   });
 
   it('redacts every metadata value when nothing is allow-listed', () => {
