@@ -11,7 +11,7 @@
  * a consumer that died after its handler ran but before it recorded the event.
  */
 import type { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   NewEpochError,
   parseStreamEntry,
@@ -279,7 +279,7 @@ describe('TransferEvents', () => {
     await restarted.stop();
   });
 
-  it('an unparsable entry is acknowledged and reported, a throwing handler is reported and retried; the loop goes on', async () => {
+  it('an unparsable entry is dead-lettered, acknowledged and reported, a throwing handler is reported and retried; the loop goes on', async () => {
     const redis = newRedis();
     const prefix = uniquePrefix('consumer-errors');
     const events = eventsOn(redis, prefix);
@@ -330,10 +330,11 @@ describe('TransferEvents', () => {
     );
     await expect.poll(() => handled.length, { timeout: 10_000 }).toBe(3);
     expect(handled).toEqual(['seq-1:1', 'seq-3:1', 'seq-2:1']);
+    const deadLetter = `${stream}:dead`;
     expect(errors.map((e) => e.info)).toEqual([
-      { stage: 'parse', entryId: notOurs },
-      { stage: 'parse', entryId: badJson },
-      { stage: 'handler', entryId: flaky },
+      { stage: 'parse', reason: 'malformed', entryId: notOurs, deliveries: 1, deadLetter },
+      { stage: 'parse', reason: 'malformed', entryId: badJson, type: 'transfer.submitted', sequenceId: 'seq-x', deliveries: 1, deadLetter },
+      { stage: 'handler', reason: 'handler', entryId: flaky, type: 'transfer.submitted', sequenceId: 'seq-2', deliveries: 1 },
     ]);
     expect(errors[2]!.message).toBe('downstream unavailable');
     await expect.poll(() => pendingCount(redis, stream, 'g'), { timeout: 5_000 }).toBe(0);
@@ -519,7 +520,7 @@ describe('TransferEvents and the ledger epoch', () => {
 
     // Without onNewEpoch: onError, once, stage 'epoch'; the events are handled all the same.
     expect(handledWithout).toBe(9);
-    expect(errorsWithout.map((e) => e.info)).toEqual([{ stage: 'epoch', entryId: newLife }]);
+    expect(errorsWithout.map((e) => e.info)).toEqual([{ stage: 'epoch', reason: 'new-epoch', entryId: newLife, sequenceId: 'seq-1' }]);
     const error = errorsWithout[0]!.error;
     expect(error).toBeInstanceOf(NewEpochError);
     expect(error.message).toMatch(/seq-1 started a new life after the ledger was lost/);
@@ -572,6 +573,219 @@ describe('TransferEvents and the ledger epoch', () => {
     expect(parseStreamEntry(['1-0', [...fields, ...rest, 'epoch', 'E7']]).epoch).toBe('E7');
     expect('epoch' in parseStreamEntry(['1-0', [...fields, ...rest, 'epoch', '']])).toBe(false);
     expect('epoch' in parseStreamEntry(['1-0', [...fields, ...rest]])).toBe(false);
+  });
+});
+
+describe('TransferEvents: delivery cap, dead-letter, reasons', () => {
+  /** The dead-letter stream's entries as records of their fields. */
+  async function deadLetters(redis: Redis, stream: string): Promise<Array<Record<string, string>>> {
+    const entries = await redis.xrange(stream, '-', '+');
+    return entries.map(([, fields]) =>
+      Object.fromEntries(Array.from({ length: fields.length / 2 }, (_, i) => [fields[2 * i], fields[2 * i + 1]])),
+    );
+  }
+
+  it('a handler that always throws: after maxDeliveries the entry goes to the dead-letter stream (reason, count) and is acknowledged', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-dead');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    const poison = await publish(redis, stream, 'seq-poison', 1);
+    await publish(redis, stream, 'seq-fine', 1);
+
+    const handled: string[] = [];
+    let attempts = 0;
+    const errors: Array<{ error: Error; info: ConsumeErrorInfo }> = [];
+    track(
+      events.consume(
+        {
+          group: 'g',
+          consumer: 'c',
+          from: '0',
+          blockMs: 50,
+          claimIdleMs: 100,
+          maxDeliveries: 3,
+          onError: (error, info) => errors.push({ error, info }),
+        },
+        async (event) => {
+          if (event.sequenceId === 'seq-poison') {
+            attempts++;
+            throw new Error('always fails');
+          }
+          handled.push(keyOf(event));
+        },
+      ),
+    );
+    // The default dead-letter: `<events stream>:dead`.
+    await expect.poll(async () => (await deadLetters(redis, `${stream}:dead`)).length, { timeout: 10_000 }).toBe(1);
+    await expect.poll(() => pendingCount(redis, stream, 'g'), { timeout: 5_000 }).toBe(0);
+    expect(attempts).toBe(3);
+    expect(handled).toEqual(['seq-fine:1']);
+    const [dead] = await deadLetters(redis, `${stream}:dead`);
+    expect(dead).toMatchObject({
+      event: 'transfer.submitted',
+      sequenceId: 'seq-poison',
+      version: '1',
+      'deadLetter.reason': 'max-deliveries',
+      'deadLetter.deliveries': '3',
+      'deadLetter.group': 'g',
+      'deadLetter.entryId': poison,
+    });
+    // Two retriable failures, then one report that it was dead-lettered; nothing more after it.
+    await sleep(400);
+    expect(errors.map((e) => [e.info.stage, e.info.reason, e.info.deliveries])).toEqual([
+      ['handler', 'handler', 1],
+      ['handler', 'handler', 2],
+      ['handler', 'dead-lettered', 3],
+    ]);
+    expect(errors[2]!.error.message).toContain(`${stream}:dead`);
+    expect(attempts).toBe(3);
+  });
+
+  it('dead-letter as a callback: told the entry and why, then the entry is acknowledged', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-dead-cb');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    const poison = await publish(redis, stream, 'seq-poison', 1);
+    const told: Array<{ id: string; event?: string; reason: string; deliveries: number }> = [];
+    track(
+      events.consume(
+        {
+          group: 'g',
+          consumer: 'c',
+          from: '0',
+          blockMs: 50,
+          claimIdleMs: 100,
+          maxDeliveries: 2,
+          onError: () => undefined,
+          deadLetter: async (entry, info) =>
+            void told.push({ id: entry.id, event: entry.event?.event, reason: info.reason, deliveries: info.deliveries }),
+        },
+        async () => {
+          throw new Error('always fails');
+        },
+      ),
+    );
+    await expect.poll(() => told.length, { timeout: 10_000 }).toBe(1);
+    expect(told).toEqual([{ id: poison, event: 'transfer.submitted', reason: 'max-deliveries', deliveries: 2 }]);
+    await expect.poll(() => pendingCount(redis, stream, 'g'), { timeout: 5_000 }).toBe(0);
+    expect(await redis.exists(`${stream}:dead`)).toBe(0);
+  });
+
+  it('a malformed entry reaches onError (reason malformed) and the dead-letter; the default onError writes one line to stderr', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-malformed');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    const garbage = (await redis.xadd(stream, '*', 'foo', 'secret-value-1', 'data', 'secret-value-2'))!;
+    const unknownType = (await redis.xadd(
+      stream,
+      '*',
+      'event',
+      'transfer.teleported',
+      'sequenceId',
+      'seq-u',
+      'walletId',
+      '310',
+      'coin',
+      'eth',
+      'version',
+      '1',
+      'at',
+      new Date().toISOString(),
+      'data',
+      '{}',
+      'metadata',
+      '',
+    ))!;
+    const errors: Array<{ error: Error; info: ConsumeErrorInfo }> = [];
+    track(
+      events.consume(
+        { group: 'g', consumer: 'c', from: '0', blockMs: 50, onError: (error, info) => errors.push({ error, info }) },
+        async () => undefined,
+      ),
+    );
+    await expect.poll(() => errors.length, { timeout: 10_000 }).toBe(2);
+    expect(errors.map((e) => e.info)).toEqual([
+      expect.objectContaining({ stage: 'parse', reason: 'malformed', entryId: garbage }),
+      expect.objectContaining({
+        stage: 'parse',
+        reason: 'unknown-type',
+        entryId: unknownType,
+        type: 'transfer.teleported',
+        sequenceId: 'seq-u',
+      }),
+    ]);
+    await expect.poll(async () => (await deadLetters(redis, `${stream}:dead`)).length, { timeout: 5_000 }).toBe(2);
+    const dead = await deadLetters(redis, `${stream}:dead`);
+    expect(dead[0]).toMatchObject({ foo: 'secret-value-1', 'deadLetter.reason': 'malformed', 'deadLetter.entryId': garbage });
+    expect(dead[1]).toMatchObject({ event: 'transfer.teleported', 'deadLetter.reason': 'unknown-type', 'deadLetter.entryId': unknownType });
+    expect(await pendingCount(redis, stream, 'g')).toBe(0);
+
+    // Without onError: one line per report on stderr, naming the entry, never the payload's values.
+    const lines: string[] = [];
+    const spy = vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void lines.push(args.map(String).join(' ')));
+    try {
+      const bad = (await redis.xadd(stream, '*', 'event', 'transfer.submitted', 'sequenceId', 'seq-b', 'data', 'secret-value-3'))!;
+      track(events.consume({ group: 'quiet', consumer: 'c', from: bad, blockMs: 50 }, async () => undefined));
+      const worse = (await redis.xadd(stream, '*', 'event', 'transfer.submitted', 'sequenceId', 'seq-w', 'data', 'secret-value-4'))!;
+      await expect.poll(() => lines.length, { timeout: 10_000 }).toBe(1);
+      expect(lines[0]).toContain(worse);
+      expect(lines[0]).toContain('malformed');
+      expect(lines[0]).toContain('seq-w');
+      expect(lines[0]).not.toContain('secret-value');
+      expect(lines[0]).not.toContain('\n');
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('a version going backwards for a transfer is reported (reason stale-version) and still handed to the handler', async () => {
+    const redis = newRedis();
+    const prefix = uniquePrefix('consumer-stale');
+    const events = eventsOn(redis, prefix);
+    const stream = events.stream;
+    await publish(redis, stream, 'seq-1', 2);
+    const stale = await publish(redis, stream, 'seq-1', 1);
+    await publish(redis, stream, 'seq-1', 3);
+    // Another life of the transfer starts again at 1: no stale version.
+    await publish(redis, stream, 'seq-1', 1, 'E2');
+    await publish(redis, stream, 'seq-9', 4);
+
+    const handled: string[] = [];
+    const errors: Array<{ error: Error; info: ConsumeErrorInfo }> = [];
+    const consumeAs = (consumer: string): ConsumeHandle =>
+      track(
+        events.consume(
+          {
+            group: 'g',
+            consumer,
+            from: '0',
+            blockMs: 50,
+            onNewEpoch: () => undefined,
+            onError: (error, info) => errors.push({ error, info }),
+          },
+          async (event) => void handled.push(lifeKeyOf(event)),
+        ),
+      );
+    const first = consumeAs('c');
+    await expect.poll(() => handled.length, { timeout: 10_000 }).toBe(5);
+    expect(handled).toEqual(['-/seq-1:2', '-/seq-1:1', '-/seq-1:3', 'E2/seq-1:1', '-/seq-9:4']);
+    expect(errors.map((e) => e.info)).toEqual([
+      expect.objectContaining({ stage: 'version', reason: 'stale-version', entryId: stale, sequenceId: 'seq-1' }),
+    ]);
+    expect(errors[0]!.error.message).toMatch(/seq-1.*version 1.*version 2/);
+
+    // Known across consumers and restarts: the group records the highest version it handled per transfer.
+    await first.stop();
+    const late = await publish(redis, stream, 'seq-9', 3);
+    consumeAs('c2');
+    await expect.poll(() => handled.length, { timeout: 10_000 }).toBe(6);
+    expect(errors.map((e) => e.info)).toEqual([
+      expect.objectContaining({ reason: 'stale-version', entryId: stale }),
+      expect.objectContaining({ stage: 'version', reason: 'stale-version', entryId: late, sequenceId: 'seq-9' }),
+    ]);
   });
 });
 

@@ -1,6 +1,10 @@
 import { Redis, type Cluster } from 'ioredis';
+import { EVENT_TYPES } from './catalog.ts';
 import { parseStreamEntry, type TransferEvent } from './events.ts';
-import { consumerEpochKey, defaultEventsStream, seenKey } from './keys.ts';
+import { consumerEpochKey, consumerVersionKey, defaultDeadLetterStream, defaultEventsStream, seenKey } from './keys.ts';
+import { SEQUENCE_ID } from './sequence-id.ts';
+
+export { defaultDeadLetterStream } from './keys.ts';
 
 type Client = Redis | Cluster;
 type RawEntry = [id: string, fields: string[] | null];
@@ -23,11 +27,18 @@ export interface TransferEventsOptions {
   seenTtlMs?: number;
 }
 
-/** Where `onError` was called from. */
+/** Where `onError` was called from. New stages may come in minor versions: give a `switch` a default. */
 export type ConsumeErrorStage =
-  /** The handler threw or rejected: the entry is not acknowledged and will be retried (pending/autoclaim). */
+  /**
+   * The handler threw or rejected: the entry is not acknowledged and will be retried (pending/autoclaim),
+   * up to `maxDeliveries` deliveries; then it goes to the dead-letter (reason `'dead-lettered'`).
+   */
   | 'handler'
-  /** The entry is not a valid event (or was trimmed from the stream before it was handled): acknowledged, skipped. */
+  /**
+   * The entry is not a valid event, or of a type this version does not know: it goes to the dead-letter
+   * and is acknowledged. Or it was trimmed from the stream before it was handled (nothing left to keep):
+   * acknowledged, skipped.
+   */
   | 'parse'
   /** A Redis command failed: the loop waits a moment and goes on. */
   | 'redis'
@@ -36,13 +47,87 @@ export type ConsumeErrorStage =
    * see `ConsumeOptions.onNewEpoch`), reported here when no `onNewEpoch` is given; or `onNewEpoch` threw.
    * The entry is handed to the handler as usual.
    */
-  | 'epoch';
+  | 'epoch'
+  /**
+   * The entry's version is lower than one the group already handled for the transfer in the same life
+   * (a `StaleVersionError`): an older event arriving late, e.g. retried after newer ones were handled.
+   * The entry is handed to the handler as usual.
+   */
+  | 'version'
+  /** The dead-letter could not take an entry (its XADD failed, or the callback threw): the entry stays pending and is tried again. */
+  | 'dead-letter';
+
+/** Why `onError` was called: one reason per kind of report. New reasons may come in minor versions. */
+export type ConsumeErrorReason =
+  /** Stage `'parse'`: not a valid event (missing or invalid fields, data or metadata not JSON, data not of its type's shape). */
+  | 'malformed'
+  /** Stage `'parse'`: an `event` type this version of the package does not know (a newer worker's). */
+  | 'unknown-type'
+  /** Stage `'parse'`: the entry was trimmed from the stream before it was handled. */
+  | 'trimmed'
+  /** Stage `'handler'`: the handler threw; the entry will be delivered again. */
+  | 'handler'
+  /** Stage `'handler'`: the entry reached `maxDeliveries` without its handler succeeding; it went to the dead-letter. */
+  | 'dead-lettered'
+  /** Stage `'version'`: a version lower than one the group handled for the transfer (same epoch). */
+  | 'stale-version'
+  /** Stage `'epoch'`: the transfer started a new life (or `onNewEpoch` threw). */
+  | 'new-epoch'
+  /** Stage `'dead-letter'`: the dead-letter refused the entry; it stays pending. */
+  | 'dead-letter-failed'
+  /** Stage `'redis'`: a Redis command of the loop failed. */
+  | 'redis';
 
 export interface ConsumeErrorInfo {
   stage: ConsumeErrorStage;
+  /** Why, more precisely than `stage`. */
+  reason: ConsumeErrorReason;
   /** The stream entry concerned, when there is one. */
   entryId?: string;
+  /** The entry's event type, when it has a well-formed one (known or not). */
+  type?: string;
+  /** The entry's sequenceId, when it has a well-formed one (empty for events of no transfer). */
+  sequenceId?: string;
+  /** How many times Redis delivered the entry to the group, this delivery included (XPENDING's counter). */
+  deliveries?: number;
+  /** Where the entry went when it was moved to the dead-letter: the stream's name, or `'callback'`. */
+  deadLetter?: string;
 }
+
+/** Why an entry went to the dead-letter. */
+export type DeadLetterReason =
+  /** Its handler did not succeed in `maxDeliveries` deliveries. */
+  | 'max-deliveries'
+  /** Not a valid event. */
+  | 'malformed'
+  /** An event type this version of the package does not know. */
+  | 'unknown-type';
+
+/** An entry handed to a dead-letter callback. */
+export interface DeadLetterEntry {
+  /** Its id in the events stream. */
+  id: string;
+  /** Its fields as Redis holds them: name, value, name, value, … */
+  fields: string[];
+  /** The event, when the entry is one (reason `'max-deliveries'`). */
+  event?: TransferEvent;
+}
+
+/** What a dead-letter callback is told besides the entry. */
+export interface DeadLetterInfo {
+  reason: DeadLetterReason;
+  /** How many times Redis delivered the entry to the group (XPENDING's counter). */
+  deliveries: number;
+  group: string;
+  consumer: string;
+  /** The events stream the entry came from. */
+  stream: string;
+  /** The handler's last error (`'max-deliveries'`), or what made the entry invalid. */
+  error: Error;
+}
+
+/** A dead-letter callback: the entry is acknowledged once it resolves; if it throws, the entry stays pending. */
+export type DeadLetterHandler = (entry: DeadLetterEntry, info: DeadLetterInfo) => void | Promise<void>;
 
 export interface ConsumeOptions {
   /** The consumer group: every group gets every event; the consumers of one group share them. */
@@ -64,9 +149,28 @@ export interface ConsumeOptions {
    */
   claimIdleMs?: number;
   /**
-   * Called for every handler failure, unparsable entry and Redis error; the loop never stops for them.
-   * Without `onNewEpoch`, also for every transfer that started a new life (stage `'epoch'`, a
-   * `NewEpochError` whose message says the transfer started a new life after the ledger was lost).
+   * How many times an entry may be delivered to the group (Redis counts each delivery: the first read,
+   * then each claim or re-read, XPENDING's delivery counter) before it goes to the dead-letter when its
+   * handler fails (default 10). An entry already delivered more often (its consumers crashed in the
+   * handler) goes there without calling the handler again.
+   */
+  maxDeliveries?: number;
+  /**
+   * Where entries go that no handler could take: malformed ones, ones of an unknown event type, and
+   * ones whose handler failed `maxDeliveries` times. A stream name (XADD of the entry's own fields plus
+   * `deadLetter.reason`, `deadLetter.deliveries`, `deadLetter.group`, `deadLetter.consumer`,
+   * `deadLetter.entryId`, `deadLetter.stream`, `deadLetter.error` and `deadLetter.at`, in one MULTI with
+   * the XACK), or a callback (the entry is acknowledged once it resolved). Default: the stream
+   * `<events stream>:dead` (`defaultDeadLetterStream`). An entry is acknowledged only once its
+   * dead-letter took it: if that fails, it stays pending and is tried again.
+   */
+  deadLetter?: string | DeadLetterHandler;
+  /**
+   * Called for every handler failure, entry sent to the dead-letter, unparsable entry, stale version and
+   * Redis error, with its `stage` and `reason`; the loop never stops for them. Without `onNewEpoch`, also
+   * for every transfer that started a new life (stage `'epoch'`, a `NewEpochError` whose message says
+   * the transfer started a new life after the ledger was lost). Default: one line on stderr
+   * (`console.error`) per report, naming the entry by id, type and sequenceId, never its data.
    */
   onError?: (error: Error, info: ConsumeErrorInfo) => void;
   /**
@@ -114,6 +218,48 @@ export class NewEpochError extends Error {
   }
 }
 
+/** What `onError` gets (stage `'version'`) for an event whose version is lower than one the group handled for its transfer. */
+export class StaleVersionError extends Error {
+  readonly code = 'STALE_VERSION';
+  readonly sequenceId: string;
+  readonly version: number;
+  /** The highest version of the transfer (in the event's life) the group handled before. */
+  readonly highest: number;
+  readonly epoch: string | undefined;
+  readonly entryId: string;
+  constructor(info: { sequenceId: string; version: number; highest: number; epoch: string | undefined; entryId: string }) {
+    const life = info.epoch === undefined ? '' : ` (epoch ${info.epoch})`;
+    super(
+      `transfer ${info.sequenceId}${life}: version ${info.version} after version ${info.highest} was handled, entry ${info.entryId}; handled all the same`,
+    );
+    this.name = 'StaleVersionError';
+    this.sequenceId = info.sequenceId;
+    this.version = info.version;
+    this.highest = info.highest;
+    this.epoch = info.epoch;
+    this.entryId = info.entryId;
+  }
+}
+
+/** What `onError` gets (stage `'handler'`, reason `'dead-lettered'`) when an entry went to the dead-letter; `cause` is the handler's last error. */
+export class DeadLetteredError extends Error {
+  readonly code = 'DEAD_LETTERED';
+  readonly entryId: string;
+  readonly deliveries: number;
+  /** The dead-letter stream's name, or `'callback'`. */
+  readonly deadLetter: string;
+  constructor(entryId: string, deliveries: number, deadLetter: string, cause?: unknown) {
+    super(
+      `entry ${entryId} went to the dead-letter ${deadLetter} after ${deliveries} deliveries`,
+      cause === undefined ? undefined : { cause },
+    );
+    this.name = 'DeadLetteredError';
+    this.entryId = entryId;
+    this.deliveries = deliveries;
+    this.deadLetter = deadLetter;
+  }
+}
+
 /** The running consumer of one `consume()` call. */
 export interface ConsumeHandle {
   /**
@@ -129,6 +275,9 @@ export type TransferEventHandler = (event: TransferEvent, entryId: string) => Pr
 
 /** Default lifetime of a seen marker. */
 export const DEFAULT_SEEN_TTL_MS = 7 * 24 * 3_600_000;
+
+/** Default `maxDeliveries`: deliveries of an entry whose handler fails before it goes to the dead-letter. */
+export const DEFAULT_MAX_DELIVERIES = 10;
 
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 5_000;
@@ -151,6 +300,13 @@ const BLOCK_GRACE_MS = 10_000;
  * - A handler that throws leaves its entry pending; it is retried once idle for `claimIdleMs` (by this
  *   consumer or another of the group, XAUTOCLAIM). A consumer that crashes after its handler ran but
  *   before the marker was written has its entry handled again: that is the at-least-once part.
+ * - Redis counts the deliveries of each entry (XPENDING). One whose handler fails on its
+ *   `maxDeliveries`-th delivery, or that comes a delivery past it, goes to the dead-letter (a stream,
+ *   `<events stream>:dead` by default, or a callback) and is acknowledged; so do entries that are not
+ *   events of a type this version knows. Nothing is acknowledged that no handler or dead-letter took,
+ *   except entries trimmed from the stream (reported).
+ * - A version lower than one the group handled for the transfer in the same life is reported (stage
+ *   `'version'`), then handled: the group keeps the highest version it handled per transfer and epoch.
  * - Two consumers of one group handling two copies of one (sequenceId, version) at the same moment may
  *   both call their handler (the marker is written after the handler, never before).
  *
@@ -197,10 +353,16 @@ export class TransferEvents {
       batch: positiveInteger(options.batch ?? 100, 'batch'),
       blockMs: positiveInteger(options.blockMs ?? 5_000, 'blockMs'),
       claimIdleMs: positiveInteger(options.claimIdleMs ?? 60_000, 'claimIdleMs'),
-      onError: options.onError ?? (() => undefined),
+      maxDeliveries: positiveInteger(options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES, 'maxDeliveries'),
+      deadLetter: deadLetterOf(options.deadLetter, this.#stream),
+      onError: options.onError ?? defaultOnError(options.group, options.consumer),
       onNewEpoch: options.onNewEpoch,
     };
-    const keys = { seen: seenKey(this.#prefix, settings.group), epoch: consumerEpochKey(this.#prefix, settings.group) };
+    const keys = {
+      seen: seenKey(this.#prefix, settings.group),
+      epoch: consumerEpochKey(this.#prefix, settings.group),
+      version: consumerVersionKey(this.#prefix, settings.group),
+    };
     const loop = new ConsumerLoop(this.#redis, this.#stream, keys, this.#seenTtlMs, settings, handler);
     const handle: ConsumeHandle = {
       stop: async () => {
@@ -230,9 +392,17 @@ interface LoopSettings {
   batch: number;
   blockMs: number;
   claimIdleMs: number;
+  maxDeliveries: number;
+  deadLetter: string | DeadLetterHandler;
   onError: (error: Error, info: ConsumeErrorInfo) => void;
   onNewEpoch: ((info: NewEpochInfo) => void) | undefined;
 }
+
+/** What a report says besides its stage and reason. */
+type ReportDetail = Omit<ConsumeErrorInfo, 'stage' | 'reason'>;
+
+/** The highest version handled per life of one transfer: epoch (`''` for none) -> version. */
+type HighestVersions = Map<string, number>;
 
 /** Epoch -> when the group first handled an event of it (ms), for one transfer. */
 type KnownEpochs = Map<string, number>;
@@ -244,6 +414,7 @@ class ConsumerLoop {
   readonly #stream: string;
   readonly #seenPrefix: string;
   readonly #epochPrefix: string;
+  readonly #versionPrefix: string;
   readonly #seenTtlMs: number;
   readonly #s: LoopSettings;
   readonly #handler: TransferEventHandler;
@@ -257,7 +428,7 @@ class ConsumerLoop {
   constructor(
     redis: Client,
     stream: string,
-    keys: { seen: string; epoch: string },
+    keys: { seen: string; epoch: string; version: string },
     seenTtlMs: number,
     settings: LoopSettings,
     handler: TransferEventHandler,
@@ -266,6 +437,7 @@ class ConsumerLoop {
     this.#stream = stream;
     this.#seenPrefix = keys.seen;
     this.#epochPrefix = keys.epoch;
+    this.#versionPrefix = keys.version;
     this.#seenTtlMs = seenTtlMs;
     this.#s = settings;
     this.#handler = handler;
@@ -284,9 +456,12 @@ class ConsumerLoop {
     await this.done;
   }
 
-  #report(error: unknown, stage: ConsumeErrorStage, entryId?: string): void {
+  #report(error: unknown, stage: ConsumeErrorStage, reason: ConsumeErrorReason, detail: ReportDetail = {}): void {
+    const info: ConsumeErrorInfo = { stage, reason };
+    // Only what is known, so an info compares equal to a literal of its known fields.
+    for (const [key, value] of Object.entries(detail)) if (value !== undefined) Object.assign(info, { [key]: value });
     try {
-      this.#s.onError(error instanceof Error ? error : new Error(String(error)), entryId === undefined ? { stage } : { stage, entryId });
+      this.#s.onError(error instanceof Error ? error : new Error(String(error)), info);
     } catch {
       // A throwing onError must not end the loop.
     }
@@ -310,7 +485,7 @@ class ConsumerLoop {
           else {
             // The cursor moves past entries whose handler failed: they wait for autoclaim.
             pendingCursor = entries[entries.length - 1]![0];
-            await this.#handleBatch(entries);
+            await this.#handleBatch(entries, false);
           }
         } else {
           if (Date.now() >= nextClaimAt) {
@@ -326,12 +501,12 @@ class ConsumerLoop {
           } finally {
             this.#blocked = false;
           }
-          await this.#handleBatch(entries);
+          await this.#handleBatch(entries, true);
         }
         failures = 0;
       } catch (error) {
         if (this.#stopping) break;
-        this.#report(error, 'redis');
+        this.#report(error, 'redis', 'redis');
         if (/NOGROUP/.test((error as Error).message)) {
           // The stream or its group is gone (Redis lost its data, or the stream was deleted): make the
           // group again, from the start of the stream, since every entry there is newer than the loss.
@@ -384,45 +559,59 @@ class ConsumerLoop {
       cursor = reply[0];
       // Redis 7 lists entries deleted from the stream (trimmed) apart, and drops them from the pending list.
       for (const id of reply[2] ?? [])
-        this.#report(new Error(`entry ${id} was trimmed from the stream before it was handled`), 'parse', id);
-      await this.#handleBatch(reply[1]);
+        this.#report(new Error(`entry ${id} was trimmed from the stream before it was handled`), 'parse', 'trimmed', { entryId: id });
+      await this.#handleBatch(reply[1], false);
     } while (cursor !== '0-0' && !this.#stopping);
   }
 
-  /** Handles a batch in order; finishes it even when stop() is called meanwhile. */
-  async #handleBatch(entries: RawEntry[]): Promise<void> {
+  /**
+   * Handles a batch in order; finishes it even when stop() is called meanwhile. `fresh`: read as new
+   * entries (`>`), so delivered once; else (own pending, claimed) Redis's delivery counter is looked up.
+   */
+  async #handleBatch(entries: RawEntry[], fresh: boolean): Promise<void> {
     if (entries.length === 0) return;
-    const parsed: Array<{ id: string; event: TransferEvent; marker: string }> = [];
-    const broken: string[] = [];
+    const deliveries = fresh ? undefined : await this.#deliveries(entries.map(([id]) => id));
+    const countOf = (id: string): number => deliveries?.get(id) ?? 1;
+    const parsed: Array<{ id: string; fields: string[]; event: TransferEvent; marker: string }> = [];
+    const trimmed: string[] = [];
     for (const [id, fields] of entries) {
       if (fields === null) {
-        this.#report(new Error(`entry ${id} was trimmed from the stream before it was handled`), 'parse', id);
-        broken.push(id);
+        this.#report(new Error(`entry ${id} was trimmed from the stream before it was handled`), 'parse', 'trimmed', { entryId: id });
+        trimmed.push(id);
         continue;
       }
+      let event: TransferEvent;
       try {
-        const event = parseStreamEntry([id, fields]);
-        parsed.push({ id, event, marker: this.#marker(event) });
+        event = parseStreamEntry([id, fields]);
       } catch (error) {
-        this.#report(error, 'parse', id);
-        broken.push(id);
+        // Retrying cannot help: kept in the dead-letter, then acknowledged.
+        await this.#invalid(id, fields, error, countOf(id));
+        continue;
       }
+      parsed.push({ id, fields, event, marker: this.#marker(event) });
     }
-    // Unparsable (or vanished) entries are acknowledged: retrying them cannot help.
-    if (broken.length > 0) await this.#redis.xack(this.#stream, this.#s.group, ...broken);
+    // Entries that vanished are acknowledged: there is nothing left to keep.
+    if (trimmed.length > 0) await this.#redis.xack(this.#stream, this.#s.group, ...trimmed);
     if (parsed.length === 0) return;
 
     const seen = await this.#seen(parsed.map((p) => p.marker));
-    // The epochs handled so far of the transfers whose new events carry one; kept up to date below.
-    const epochs = await this.#knownEpochs(
-      parsed.filter((p, i) => seen[i] === null && tracksEpoch(p.event)).map((p) => p.event.sequenceId),
+    // What the group handled so far of the transfers of the new events; kept up to date below.
+    const { epochs, versions } = await this.#transfers(
+      parsed.filter((p, i) => seen[i] === null && p.event.sequenceId !== '').map((p) => p.event.sequenceId),
     );
     const handled = new Set<string>();
     const reported = new Set<string>();
-    for (const [i, { id, event, marker }] of parsed.entries()) {
+    for (const [i, { id, fields, event, marker }] of parsed.entries()) {
       if (seen[i] !== null || handled.has(marker)) {
         // Handled before under this (epoch, sequenceId, version): acknowledge without calling the handler.
         await this.#redis.xack(this.#stream, this.#s.group, id);
+        continue;
+      }
+      const count = countOf(id);
+      if (count > this.#s.maxDeliveries) {
+        // Delivered past the cap without ever being recorded: its consumers died in the handler.
+        const error = new Error(`entry ${id} was delivered ${count} times without its handler succeeding`);
+        await this.#exhausted({ id, fields, event }, count, error);
         continue;
       }
       // The transfer's life this event belongs to, when it carries an epoch.
@@ -439,10 +628,27 @@ class ConsumerLoop {
           this.#newEpoch({ sequenceId: event.sequenceId, previous, epoch: life.epoch, entryId: id });
         }
       }
+      // The highest versions handled per life of the transfer, when it is one (not reconcile.completed).
+      const highest = event.sequenceId === '' ? undefined : (versions.get(event.sequenceId) ?? new Map<string, number>());
+      if (highest !== undefined) {
+        versions.set(event.sequenceId, highest);
+        const before = highest.get(event.epoch ?? '');
+        if (before !== undefined && event.version < before) {
+          const error = new StaleVersionError({
+            sequenceId: event.sequenceId,
+            version: event.version,
+            highest: before,
+            epoch: event.epoch,
+            entryId: id,
+          });
+          this.#report(error, 'version', 'stale-version', { entryId: id, ...identity(event), deliveries: count });
+        }
+      }
       try {
         await this.#handler(event, id);
       } catch (error) {
-        this.#report(error, 'handler', id);
+        if (count >= this.#s.maxDeliveries) await this.#exhausted({ id, fields, event }, count, error);
+        else this.#report(error, 'handler', 'handler', { entryId: id, ...identity(event), deliveries: count });
         continue;
       }
       handled.add(marker);
@@ -451,9 +657,90 @@ class ConsumerLoop {
         const key = `${this.#epochPrefix}:${event.sequenceId}`;
         record.hsetnx(key, life.epoch, String(Date.now())).pexpire(key, this.#seenTtlMs);
       }
+      if (highest !== undefined) {
+        // GT: never lowers the version recorded by a consumer that handled a later one meanwhile.
+        const key = `${this.#versionPrefix}:${event.sequenceId}`;
+        record.zadd(key, 'GT', event.version, event.epoch ?? '').pexpire(key, this.#seenTtlMs);
+      }
       await record.exec().then(execResult);
       if (life !== undefined && !life.known.has(life.epoch)) life.known.set(life.epoch, Date.now());
+      if (highest !== undefined) highest.set(event.epoch ?? '', Math.max(event.version, highest.get(event.epoch ?? '') ?? 0));
     }
+  }
+
+  /** An entry that is no event of a type this version knows: reported, then kept in the dead-letter. */
+  async #invalid(id: string, fields: string[], error: unknown, deliveries: number): Promise<void> {
+    const raw = rawIdentity(fields);
+    const reason = raw.type !== undefined && !(EVENT_TYPES as readonly string[]).includes(raw.type) ? 'unknown-type' : 'malformed';
+    const where = await this.#deadLetter({ id, fields }, reason, deliveries, error);
+    this.#report(error, 'parse', reason, { entryId: id, ...raw, deliveries, deadLetter: where });
+  }
+
+  /** An event whose handler did not succeed within maxDeliveries: to the dead-letter, reported. */
+  async #exhausted(entry: DeadLetterEntry & { event: TransferEvent }, deliveries: number, error: unknown): Promise<void> {
+    const where = await this.#deadLetter(entry, 'max-deliveries', deliveries, error);
+    // Not taken: the failure was reported (stage 'dead-letter'), the entry stays pending and comes again.
+    if (where === undefined) return;
+    const report = new DeadLetteredError(entry.id, deliveries, where, error);
+    this.#report(report, 'handler', 'dead-lettered', { entryId: entry.id, ...identity(entry.event), deliveries, deadLetter: where });
+  }
+
+  /**
+   * Hands an entry to the dead-letter and acknowledges it; resolves with where it went (the stream's
+   * name, or `'callback'`), or undefined when the dead-letter failed (reported; the entry stays pending).
+   */
+  async #deadLetter(entry: DeadLetterEntry, reason: DeadLetterReason, deliveries: number, error: unknown): Promise<string | undefined> {
+    const target = this.#s.deadLetter;
+    const cause = error instanceof Error ? error : new Error(String(error));
+    try {
+      if (typeof target === 'string') {
+        const fields = [
+          ...entry.fields,
+          ...['deadLetter.reason', reason, 'deadLetter.deliveries', String(deliveries)],
+          ...['deadLetter.group', this.#s.group, 'deadLetter.consumer', this.#s.consumer],
+          ...['deadLetter.entryId', entry.id, 'deadLetter.stream', this.#stream],
+          ...['deadLetter.error', `${cause.name}: ${cause.message}`.slice(0, 1_000), 'deadLetter.at', new Date().toISOString()],
+        ];
+        await this.#redis
+          .multi()
+          .xadd(target, '*', ...fields)
+          .xack(this.#stream, this.#s.group, entry.id)
+          .exec()
+          .then(execResult);
+        return target;
+      }
+      const info: DeadLetterInfo = {
+        reason,
+        deliveries,
+        group: this.#s.group,
+        consumer: this.#s.consumer,
+        stream: this.#stream,
+        error: cause,
+      };
+      await target(entry, info);
+      await this.#redis.xack(this.#stream, this.#s.group, entry.id);
+      return 'callback';
+    } catch (failure) {
+      const raw = entry.event === undefined ? rawIdentity(entry.fields) : identity(entry.event);
+      this.#report(failure, 'dead-letter', 'dead-letter-failed', { entryId: entry.id, ...raw, deliveries });
+      return undefined;
+    }
+  }
+
+  /** Redis's delivery counter of each entry still pending with the group (XPENDING, pipelined). */
+  async #deliveries(ids: string[]): Promise<Map<string, number>> {
+    const pipeline = this.#redis.pipeline();
+    for (const id of ids) pipeline.xpending(this.#stream, this.#s.group, id, id, 1);
+    const replies = await pipeline.exec();
+    if (replies === null) throw new Error('pipeline was aborted');
+    const counts = new Map<string, number>();
+    for (const [error, reply] of replies) {
+      if (error) throw error;
+      // [[id, consumer, idle ms, deliveries]], or [] when no longer pending (another consumer acknowledged it).
+      const [pending] = reply as Array<[string, string, number, number]>;
+      if (pending !== undefined) counts.set(pending[0], Number(pending[3]));
+    }
+    return counts;
   }
 
   /**
@@ -465,33 +752,51 @@ class ConsumerLoop {
     return event.epoch === undefined ? `${this.#seenPrefix}:${identity}` : `${this.#seenPrefix}:${identity}:${event.epoch}`;
   }
 
-  /** For each sequenceId, the epochs the group handled events of (one HGETALL each, pipelined). */
-  async #knownEpochs(sequenceIds: string[]): Promise<Map<string, KnownEpochs>> {
-    const known = new Map<string, KnownEpochs>();
+  /**
+   * For each sequenceId, the epochs the group handled events of and the highest version it handled per
+   * epoch (one HGETALL and one ZRANGE each, pipelined).
+   */
+  async #transfers(sequenceIds: string[]): Promise<{ epochs: Map<string, KnownEpochs>; versions: Map<string, HighestVersions> }> {
+    const epochs = new Map<string, KnownEpochs>();
+    const versions = new Map<string, HighestVersions>();
     const unique = [...new Set(sequenceIds)];
-    if (unique.length === 0) return known;
+    if (unique.length === 0) return { epochs, versions };
     const pipeline = this.#redis.pipeline();
-    for (const sequenceId of unique) pipeline.hgetall(`${this.#epochPrefix}:${sequenceId}`);
+    for (const sequenceId of unique) {
+      pipeline.hgetall(`${this.#epochPrefix}:${sequenceId}`);
+      pipeline.zrange(`${this.#versionPrefix}:${sequenceId}`, '0', '-1', 'WITHSCORES');
+    }
     const replies = await pipeline.exec();
     if (replies === null) throw new Error('pipeline was aborted');
-    for (const [i, [error, reply]] of replies.entries()) {
-      if (error) throw error;
-      const epochs = Object.entries((reply ?? {}) as Record<string, string>).map(([epoch, at]): [string, number] => [epoch, Number(at)]);
-      known.set(unique[i]!, new Map(epochs));
+    for (const [i, sequenceId] of unique.entries()) {
+      const [[epochError, epochReply], [versionError, versionReply]] = [replies[2 * i]!, replies[2 * i + 1]!];
+      if (epochError) throw epochError;
+      if (versionError) throw versionError;
+      const known = Object.entries((epochReply ?? {}) as Record<string, string>).map(([epoch, at]): [string, number] => [
+        epoch,
+        Number(at),
+      ]);
+      epochs.set(sequenceId, new Map(known));
+      const flat = (versionReply ?? []) as string[];
+      versions.set(
+        sequenceId,
+        new Map(Array.from({ length: flat.length / 2 }, (_, j): [string, number] => [flat[2 * j]!, Number(flat[2 * j + 1])])),
+      );
     }
-    return known;
+    return { epochs, versions };
   }
 
   /** Tells onNewEpoch, or else onError (stage 'epoch'); neither may end the loop or keep the event from its handler. */
   #newEpoch(info: NewEpochInfo): void {
+    const detail = { entryId: info.entryId, sequenceId: info.sequenceId };
     if (this.#s.onNewEpoch === undefined) {
-      this.#report(new NewEpochError(info), 'epoch', info.entryId);
+      this.#report(new NewEpochError(info), 'epoch', 'new-epoch', detail);
       return;
     }
     try {
       this.#s.onNewEpoch(info);
     } catch (error) {
-      this.#report(error, 'epoch', info.entryId);
+      this.#report(error, 'epoch', 'new-epoch', detail);
     }
   }
 
@@ -517,6 +822,59 @@ class ConsumerLoop {
 /** Whether an event's epoch is recorded for its transfer: it has one, and a transfer (not `reconcile.completed`). */
 function tracksEpoch(event: TransferEvent): event is TransferEvent & { epoch: string } {
   return event.epoch !== undefined && event.sequenceId !== '';
+}
+
+/** What a report may say of an event: its type and sequenceId. */
+function identity(event: TransferEvent): { type: string; sequenceId: string } {
+  return { type: event.event, sequenceId: event.sequenceId };
+}
+
+/** An event type as the worker writes them: what a report may name even when it is unknown. */
+const TYPE_TEXT = /^[a-z][a-z0-9._-]{0,63}$/;
+
+/** The type and sequenceId of an entry that is no valid event, when each is well-formed (never other values). */
+function rawIdentity(fields: string[]): { type?: string; sequenceId?: string } {
+  const found: { type?: string; sequenceId?: string } = {};
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const [name, value] = [fields[i]!, fields[i + 1]!];
+    if (name === 'event' && TYPE_TEXT.test(value)) found.type = value;
+    if (name === 'sequenceId' && (value === '' || SEQUENCE_ID.test(value))) found.sequenceId = value;
+  }
+  return found;
+}
+
+/** The dead-letter a consume() uses: the default stream, a stream named, or a callback. */
+function deadLetterOf(deadLetter: string | DeadLetterHandler | undefined, stream: string): string | DeadLetterHandler {
+  if (deadLetter === undefined) return defaultDeadLetterStream(stream);
+  if (typeof deadLetter === 'function') return deadLetter;
+  nonEmpty(deadLetter, 'deadLetter');
+  if (deadLetter === stream) throw new RangeError('deadLetter must not be the events stream itself');
+  return deadLetter;
+}
+
+/** Errors whose message the consumer writes itself: they name entries and transfers, never an event's data. */
+const OWN_CODES = new Set(['NEW_EPOCH', 'STALE_VERSION', 'DEAD_LETTERED']);
+
+/**
+ * onError when none is given: one line on stderr per report. It names the entry (id, type, sequenceId),
+ * never an event's data or metadata: the message of a parse or handler error may quote them, so only
+ * their name (and code) is written; the consumer's own errors and Redis's are written whole.
+ */
+function defaultOnError(group: string, consumer: string): (error: Error, info: ConsumeErrorInfo) => void {
+  return (error, info) => {
+    const code = (error as { code?: unknown }).code;
+    const own = typeof code === 'string' && OWN_CODES.has(code);
+    const what = own || info.stage === 'redis' ? error.message : `${error.name}${typeof code === 'string' ? ` (${code})` : ''}`;
+    const about = [
+      info.entryId === undefined ? undefined : `entry ${info.entryId}`,
+      info.type === undefined ? undefined : `type ${info.type}`,
+      info.sequenceId === undefined || info.sequenceId === '' ? undefined : `sequenceId ${info.sequenceId}`,
+      info.deliveries === undefined ? undefined : `deliveries ${info.deliveries}`,
+      info.deadLetter === undefined ? undefined : `dead-letter ${info.deadLetter}`,
+    ].filter((part) => part !== undefined);
+    const line = `custody-transfer-producer: consumer ${consumer} of group ${group}: ${info.reason} (stage ${info.stage})${about.length > 0 ? ` [${about.join(', ')}]` : ''}: ${what}`;
+    console.error(line.replace(/[\r\n]+/g, ' '));
+  };
 }
 
 /** The epoch first handled most recently, if any. */

@@ -21,6 +21,15 @@ export function defaultEventsStream(prefix: string): string {
 }
 
 /**
+ * A `TransferEvents` consumer's default dead-letter: `<events stream>:dead`, the stream that takes the
+ * entries no handler could take (malformed, of an unknown type, or failing `maxDeliveries` times). It
+ * shares the events stream's hash tag, so on Redis Cluster it lives in the same slot.
+ */
+export function defaultDeadLetterStream(eventsStream: string): string {
+  return `${eventsStream}:dead`;
+}
+
+/**
  * Where a `TransferEvents` consumer group records what it handled: one key per event under this,
  * `<prefix>:events:seen:<group>:<sequenceId>:<version>` (events of no transfer: `...:@<entry id>`), each
  * with its own TTL. An event that carries an epoch has it appended, `...:<sequenceId>:<version>:<epoch>`
@@ -38,4 +47,14 @@ export function seenKey(prefix: string, group: string): string {
  */
 export function consumerEpochKey(prefix: string, group: string): string {
   return `${prefix}:consumer:${group}:epoch`;
+}
+
+/**
+ * Where a `TransferEvents` consumer group records the highest version it handled per transfer and life:
+ * `<prefix>:consumer:<group>:version:<sequenceId>`, a sorted set of epoch (empty for events without
+ * one) scored by the version, with the seen markers' TTL, refreshed by every handled event of the
+ * transfer. A lower version handled later is reported as stale.
+ */
+export function consumerVersionKey(prefix: string, group: string): string {
+  return `${prefix}:consumer:${group}:version`;
 }

@@ -155,6 +155,23 @@ export function parseSubmitPayload(data: unknown): ParsedPayload {
 }
 
 /**
+ * `parseSubmitPayload`, then the same schema again on what the queue will hold: BullMQ stores a job's
+ * data as its JSON text (`JSON.stringify`), and the worker validates that text parsed back. A value whose
+ * JSON is not itself (an object with `toJSON`, e.g. metadata `{ toJSON: () => 'x' }`) passes the first
+ * check and is refused by the worker; this refuses it here, with the issues of the serialised payload.
+ * On success `payload` is what to enqueue: its JSON text is the one that was validated.
+ */
+export function parseEnqueuedPayload(input: unknown): ParsedPayload {
+  const parsed = parseSubmitPayload(input);
+  if (!parsed.ok) return parsed;
+  const text = jsonText(parsed.payload);
+  if (text === undefined) return { ok: false, issues: [{ path: '(root)', message: 'must be serialisable as JSON' }] };
+  const stored = parseSubmitPayload(JSON.parse(text));
+  if (stored.ok) return parsed;
+  return { ok: false, issues: stored.issues.map((issue) => ({ ...issue, message: `${issue.message} (once serialised as JSON)` })) };
+}
+
+/**
  * What a rejected event can still say about a payload that failed: the fields as given when they are
  * plain values, else empty (docs/contract.md section 4).
  */

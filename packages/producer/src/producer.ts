@@ -13,7 +13,7 @@ import {
 import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from './events.ts';
 import { jobIdFor } from './job-id.ts';
 import { defaultEventsStream, tombstoneKey, transferKey } from './keys.ts';
-import { parseSubmitPayload, SUBMIT_TRANSACTION, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
+import { parseEnqueuedPayload, SUBMIT_TRANSACTION, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
 import { connectionSession, replicaAcknowledgement } from './replicas.ts';
 
@@ -159,13 +159,15 @@ export class TransferProducer {
    * sequenceId again, at any time, is harmless: it is one transfer. Once that transfer ended (even long
    * ago: its tombstone outlives the record by TOMBSTONE_RETENTION) the job completes without a send and
    * without an event; `trySubmit()` says so instead of enqueueing. Rejects with
-   * - InvalidPayloadError (`INVALID_PAYLOAD`, `.issues`): nothing enqueued, Redis not contacted;
+   * - InvalidPayloadError (`INVALID_PAYLOAD`, `.issues`): nothing enqueued, Redis not contacted. The
+   *   payload is checked as given and as the queue will hold it (its JSON text parsed back, which is
+   *   what the worker checks), so a value whose `toJSON` turns it into something else is judged by that;
    * - ProducerUnavailableError (`REDIS_UNAVAILABLE`) within `submitTimeoutMs` when Redis is unreachable;
    * - EnqueueError (`ENQUEUE_FAILED`) when BullMQ refuses the job (its error as `cause`);
    * - ProducerClosedError (`PRODUCER_CLOSED`) after close().
    */
   async submit(input: SubmitPayloadInput, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<string> {
-    const parsed = parseSubmitPayload(input);
+    const parsed = parseEnqueuedPayload(input);
     if (!parsed.ok) throw new InvalidPayloadError(parsed.issues);
     this.#assertOpen();
     const jobId = jobIdFor(parsed.payload.halfSigned.sequenceId);
@@ -184,7 +186,7 @@ export class TransferProducer {
    * completes without a send and without an event.)
    */
   async trySubmit(input: SubmitPayloadInput, jobOptions: Omit<JobsOptions, 'jobId'> = {}): Promise<SubmitReceipt> {
-    const parsed = parseSubmitPayload(input);
+    const parsed = parseEnqueuedPayload(input);
     if (!parsed.ok) throw new InvalidPayloadError(parsed.issues);
     this.#assertOpen();
     const sequenceId = parsed.payload.halfSigned.sequenceId;
