@@ -4,6 +4,8 @@ import js from '@eslint/js';
 import importX, { createNodeResolver } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
+const ADAPTER_MESSAGE = 'domain code uses src/custody/port.ts (and errors.ts, deadline.ts, budget.ts), not a custody adapter';
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'packages/producer/dist/**', 'bench/results/**', '.tmp/**', 'coverage/**'] },
   js.configs.recommended,
@@ -30,15 +32,16 @@ export default tseslint.config(
     },
   },
   {
-    // Domain code reaches a custody provider only through the port (src/custody/port.ts, errors.ts,
-    // deadline.ts); src/custody/spec/ is one implementation, wired in src/app.ts and used by the CLI.
-    files: ['src/jobs/**/*.ts', 'src/transfers/**/*.ts', 'src/ledger/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        { patterns: [{ group: ['**/custody/spec/**'], message: 'domain code uses src/custody/port.ts, not a provider implementation' }] },
-      ],
-    },
+    // Domain code reaches a custody provider only through the files directly in src/custody/ (port.ts,
+    // errors.ts, deadline.ts, budget.ts). Every folder under src/custody/ is an adapter (wallet-service/,
+    // the generic http/, any later provider's), wired in src/app.ts and used by the CLI.
+    files: ['src/jobs/**/*.ts', 'src/transfers/**/*.ts', 'src/ledger/**/*.ts', 'src/queues/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/custody/*/**'], message: ADAPTER_MESSAGE }] }] },
+  },
+  {
+    // The port itself leans on no adapter either.
+    files: ['src/custody/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['./*/**'], message: ADAPTER_MESSAGE }] }] },
   },
   {
     files: ['**/*.js'],

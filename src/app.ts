@@ -25,9 +25,9 @@ import {
   withBase,
 } from './timing.ts';
 import type { CustodyEndpoint } from './custody/errors.ts';
-import type { SkippedRecord } from './custody/spec/schemas.ts';
+import type { SkippedRecord } from './custody/wallet-service/schemas.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
-import { CustodyClient } from './custody/spec/client.ts';
+import { CustodyClient } from './custody/wallet-service/client.ts';
 import type { Tracing } from './telemetry.ts';
 import { BudgetClass, RequestBudget } from './custody/budget.ts';
 

@@ -92,7 +92,7 @@ export const SEND_WRITE_MARGIN_MS = 1_000;
  * deadline would cut) and the lease less SEND_WRITE_MARGIN_MS. By default min(35, 45 − 1) = 35 s.
  *
  * It is checked synchronously immediately before the request's first byte is handed to the socket
- * (custody/spec/transport.ts, `beforeWrite`), after the replica WAIT, the budget wait and any token
+ * (custody/http/transport.ts, `beforeWrite`), after the replica WAIT, the budget wait and any token
  * request. A reply that arrived late (a partition, a frozen process, a long GC) therefore finds the
  * window shut and nothing is written. What is left is the time between that check and the write
  * within one synchronous stretch of code (microseconds): a freeze that lands exactly there still

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { SubmitPayloadInput } from '../packages/producer/src/payload.ts';
-import type { SendTransactionBody } from '../src/custody/spec/client.ts';
+import type { SendTransactionBody } from '../src/custody/wallet-service/client.ts';
 
 /** UUID-like, as the spec shows sequenceIds. */
 export function newSequenceId(): string {

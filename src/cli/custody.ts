@@ -1,7 +1,7 @@
 import { loadConfig } from '../config/config.ts';
 import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
-import { basicAuthorization } from '../custody/spec/auth.ts';
-import { CustodyClient } from '../custody/spec/client.ts';
+import { basicAuthorization } from '../custody/http/auth.ts';
+import { CustodyClient } from '../custody/wallet-service/client.ts';
 import { stringOption, type OptionValues } from './command.ts';
 import { usageError } from './errors.ts';
 import type { Output } from './output.ts';

@@ -1,9 +1,10 @@
 /**
  * The custody port: what the worker needs from a custody provider, in the worker's own terms. Domain
  * code (src/jobs, src/transfers) depends on this file, on errors.ts (what a failed call proves) and on
- * deadline.ts, never on an implementation. The first implementation is src/custody/spec/ (the API of
- * docs/upstream-api.md); a second provider is one new folder whose client implements CustodyPort and
- * throws CustodyError with the right proof, plus one line in src/app.ts that builds it.
+ * deadline.ts, never on an implementation. The first implementation is src/custody/wallet-service/ (the
+ * API of docs/upstream-api.md), over the generic HTTP pieces of src/custody/http/; a second provider is
+ * one new folder whose client implements CustodyPort and throws CustodyError with the right proof, plus
+ * one line in src/app.ts that builds it.
  *
  * The record types name what the worker decides by; everything else a provider returns rides along
  * (index signatures) and reaches events as given.

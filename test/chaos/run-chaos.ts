@@ -32,7 +32,7 @@ import {
   type SimulatorStats,
 } from '../../src/simulator/index.ts';
 import { buildUser } from '../../src/simulator/records.ts';
-import { basicAuthorization } from '../../src/custody/spec/auth.ts';
+import { basicAuthorization } from '../../src/custody/http/auth.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { versionProblems, workerEnv } from '../helpers/harness.ts';
 import { samplePayload, sampleSend, type ValidSamplePayload } from '../../tools/sample-payloads.ts';
@@ -43,7 +43,7 @@ import { consumedPerEndpoint, countInjected, randomFaultSequence, type FaultEntr
 import { findNeedles, keyspaceHaystacks, streamHaystacks, type Haystack, type Needle } from './leak-scan.ts';
 import { startTokenRecorder, type TokenRecorder } from './token-recorder.ts';
 import { startGateway, type Gateway } from '../helpers/gateway.ts';
-import type { CustodyClient } from '../../src/custody/spec/client.ts';
+import type { CustodyClient } from '../../src/custody/wallet-service/client.ts';
 import { simulatorClient } from '../helpers/sim-client.ts';
 
 /** A fault rate per endpoint and the relative weight of each kind. */

@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import type { TransferView } from '../../src/ledger/transfer-view.ts';
 import { QueueName } from '../../src/queues/names.ts';
-import type { Transaction, WalletTransaction } from '../../src/custody/spec/schemas.ts';
+import type { Transaction, WalletTransaction } from '../../src/custody/wallet-service/schemas.ts';
 import { killAllClis, runCli, spawnCli, type CliResult } from '../helpers/cli-process.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';

@@ -55,7 +55,7 @@ import { RateLimited, RetryLater } from '../../src/queues/outcomes.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { SUBMIT_RETRY, withBase } from '../../src/timing.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
-import type { SubmittedTransfer, Transaction } from '../../src/custody/spec/schemas.ts';
+import type { SubmittedTransfer, Transaction } from '../../src/custody/wallet-service/schemas.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 

@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import './fc-seed.ts';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { CustodyClient } from '../../src/custody/spec/client.ts';
+import { CustodyClient } from '../../src/custody/wallet-service/client.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
 import { sampleSend } from '../../tools/sample-payloads.ts';
 import { startScriptedServer, type ScriptedServer } from './scripted-server.ts';

@@ -1,4 +1,4 @@
-import { CustodyClient, type CustodyClientOptions } from '../../src/custody/spec/client.ts';
+import { CustodyClient, type CustodyClientOptions } from '../../src/custody/wallet-service/client.ts';
 import type { SimulatorAddress } from '../../src/simulator/worker-env.ts';
 
 /** A CustodyClient for the simulator's one origin with its credentials (token endpoint included). */

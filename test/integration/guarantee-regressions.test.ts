@@ -24,7 +24,7 @@ import { QueueName } from '../../src/queues/names.ts';
 import { Trackers } from '../../src/queues/trackers.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
-import type { CustodyClient } from '../../src/custody/spec/client.ts';
+import type { CustodyClient } from '../../src/custody/wallet-service/client.ts';
 import { startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
 import { simulatorClient } from '../helpers/sim-client.ts';
 import { dataOf } from '../helpers/json-schemas.ts';

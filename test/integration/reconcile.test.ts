@@ -7,7 +7,7 @@ import { createKeys } from '../../src/ledger/keys.ts';
 import { Trackers } from '../../src/queues/trackers.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
-import { CustodyClient } from '../../src/custody/spec/client.ts';
+import { CustodyClient } from '../../src/custody/wallet-service/client.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { describeProfiles, simFor } from '../helpers/profiles.ts';

@@ -5,7 +5,7 @@ import { Ledger, NO_RECORD, TransferState } from '../../src/ledger/ledger.ts';
 import { RetryLater } from '../../src/queues/outcomes.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { UNMATCHED_POLLS_ALERT } from '../../src/timing.ts';
-import type { Transaction } from '../../src/custody/spec/schemas.ts';
+import type { Transaction } from '../../src/custody/wallet-service/schemas.ts';
 import { newSequenceId } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 

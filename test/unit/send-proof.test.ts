@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { proofOfAnswer, proofOfStatus, type SendProof } from '../../src/transfers/send-proof.ts';
-import { throwForStatus } from '../../src/custody/spec/responses.ts';
+import { throwForStatus } from '../../src/custody/wallet-service/responses.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
 
 /** The contract's table, written out row by row for every status a server can send (100-599). */

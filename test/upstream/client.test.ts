@@ -2,9 +2,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
-import { CustodyClient, type CustodyClientOptions, travelRuleApplies } from '../../src/custody/spec/client.ts';
+import { CustodyClient, type CustodyClientOptions, travelRuleApplies } from '../../src/custody/wallet-service/client.ts';
 import { CustodyErrorCode } from '../../src/custody/errors.ts';
-import { parseRetryAfter } from '../../src/custody/spec/responses.ts';
+import { parseRetryAfter } from '../../src/custody/http/transport.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';
 

@@ -10,7 +10,7 @@ import {
   sendTransactionResponseSchema,
   sendTransactionResponseWithoutRawSchema,
   walletTransactionResponseSchema,
-} from '../../src/custody/spec/schemas.ts';
+} from '../../src/custody/wallet-service/schemas.ts';
 import { send, transfersOf, useSimulator } from '../simulator/sim-client.ts';
 
 const ctx = useSimulator();

@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
-import { CustodyClient } from '../../src/custody/spec/client.ts';
+import { CustodyClient } from '../../src/custody/wallet-service/client.ts';
 import { CustodyErrorCode } from '../../src/custody/errors.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';

@@ -5,9 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findTransfer, txidEquals } from '../../src/transfers/match.ts';
-import { CustodyClient, travelRuleApplies, type CustodyClientOptions } from '../../src/custody/spec/client.ts';
+import { CustodyClient, travelRuleApplies, type CustodyClientOptions } from '../../src/custody/wallet-service/client.ts';
 import { CustodyErrorCode } from '../../src/custody/errors.ts';
-import { EXACT_AMOUNT, UNREADABLE, type SkippedRecord, type TransactionList } from '../../src/custody/spec/schemas.ts';
+import { EXACT_AMOUNT, UNREADABLE, type SkippedRecord, type TransactionList } from '../../src/custody/wallet-service/schemas.ts';
 import { startScriptedServer, type RecordedRequest, type Reply, type ScriptedServer } from '../fuzz/scripted-server.ts';
 import { sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';

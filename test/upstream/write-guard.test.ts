@@ -1,11 +1,11 @@
 /**
- * `beforeWrite` (custody/port.ts, transport.ts): a send's last check that its lease may still be live
+ * `beforeWrite` (custody/port.ts, custody/http/transport.ts): a send's last check that its lease may still be live
  * runs where undici starts writing the request, not where the call was made. What it throws stops the
  * request unwritten and reaches the caller as it was thrown; the simulator, a real HTTP server, counts
  * what reached it.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CustodyClient } from '../../src/custody/spec/client.ts';
+import { CustodyClient } from '../../src/custody/wallet-service/client.ts';
 import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 

@@ -1,4 +1,4 @@
-import type { Transaction, TransferParty } from '../../custody/spec/schemas.ts';
+import type { Transaction, TransferParty } from '../../custody/wallet-service/schemas.ts';
 import { stringOption, type Command } from '../command.ts';
 import { coinArgument, custodyOptions, sequenceIdArgument, txidArgument, walletArgument, withCustody } from '../custody.ts';
 import { usageError } from '../errors.ts';

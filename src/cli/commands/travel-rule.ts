@@ -1,5 +1,5 @@
-import { travelRuleApplies } from '../../custody/spec/client.ts';
-import type { TravelRuleSetting } from '../../custody/spec/schemas.ts';
+import { travelRuleApplies } from '../../custody/wallet-service/client.ts';
+import type { TravelRuleSetting } from '../../custody/wallet-service/schemas.ts';
 import type { Command } from '../command.ts';
 import { withCustody } from '../custody.ts';
 import { usageError } from '../errors.ts';

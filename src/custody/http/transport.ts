@@ -2,7 +2,6 @@ import { Pool, type Dispatcher } from 'undici';
 import { Deadline } from '../deadline.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import type { BudgetTag } from '../port.ts';
-import { parseRetryAfter } from './responses.ts';
 
 export interface TransportOptions {
   /** Whole-request deadline: connect, headers and body together. */
@@ -91,6 +90,20 @@ export interface TransportResponse {
   text: string;
 }
 
+/** Used when a 429 carries no usable Retry-After. */
+const DEFAULT_RETRY_AFTER_MS = 1_000;
+/** A Retry-After above this is treated as this: a broken header must not park work for days. */
+const MAX_RETRY_AFTER_MS = 10 * 60_000;
+
+/** Retry-After in seconds or as an HTTP date (RFC 9110 10.2.3). */
+export function parseRetryAfter(header: string | string[] | undefined, now = Date.now()): number {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return DEFAULT_RETRY_AFTER_MS;
+  const ms = /^\d+$/.test(value.trim()) ? Number(value.trim()) * 1000 : Date.parse(value) - now;
+  if (!Number.isFinite(ms) || ms < 0) return DEFAULT_RETRY_AFTER_MS;
+  return Math.min(ms, MAX_RETRY_AFTER_MS);
+}
+
 /** Upstream bodies are small records; anything above this is garbage, not a transfer. */
 const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
@@ -123,7 +136,7 @@ function notPastDeadline(req: TransportRequest): void {
 }
 
 /**
- * HTTP to the custody API over undici: one keep-alive pool per origin, explicit connect, header and
+ * HTTP to a custody provider's API over undici: one keep-alive pool per origin, explicit connect, header and
  * body time-outs, and a deadline over the whole request. Transport failures become CustodyErrors;
  * HTTP statuses are left to the caller, which knows what each one means for its endpoint.
  */

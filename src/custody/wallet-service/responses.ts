@@ -1,12 +1,7 @@
 import type { z } from 'zod';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import { ExactNumber, failureEnvelopeSchema } from './schemas.ts';
-import type { TransportResponse } from './transport.ts';
-
-/** Used when a 429 carries no usable Retry-After. */
-const DEFAULT_RETRY_AFTER_MS = 1_000;
-/** A Retry-After above this is treated as this: a broken header must not park work for days. */
-const MAX_RETRY_AFTER_MS = 10 * 60_000;
+import { parseRetryAfter, type TransportResponse } from '../http/transport.ts';
 
 /** Maps a non-2xx status to its CustodyError; returns quietly for 2xx. */
 export function throwForStatus(endpoint: CustodyEndpoint, response: TransportResponse): void {
@@ -90,13 +85,4 @@ function upstreamMessage(text: string): string | undefined {
 
 function clip(message: string | undefined): string | undefined {
   return message === undefined ? undefined : message.slice(0, 200);
-}
-
-/** Retry-After in seconds or as an HTTP date (RFC 9110 10.2.3). */
-export function parseRetryAfter(header: string | string[] | undefined, now = Date.now()): number {
-  const value = Array.isArray(header) ? header[0] : header;
-  if (!value) return DEFAULT_RETRY_AFTER_MS;
-  const ms = /^\d+$/.test(value.trim()) ? Number(value.trim()) * 1000 : Date.parse(value) - now;
-  if (!Number.isFinite(ms) || ms < 0) return DEFAULT_RETRY_AFTER_MS;
-  return Math.min(ms, MAX_RETRY_AFTER_MS);
 }

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
-import { basicAuthorization, OAuthTokenProvider, StaticTokenProvider, type TokenProvider } from './auth.ts';
+import { basicAuthorization, OAuthTokenProvider, StaticTokenProvider, type TokenProvider } from '../http/auth.ts';
 import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } from '../errors.ts';
-import { readResponse } from './responses.ts';
+import { parseJsonBody, readResponse, throwForStatus } from './responses.ts';
 import { BudgetClass } from '../budget.ts';
 import type { BudgetTag } from '../port.ts';
 import type { CallOptions, CustodyPort, SendOptions, SendRequest, WalletRef } from '../port.ts';
@@ -20,7 +20,7 @@ import {
   type TravelRuleSetting,
   type WalletTransaction,
 } from './schemas.ts';
-import { Transport, type TransportOptions, type TransportRequest } from './transport.ts';
+import { Transport, type TransportOptions, type TransportRequest } from '../http/transport.ts';
 
 export interface CustodyClientOptions extends TransportOptions {
   sdkUrl: string;
@@ -76,6 +76,10 @@ export class CustodyClient implements CustodyPort {
         clientId: options.clientId,
         clientSecret: options.clientSecret,
         audience: options.tokenAudience,
+        readAnswer: (response) => {
+          throwForStatus('token', response);
+          return parseJsonBody('token', response);
+        },
       });
     } else if (options.accessToken) {
       this.#tokens = new StaticTokenProvider(options.accessToken);

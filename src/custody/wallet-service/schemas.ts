@@ -318,26 +318,6 @@ export const isEnabledResponseSchema = z.object({ success: z.literal(true), data
 /** `{ "success": false, "message" }`: an error whatever the HTTP status (upstream API section 7 shows no error bodies). */
 export const failureEnvelopeSchema = z.object({ success: z.literal(false), message: z.string().optional() });
 
-/** OAuth2 token answer: `expires_in` as a number or numeric text; `token_type`, when given, must say bearer. */
-export const tokenResponseSchema = z.object({
-  access_token: z.string().min(1),
-  expires_in: z
-    .union([
-      z.number().positive(),
-      z
-        .string()
-        .regex(/^\d+(\.\d+)?$/)
-        .transform(Number),
-      z.null(),
-    ])
-    .optional()
-    .transform((value) => (value === null || value === 0 ? undefined : value)),
-  token_type: z
-    .union([z.string(), z.null()])
-    .optional()
-    .refine((value) => value === undefined || value === null || value.toLowerCase() === 'bearer', 'expected token_type bearer'),
-});
-
 export type TransferParty = z.infer<typeof outputPartySchema>;
 export type Transaction = z.infer<typeof transactionSchema>;
 /** `raw` is absent when the caller asked for the record without it (submittedTransferWithoutRawSchema). */

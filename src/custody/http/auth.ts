@@ -1,10 +1,12 @@
+import { z } from 'zod';
 import { CustodyError, CustodyErrorCode } from '../errors.ts';
-import { parseJsonBody, throwForStatus } from './responses.ts';
-import { tokenResponseSchema } from './schemas.ts';
-import type { Transport } from './transport.ts';
+import type { Transport, TransportResponse } from './transport.ts';
 import { DEFAULT_TOKEN_LIFETIME_MS, MAX_TOKEN_RENEW_MARGIN_MS } from '../../timing.ts';
 
-/** `Authorization` value for the `{sdk_url}` endpoints (upstream API section 5): Basic over `<id>:<secret>`. */
+/**
+ * `Authorization` value for HTTP Basic over `<id>:<secret>` (wallet-service: its `{sdk_url}` endpoints,
+ * upstream API section 5).
+ */
 export function basicAuthorization(clientId: string, clientSecret: string): string {
   return `Basic ${Buffer.from(`${clientId}:${clientSecret}`, 'utf8').toString('base64')}`;
 }
@@ -35,8 +37,33 @@ export interface OAuthTokenOptions {
   clientId: string;
   clientSecret: string;
   audience?: string | undefined;
+  /**
+   * The token endpoint's answer as JSON, or the provider's CustodyError for a failed one: how statuses
+   * and error bodies read is the provider's (wallet-service/responses.ts).
+   */
+  readAnswer: (response: TransportResponse) => unknown;
   now?: () => number;
 }
+
+/** OAuth2 token answer: `expires_in` as a number or numeric text; `token_type`, when given, must say bearer. */
+export const tokenResponseSchema = z.object({
+  access_token: z.string().min(1),
+  expires_in: z
+    .union([
+      z.number().positive(),
+      z
+        .string()
+        .regex(/^\d+(\.\d+)?$/)
+        .transform(Number),
+      z.null(),
+    ])
+    .optional()
+    .transform((value) => (value === null || value === 0 ? undefined : value)),
+  token_type: z
+    .union([z.string(), z.null()])
+    .optional()
+    .refine((value) => value === undefined || value === null || value.toLowerCase() === 'bearer', 'expected token_type bearer'),
+});
 
 /**
  * OAuth2 client credentials (docs/contract.md section 2). One token cached per process, renewed ahead of
@@ -82,8 +109,7 @@ export class OAuthTokenProvider implements TokenProvider {
       headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: JSON.stringify(body),
     });
-    throwForStatus('token', response);
-    const parsed = tokenResponseSchema.safeParse(parseJsonBody('token', response));
+    const parsed = tokenResponseSchema.safeParse(this.#options.readAnswer(response));
     if (!parsed.success) {
       throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, 'token: answer is not a token response', { endpoint: 'token' });
     }
