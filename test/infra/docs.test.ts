@@ -51,14 +51,16 @@ describe('the documentation stays inside the repository', () => {
     expect(broken).toEqual([]);
   });
 
-  it('every variable the worker reads has a row of the README configuration table', () => {
+  it("every variable the README's configuration table names is one the worker reads", () => {
+    // The full table is docs/configuration.md, generated from the schema; the README names the essentials.
     const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
-    // The table's first column: `NAME`, or several names (`A`, `B`) sharing one row.
-    const documented = readme
+    const section = readme.slice(readme.indexOf('\n## Configuration'), readme.indexOf('\n## ', readme.indexOf('\n## Configuration') + 1));
+    const named = section
       .split('\n')
       .filter((line) => line.startsWith('| `'))
       .flatMap((line) => [...line.split('|')[1]!.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((match) => match[1]!));
-    expect(CONFIG_VARIABLES.filter((name) => !documented.includes(name))).toEqual([]);
+    expect(named.length).toBeGreaterThan(5);
+    expect(named.filter((name) => !CONFIG_VARIABLES.includes(name))).toEqual([]);
   });
 
   it('the README links the contract, the upstream API and the architecture under docs/', () => {

@@ -275,16 +275,26 @@ describe('the tarball', () => {
   });
 
   it("type-checks a TypeScript consumer and the README's example against the shipped declarations with moduleResolution node16 and bundler", async () => {
-    // The README's example (section "Producer package"), as written there, with its two free names declared.
-    const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('\n## Producer package'));
-    const example = /```ts\n([\s\S]*?)```/.exec(section.slice(0, section.indexOf('\n## ', 1)))?.[1];
-    expect(example, 'a ```ts block in the README section "Producer package"').toBeDefined();
-    // submit() takes a SubmitPayloadInput: the payload is declared as one.
-    await writeFile(
-      join(project, 'readme-example.ts'),
-      `declare const payload: import('custody-transfer-producer').SubmitPayloadInput;\ndeclare const sequenceId: string;\n${example}\nexport {};\n`,
-    );
+    // The examples of the README (section "Submitting a transfer") and of docs/producers.md (section "The
+    // producer package"), as written there, with their free names declared.
+    const examples = [
+      [join(ROOT, 'README.md'), '\n## Submitting a transfer'],
+      [join(ROOT, 'docs/producers.md'), '\n## The producer package'],
+    ].map(async ([file, heading]) => {
+      const text = await readFile(file!, 'utf8');
+      const section = text.slice(text.indexOf(heading!));
+      const block = /```ts\n([\s\S]*?)```/.exec(section.slice(0, section.indexOf('\n## ', 1)))?.[1];
+      expect(block, `a \`\`\`ts block in ${file} section "${heading!.trim()}"`).toBeDefined();
+      return block!;
+    });
+    const exampleFiles = ['readme-example.ts', 'producers-example.ts'];
+    for (const [index, block] of (await Promise.all(examples)).entries()) {
+      // submit() takes a SubmitPayloadInput: the payload is declared as one.
+      await writeFile(
+        join(project, exampleFiles[index]!),
+        `declare const payload: import('custody-transfer-producer').SubmitPayloadInput;\ndeclare const sequenceId: string;\n${block}\nexport {};\n`,
+      );
+    }
     // The package README's consumer example (section "Consuming every event"), with its one free name declared.
     const own = await readFile(join(PACKAGE_DIR, 'README.md'), 'utf8');
     const consuming = own.slice(own.indexOf('\n## Consuming every event'));
@@ -314,7 +324,7 @@ describe('the tarball', () => {
             types: ['node'],
             typeRoots: [join(ROOT, 'node_modules/@types')],
           },
-          files: ['consumer.ts', 'readme-example.ts', 'readme-consumer-example.ts'],
+          files: ['consumer.ts', ...exampleFiles, 'readme-consumer-example.ts'],
         }),
       );
       const checked = await run(NODE24, [TSC, '-p', config], { cwd: project });
