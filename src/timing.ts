@@ -45,6 +45,13 @@ export function withBase(profile: BackoffProfile, baseMs: number, maxMs = profil
 export const MAX_RATE_LIMIT_WAIT_MS = 5_000;
 
 /**
+ * CUSTODY_MAX_PAUSE's default (the config parses `10m`; test/fuzz/config.test.ts holds the two
+ * together): a provider's 429 pauses every request class for its Retry-After, at most this long, so
+ * a broken header cannot park every transfer for days. Clients built without the config use it too.
+ */
+export const DEFAULT_MAX_PAUSE_MS = 10 * 60_000;
+
+/**
  * What the lease adds to the send deadline: the Redis round trip that records the answer, and event-loop
  * or GC pauses between the deadline firing and that write. A pause longer than this is survivable for
  * the ledger: the late writer is no longer the lease's owner once someone else took it, so its

@@ -1,12 +1,11 @@
 import type { z } from 'zod';
+import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import { ExactNumber, failureEnvelopeSchema } from './schemas.ts';
 import type { TransportResponse } from './transport.ts';
 
 /** Used when a 429 carries no usable Retry-After. */
 const DEFAULT_RETRY_AFTER_MS = 1_000;
-/** A Retry-After above this is treated as this: a broken header must not park work for days. */
-const MAX_RETRY_AFTER_MS = 10 * 60_000;
 
 /** Maps a non-2xx status to its CustodyError; returns quietly for 2xx. */
 export function throwForStatus(endpoint: CustodyEndpoint, response: TransportResponse): void {
@@ -20,7 +19,8 @@ export function throwForStatus(endpoint: CustodyEndpoint, response: TransportRes
     throw new CustodyError(CustodyErrorCode.DUPLICATE, `${what}, sequenceId already accepted`, details);
   }
   if (status === 429) {
-    const retryAfterMs = parseRetryAfter(response.headers['retry-after']);
+    // The transport caps it at CUSTODY_MAX_PAUSE; a response made elsewhere gets the default cap.
+    const retryAfterMs = response.retryAfterMs ?? retryAfterPause(parseRetryAfter(response.headers['retry-after']), DEFAULT_MAX_PAUSE_MS);
     throw new CustodyError(CustodyErrorCode.RATE_LIMITED, `${what}, rate limited for ${retryAfterMs} ms`, { ...details, retryAfterMs });
   }
   if (status === 408 || status >= 500) throw new CustodyError(CustodyErrorCode.UNAVAILABLE, `${what}, upstream unavailable`, details);
@@ -92,11 +92,24 @@ function clip(message: string | undefined): string | undefined {
   return message === undefined ? undefined : message.slice(0, 200);
 }
 
-/** Retry-After in seconds or as an HTTP date (RFC 9110 10.2.3). */
+/**
+ * Retry-After in seconds or as an HTTP date (RFC 9110 10.2.3), in ms, as the provider asked it (1 s
+ * when absent or unusable); retryAfterPause caps it.
+ */
 export function parseRetryAfter(header: string | string[] | undefined, now = Date.now()): number {
-  const value = Array.isArray(header) ? header[0] : header;
+  const value = retryAfterHeader(header);
   if (!value) return DEFAULT_RETRY_AFTER_MS;
   const ms = /^\d+$/.test(value.trim()) ? Number(value.trim()) * 1000 : Date.parse(value) - now;
   if (!Number.isFinite(ms) || ms < 0) return DEFAULT_RETRY_AFTER_MS;
-  return Math.min(ms, MAX_RETRY_AFTER_MS);
+  return ms;
+}
+
+/** The header's one value (the first, when it came several times). */
+export function retryAfterHeader(header: string | string[] | undefined): string | undefined {
+  return Array.isArray(header) ? header[0] : header;
+}
+
+/** The pause a Retry-After of `askedMs` imposes: at most `maxPauseMs` (CUSTODY_MAX_PAUSE), so a broken header cannot park work for days. */
+export function retryAfterPause(askedMs: number, maxPauseMs: number): number {
+  return Math.min(askedMs, maxPauseMs);
 }

@@ -2,7 +2,8 @@ import { Pool, type Dispatcher } from 'undici';
 import { Deadline } from '../deadline.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import type { BudgetTag } from '../port.ts';
-import { parseRetryAfter } from './responses.ts';
+import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
+import { parseRetryAfter, retryAfterHeader, retryAfterPause } from './responses.ts';
 
 export interface TransportOptions {
   /** Whole-request deadline: connect, headers and body together. */
@@ -15,8 +16,13 @@ export interface TransportOptions {
    * aborts). `budget` is the request's class and member, when its caller said.
    */
   beforeRequest?: (endpoint: CustodyEndpoint, signal: AbortSignal | undefined, budget: BudgetTag | undefined) => Promise<void>;
-  /** Called when the provider answers 429, with its Retry-After (ms): the budget pauses every class. */
-  onProviderRateLimited?: (retryAfterMs: number) => void;
+  /**
+   * Called when the provider answers 429, with the pause it imposes (ms: its Retry-After, at most
+   * `maxPauseMs`): the budget pauses every class. `asked` says what the answer asked for.
+   */
+  onProviderRateLimited?: (pauseMs: number, asked: ProviderRateLimit) => void;
+  /** CUSTODY_MAX_PAUSE: a Retry-After above this is read as this (default DEFAULT_MAX_PAUSE_MS). */
+  maxPauseMs?: number | undefined;
   /** Called after every request with its outcome: HTTP status, or the error code when there was none. */
   /**
    * Called once per request: `status` is the HTTP status as text, or `none` when no answer came; `code`
@@ -89,6 +95,17 @@ export interface TransportResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   text: string;
+  /** On a 429: the pause it imposes, ms (its Retry-After capped at `maxPauseMs`). */
+  retryAfterMs?: number;
+}
+
+/** What a provider's 429 asked for, as the transport read it. */
+export interface ProviderRateLimit {
+  endpoint: CustodyEndpoint;
+  /** The Retry-After header as sent (undefined when absent). */
+  retryAfter: string | undefined;
+  /** What it asks, ms, before the cap (1 s when absent or unusable). */
+  askedMs: number;
 }
 
 /** Upstream bodies are small records; anything above this is garbage, not a transfer. */
@@ -175,7 +192,13 @@ export class Transport {
       req.onDispatch?.();
       const text = await response.body.text();
       status = String(response.statusCode);
-      if (response.statusCode === 429) this.#options.onProviderRateLimited?.(parseRetryAfter(response.headers['retry-after']));
+      if (response.statusCode === 429) {
+        const header = response.headers['retry-after'];
+        const askedMs = parseRetryAfter(header);
+        const retryAfterMs = retryAfterPause(askedMs, this.#options.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS);
+        this.#options.onProviderRateLimited?.(retryAfterMs, { endpoint: req.endpoint, retryAfter: retryAfterHeader(header), askedMs });
+        return { status: response.statusCode, headers: response.headers, text, retryAfterMs };
+      }
       return { status: response.statusCode, headers: response.headers, text };
     } catch (error) {
       if (refusal) {
