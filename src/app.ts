@@ -376,6 +376,7 @@ export async function createApp(
     retentionMs: config.retention.transfersMs,
     shutdown: shutdown.signal,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
+    onRetry: (outcome) => metrics.reconcileRetries.inc({ outcome }),
   });
   startWorker(QueueName.RECONCILE, reconcileHandler, {
     concurrency: 1,

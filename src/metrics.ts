@@ -105,6 +105,12 @@ function declareMetrics() {
       help: 'When the last reconciliation run completed (any replica; 0 when none is kept), read from the reconcile queue when scraped. Queue-wide: aggregate with max.',
       registers: [registry],
     }),
+    reconcileRetries: new Counter({
+      name: 'custody_reconcile_retries_total',
+      help: 'Failed submit jobs reconciliation retried (outcome="retried"), and those it left failed, once each, after RECONCILE_MAX_RETRIES (5) retries of its own (outcome="gave-up": retry by hand once the cause is fixed).',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     reconcileInterval: new Gauge({
       name: 'custody_reconcile_interval_seconds',
       help: 'RECONCILE_EVERY: the reconciliation schedule of this process.',
@@ -236,6 +242,7 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   }
   metrics.budgetPauses.inc(0);
   metrics.upstreamPausedUntil.set(0);
+  for (const outcome of ['retried', 'gave-up']) metrics.reconcileRetries.inc({ outcome }, 0);
   metrics.foundForOther.inc(0);
   metrics.sendWindowShut.inc(0);
   metrics.ledgerLost.inc(0);

@@ -183,6 +183,17 @@ export const INDEX_PAGE = 500;
 export const RECONCILE_LOCK_TTL_MS = 30_000;
 export const RECONCILE_LOCK_RENEW_MS = RECONCILE_LOCK_TTL_MS / 3;
 
+/**
+ * How many times reconciliation retries one failed submit job (counted per job in Redis, under
+ * QUEUE_PREFIX, for RETENTION). A submit job fails only for Redis trouble (a move refused mid-failover,
+ * too many stalls), which one or two retries outlast; a job that fails again after 5 retries, one
+ * run apart (25 min at the default RECONCILE_EVERY), fails for a reason a retry does not fix (it kills
+ * its worker, say), and retrying it every run for ever would only hide that. It is then left failed,
+ * logged once and counted (custody_reconcile_retries_total{outcome="gave-up"}); its transfer, if it has
+ * a record, shows as stale; an operator retries it by hand once the cause is fixed.
+ */
+export const RECONCILE_MAX_RETRIES = 5;
+
 // ---------------------------------------------------------------------------------------------------
 // Waiting steps.
 

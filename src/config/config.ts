@@ -367,6 +367,7 @@ export function clusterSlotProblems(prefix: string, eventsStream: string | undef
     keys.travelRuleLock,
     keys.rateLimit,
     keys.reconcileLock,
+    keys.reconcileRetries(sample, 1_700_000_000_000),
     keys.lookupNarrowing(310, 'eth'),
     // BullMQ's keys: <prefix>:<queue>:<suffix or job id>.
     ...Object.values(QueueName).flatMap((queue) => [
