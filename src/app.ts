@@ -131,6 +131,8 @@ export interface App {
   readonly redis: RedisClient;
   readonly ledger: Ledger;
   readonly custody: CustodyClient;
+  /** The provider's request budget, shared in Redis (and the pause a provider's 429 imposed). */
+  readonly budget: RequestBudget;
   readonly queues: Record<QueueName, Queue>;
   readonly workers: Worker[];
   readonly metrics: Metrics;
@@ -208,8 +210,20 @@ export async function createApp(
       const count = tag?.counted !== true && SEQUENCE_ID.test(member) ? { key: keys.transfer(member), field: CALLS_FIELD } : undefined;
       return budget.take(endpoint, tag?.klass ?? DEFAULT_CLASS[endpoint], member, signal, count, tag?.dispensed === true);
     },
-    onProviderRateLimited: (retryAfterMs) => {
-      budget.pause(retryAfterMs).catch((err: unknown) => logger.warn({ err }, 'could not pause the request budget'));
+    // One line per 429: the endpoint, the Retry-After it asked (as sent, at most 64 characters: the
+    // provider's text, never ours) and the pause applied, at most CUSTODY_MAX_PAUSE.
+    onProviderRateLimited: (pauseMs, { endpoint, retryAfter, askedMs }) => {
+      const asked = { endpoint, retryAfter: retryAfter?.slice(0, 64), askedMs, pauseMs, capped: pauseMs < askedMs };
+      budget.pause(pauseMs).then(
+        (until) =>
+          logger.warn(
+            { ...asked, pausedUntil: new Date(until).toISOString() },
+            asked.capped
+              ? 'provider answered 429: every request class paused, Retry-After capped at CUSTODY_MAX_PAUSE'
+              : 'provider answered 429: every request class paused for its Retry-After',
+          ),
+        (err: unknown) => logger.warn({ err, ...asked }, 'provider answered 429 but the request budget could not be paused'),
+      );
     },
     trace: tracing?.upstream,
     onSkippedRecords: skippedRecordsReporter(logger, metrics),
@@ -363,6 +377,7 @@ export async function createApp(
     retentionMs: config.retention.transfersMs,
     shutdown: shutdown.signal,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
+    onRetry: (outcome) => metrics.reconcileRetries.inc({ outcome }),
   });
   startWorker(QueueName.RECONCILE, reconcileHandler, {
     concurrency: 1,
@@ -406,6 +421,7 @@ export async function createApp(
     redis,
     ledger,
     custody,
+    budget,
     queues,
     workers,
     metrics,

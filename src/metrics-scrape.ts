@@ -6,7 +6,7 @@ import { STALE_SCAN_LIMIT, STALE_TRANSFER_AGE_MS } from './timing.ts';
 
 /**
  * Gauges read from Redis when /metrics is scraped: queue depths and ages, the ledger's non-terminal
- * transfers and its recovery window, the last reconciliation, and readiness. Queue- and ledger-wide values are the same on
+ * transfers and its recovery window, the provider's pause, the last reconciliation, and readiness. Queue- and ledger-wide values are the same on
  * every replica: they are exported by each (no gap when one replica is down) and dashboards and
  * alerts aggregate them with max, never sum (README "Metrics"). Every read is bounded: ZCARD, one
  * ZRANGE entry, job counts, the newest completed reconcile job, and the stale scan's limit.
@@ -23,13 +23,16 @@ export async function refreshScrapeGauges(app: App, metrics: Metrics): Promise<v
 
 async function refresh(app: App, metrics: Metrics): Promise<void> {
   const ledgerNow = await app.ledger.now();
-  const [stale, active, epoch] = await Promise.all([
+  const [stale, active, epoch, pausedUntil] = await Promise.all([
     app.ledger.staleByState(ledgerNow - STALE_TRANSFER_AGE_MS, STALE_SCAN_LIMIT),
     app.ledger.activeSummary(),
     app.ledger.epoch.peek(),
+    app.budget.pausedUntil(),
   ]);
   // The ledger's window, whichever process started or ended it (`ledger accept-epoch` ends it at once).
   metrics.ledgerRecoveryUntil.set(epoch.recoveryUntil / 1000);
+  // A provider's pause, whichever process got the 429: the key holds its end and expires then.
+  metrics.upstreamPausedUntil.set(pausedUntil / 1000);
   for (const state of NON_TERMINAL_STATES) metrics.staleTransfers.set({ state }, stale[state] ?? 0);
   metrics.activeTransfers.set(active.count);
   metrics.oldestActiveAge.set(active.oldestChangeAt === undefined ? 0 : Math.max(0, ledgerNow - active.oldestChangeAt) / 1000);

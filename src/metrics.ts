@@ -105,6 +105,12 @@ function declareMetrics() {
       help: 'When the last reconciliation run completed (any replica; 0 when none is kept), read from the reconcile queue when scraped. Queue-wide: aggregate with max.',
       registers: [registry],
     }),
+    reconcileRetries: new Counter({
+      name: 'custody_reconcile_retries_total',
+      help: 'Failed submit jobs reconciliation retried (outcome="retried"), and those it left failed, once each, after RECONCILE_MAX_RETRIES (5) retries of its own (outcome="gave-up": retry by hand once the cause is fixed).',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     reconcileInterval: new Gauge({
       name: 'custody_reconcile_interval_seconds',
       help: 'RECONCILE_EVERY: the reconciliation schedule of this process.',
@@ -198,6 +204,11 @@ function declareMetrics() {
       help: 'Provider 429 answers that paused every class of the budget for their Retry-After.',
       registers: [registry],
     }),
+    upstreamPausedUntil: new Gauge({
+      name: 'custody_upstream_paused_until_seconds',
+      help: "End of the pause a provider's 429 imposed on every request class of every process (Unix seconds, Redis's clock; 0: none): its Retry-After, at most CUSTODY_MAX_PAUSE. Read from Redis at each scrape (the same on every replica: aggregate with max).",
+      registers: [registry],
+    }),
     foundForOther: new Counter({
       name: 'custody_track_found_in_other_answers_total',
       help: "Tracked transfers found with their txid in another transfer's get-transfer answer (a poll of their own saved).",
@@ -230,6 +241,8 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
     metrics.budgetRefused.inc({ class: klass }, 0);
   }
   metrics.budgetPauses.inc(0);
+  metrics.upstreamPausedUntil.set(0);
+  for (const outcome of ['retried', 'gave-up']) metrics.reconcileRetries.inc({ outcome }, 0);
   metrics.foundForOther.inc(0);
   metrics.sendWindowShut.inc(0);
   metrics.ledgerLost.inc(0);

@@ -45,6 +45,13 @@ export function withBase(profile: BackoffProfile, baseMs: number, maxMs = profil
 export const MAX_RATE_LIMIT_WAIT_MS = 5_000;
 
 /**
+ * CUSTODY_MAX_PAUSE's default (the config parses `10m`; test/fuzz/config.test.ts holds the two
+ * together): a provider's 429 pauses every request class for its Retry-After, at most this long, so
+ * a broken header cannot park every transfer for days. Clients built without the config use it too.
+ */
+export const DEFAULT_MAX_PAUSE_MS = 10 * 60_000;
+
+/**
  * What the lease adds to the send deadline: the Redis round trip that records the answer, and event-loop
  * or GC pauses between the deadline firing and that write. A pause longer than this is survivable for
  * the ledger: the late writer is no longer the lease's owner once someone else took it, so its
@@ -175,6 +182,17 @@ export const INDEX_PAGE = 500;
  */
 export const RECONCILE_LOCK_TTL_MS = 30_000;
 export const RECONCILE_LOCK_RENEW_MS = RECONCILE_LOCK_TTL_MS / 3;
+
+/**
+ * How many times reconciliation retries one failed submit job (counted per job in Redis, under
+ * QUEUE_PREFIX, for RETENTION). A submit job fails only for Redis trouble (a move refused mid-failover,
+ * too many stalls), which one or two retries outlast; a job that fails again after 5 retries, one
+ * run apart (25 min at the default RECONCILE_EVERY), fails for a reason a retry does not fix (it kills
+ * its worker, say), and retrying it every run for ever would only hide that. It is then left failed,
+ * logged once and counted (custody_reconcile_retries_total{outcome="gave-up"}); its transfer, if it has
+ * a record, shows as stale; an operator retries it by hand once the cause is fixed.
+ */
+export const RECONCILE_MAX_RETRIES = 5;
 
 // ---------------------------------------------------------------------------------------------------
 // Waiting steps.

@@ -143,6 +143,7 @@ const envSchema = z.object({
   CUSTODY_TIMEOUT: duration('15s', 100),
   CUSTODY_CONNECT_TIMEOUT: duration('5s', 100),
   CUSTODY_MAX_RPS: integer(0, 0, 1_000_000),
+  CUSTODY_MAX_PAUSE: duration('10m', 1_000),
   CUSTODY_CONNECTIONS: integer(64, 1, 4096),
 
   HTTP_HOST: z.preprocess((v) => (v === undefined || v === '' ? '127.0.0.1' : v), z.string()),
@@ -241,6 +242,11 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
   },
   CUSTODY_CONNECT_TIMEOUT: { default: '`5s`', meaning: 'TCP/TLS connect time-out' },
   CUSTODY_MAX_RPS: { default: '`0` (no limit)', meaning: 'custody requests per second, shared by all worker processes' },
+  CUSTODY_MAX_PAUSE: {
+    default: '`10m`',
+    meaning:
+      "longest pause a provider's 429 imposes: every request class of every process stops for the answer's `Retry-After`, at most this long; each 429 logs one warn line naming the endpoint, the `Retry-After` asked and the pause applied, and `custody_upstream_paused_until_seconds` shows when the pause ends. At least `1s`",
+  },
   CUSTODY_CONNECTIONS: { default: '`64`', meaning: 'keep-alive connections per custody origin' },
   HTTP_HOST: { default: '`127.0.0.1`', meaning: 'the HTTP server' },
   HTTP_PORT: { default: '`3000`', meaning: 'the HTTP server' },
@@ -361,6 +367,7 @@ export function clusterSlotProblems(prefix: string, eventsStream: string | undef
     keys.travelRuleLock,
     keys.rateLimit,
     keys.reconcileLock,
+    keys.reconcileRetries(sample, 1_700_000_000_000),
     keys.lookupNarrowing(310, 'eth'),
     // BullMQ's keys: <prefix>:<queue>:<suffix or job id>.
     ...Object.values(QueueName).flatMap((queue) => [
@@ -412,6 +419,8 @@ function build(env: z.infer<typeof envSchema>) {
       timeoutMs: env.CUSTODY_TIMEOUT,
       connectTimeoutMs: env.CUSTODY_CONNECT_TIMEOUT,
       maxRps: env.CUSTODY_MAX_RPS,
+      /** A 429's Retry-After above this is read as this: the longest pause of every request class. */
+      maxPauseMs: env.CUSTODY_MAX_PAUSE,
       connections: env.CUSTODY_CONNECTIONS,
     },
     http: {

@@ -229,16 +229,27 @@ return {0, retry}
 `;
 
 /**
- * KEYS[1] the schedule; ARGV[1] pause ms; ARGV[2] now ('' = TIME); ARGV[3] the burst tolerance ms.
- * The schedule moves to now + ms + tolerance unless it is later already (see pause()).
+ * KEYS[1] the schedule; KEYS[2] the pause (its end, ms, expiring then); ARGV[1] pause ms; ARGV[2] now
+ * ('' = TIME); ARGV[3] the burst tolerance ms. The schedule moves to now + ms + tolerance unless it is
+ * later already (see pause()); the pause key to now + ms unless it ends later already. Returns when the
+ * pause ends (ms; 0 when none).
  */
 const PAUSE_LUA = `
 ${luaNow(2)}
-local pauseEnd = now + tonumber(ARGV[1]) + tonumber(ARGV[3])
+local ms = tonumber(ARGV[1])
+local pauseEnd = now + ms + tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < pauseEnd then redis.call('SET', KEYS[1], string.format('%.17g', pauseEnd), 'PX', math.ceil(pauseEnd - now + 60000)) end
-return math.ceil(pauseEnd)
+local ends = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+if ms > 0 and now + ms > ends then
+  ends = now + ms
+  redis.call('SET', KEYS[2], string.format('%d', ends), 'PX', ms)
+end
+return ends
 `;
+
+/** KEYS[1] the pause: when it ends (ms), 0 when none. */
+const PAUSED_UNTIL_LUA = `return tonumber(redis.call('GET', KEYS[1]) or '0') or 0`;
 
 /** KEYS[1] a transfer's ledger record; ARGV[1] its calls field. Counts one call, never creating the record. */
 const COUNT_LUA = `if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], ARGV[1], 1) end return 0`;
@@ -249,7 +260,8 @@ const PAUSE_REFRESH_MS = 250;
 interface BudgetCommands {
   custodyBudgetCount(key: string, field: string): Promise<number>;
   custodyBudgetAdmit(...args: Array<string | number>): Promise<[number, number]>;
-  custodyBudgetPause(key: string, ms: number, now: string, tolerance: number): Promise<number>;
+  custodyBudgetPause(key: string, pausedKey: string, ms: number, now: string, tolerance: number): Promise<number>;
+  custodyBudgetPausedUntil(pausedKey: string): Promise<number>;
 }
 
 export interface BudgetObserver {
@@ -276,6 +288,8 @@ export function budgetRefusal(endpoint: CustodyEndpoint, klass: BudgetClass, ret
 export class RequestBudget {
   readonly #redis: Redis | Cluster;
   readonly #scheduleKey: string;
+  /** A provider's pause: when it ends (ms, Redis clock), expiring then; read by every process. */
+  readonly #pausedKey: string;
   readonly #waitingKeys: string[];
   readonly #params: BudgetParams;
   readonly #observer: BudgetObserver;
@@ -287,12 +301,14 @@ export class RequestBudget {
     this.#clock = clock;
     this.#redis = redis;
     this.#scheduleKey = scheduleKey;
+    this.#pausedKey = `${scheduleKey}:paused`;
     this.#waitingKeys = OPPORTUNISTIC_CLASSES.map((klass) => `${scheduleKey}:waiting:${klass}`);
     this.#params = budgetParams(requestsPerSecond);
     this.#observer = observer;
     if (!('custodyBudgetAdmit' in redis)) {
       redis.defineCommand('custodyBudgetAdmit', { numberOfKeys: 2 + OPPORTUNISTIC_CLASSES.length, lua: ADMIT_LUA });
-      redis.defineCommand('custodyBudgetPause', { numberOfKeys: 1, lua: PAUSE_LUA });
+      redis.defineCommand('custodyBudgetPause', { numberOfKeys: 2, lua: PAUSE_LUA });
+      redis.defineCommand('custodyBudgetPausedUntil', { numberOfKeys: 1, lua: PAUSED_UNTIL_LUA, readOnly: true });
       redis.defineCommand('custodyBudgetCount', { numberOfKeys: 1, lua: COUNT_LUA });
     }
   }
@@ -305,7 +321,7 @@ export class RequestBudget {
     const now = Date.now();
     if (now >= this.#pauseReadAt) {
       this.#pauseReadAt = now + PAUSE_REFRESH_MS;
-      const left = await this.#redis.pttl(`${this.#scheduleKey}:paused`);
+      const left = await this.#redis.pttl(this.#pausedKey);
       if (left > 0) this.#pausedUntil = Math.max(this.#pausedUntil, now + left);
     }
     return Math.max(0, this.#pausedUntil - Date.now());
@@ -396,20 +412,28 @@ export class RequestBudget {
     if (answer.waitMs > 0) await this.#sleep(endpoint, answer.waitMs, signal);
   }
 
-  /** A provider's 429 with `Retry-After`: every class of every process stops for `ms`. */
-  async pause(ms: number): Promise<void> {
+  /**
+   * A provider's 429 with `Retry-After`: every class of every process stops for `ms` (already capped
+   * at CUSTODY_MAX_PAUSE). Returns when the pause ends (ms, Redis clock): a longer one already running
+   * is kept.
+   */
+  async pause(ms: number): Promise<number> {
     const wait = Math.max(0, Math.ceil(ms));
-    if (this.#params.intervalMs === 0 && wait > 0) {
-      this.#pausedUntil = Math.max(this.#pausedUntil, Date.now() + wait);
-      await this.#redis.set(`${this.#scheduleKey}:paused`, '1', 'PX', wait);
-    }
-    await (this.#redis as unknown as BudgetCommands).custodyBudgetPause(
+    if (this.#params.intervalMs === 0 && wait > 0) this.#pausedUntil = Math.max(this.#pausedUntil, Date.now() + wait);
+    const ends = await (this.#redis as unknown as BudgetCommands).custodyBudgetPause(
       this.#scheduleKey,
-      Math.max(0, Math.ceil(ms)),
+      this.#pausedKey,
+      wait,
       this.#clock ? String(this.#clock()) : '',
       this.#params.intervalMs * (this.#params.burst - 1),
     );
     this.#observer.paused?.(ms);
+    return Number(ends);
+  }
+
+  /** When the pause a provider's 429 imposed ends (ms, Redis clock; 0 when none): the same for every process. */
+  async pausedUntil(): Promise<number> {
+    return Number(await (this.#redis as unknown as BudgetCommands).custodyBudgetPausedUntil(this.#pausedKey));
   }
 
   get params(): Readonly<BudgetParams> {

@@ -34,6 +34,8 @@ export interface Keys {
   lookupNarrowing(walletId: number | string, coin: string): string;
   rateLimit: string;
   reconcileLock: string;
+  /** How often reconciliation retried one failed submit job (by job id and creation time), kept RETENTION. */
+  reconcileRetries(jobId: string, createdAt: number): string;
   /** The ledger's epoch (epoch.ts): written once, so that a Redis that lost its data can be told apart. */
   epoch: string;
   /** Marks that one run's system event (`reconcile.completed`) was published, with its stream id. */
@@ -57,6 +59,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     lookupNarrowing: (walletId, coin) => `${prefix}:lookup-narrowing:${walletId}:${coin}`,
     rateLimit: `${prefix}:custody-rate`,
     reconcileLock: `${prefix}:reconcile:lock`,
+    reconcileRetries: (jobId, createdAt) => `${prefix}:reconcile:retries:${jobId}:${createdAt}`,
     epoch: `${prefix}:ledger:epoch`,
     systemEventRun: (runId) => `${prefix}:system-event:${runId}`,
     events: eventsStream,

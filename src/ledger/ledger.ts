@@ -60,6 +60,25 @@ const READ_COUNTING_LUA = `local values = redis.call('HMGET', KEYS[1], unpack(AR
 if values[1] == ARGV[2] and not values[tonumber(ARGV[3])] then redis.call('HINCRBY', KEYS[1], ARGV[1], 1) end
 return values`;
 
+/**
+ * KEYS[1] one failed submit job's reconciliation retries; ARGV[1] the most allowed; ARGV[2] TTL (ms).
+ * Counts one more, up to ARGV[1] + 1, and keeps the count ARGV[2] longer. Returns {count, counted}:
+ * counted is 0 once the count stood at ARGV[1] + 1 already (given up before).
+ */
+const RECONCILE_RETRY_LUA = `
+local max = tonumber(ARGV[1])
+local n = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if n > max then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {n, 0}
+end
+n = n + 1
+redis.call('SET', KEYS[1], n, 'PX', ARGV[2])
+return {n, 1}`;
+
+/** What reconciliation does with one failed submit job (Ledger.reconcileRetry). */
+export type ReconcileRetry = 'retry' | 'give-up' | 'given-up';
+
 /** How long a system event's run is remembered: far beyond any reconnect's replay. */
 const SYSTEM_EVENT_RUN_TTL_MS = 24 * 3_600_000;
 
@@ -75,6 +94,7 @@ interface LedgerCommands {
     unlessIndex: string,
     ...fields: string[]
   ): Promise<Array<string | null>>;
+  reconcileRetry(key: string, max: number, ttlMs: number): Promise<[number, number]>;
   systemEventOnce(
     stream: string,
     run: string,
@@ -130,6 +150,7 @@ export class Ledger {
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
       redis.defineCommand('systemEventOnce', { numberOfKeys: 3, lua: SYSTEM_EVENT_ONCE_LUA });
       redis.defineCommand('transferReadCounting', { numberOfKeys: 1, lua: READ_COUNTING_LUA });
+      redis.defineCommand('reconcileRetry', { numberOfKeys: 1, lua: RECONCILE_RETRY_LUA });
     }
   }
 
@@ -356,6 +377,23 @@ export class Ledger {
   /** Forgets terminal-index entries older than `before` (their records expire by TTL). Returns how many. */
   async forgetTerminal(before: number): Promise<number> {
     return this.#redis.zremrangebyscore(this.#keys.terminal, '-inf', before);
+  }
+
+  /**
+   * Whether reconciliation may retry the failed submit job `job` (its id and creation time, so a later
+   * job under the same id starts afresh) once more: `retry` for its first `max` retries, then
+   * `give-up` once (log it, count it) and `given-up` from then on. The count is the worker's own key
+   * (never BullMQ's, never the job's data, which is the producer's), kept RETENTION after the job was
+   * last seen failed.
+   */
+  async reconcileRetry(job: { id: string; timestamp: number }, max: number): Promise<ReconcileRetry> {
+    const [count, counted] = await (this.#redis as unknown as LedgerCommands).reconcileRetry(
+      this.#keys.reconcileRetries(job.id, job.timestamp),
+      max,
+      this.#options.retentionMs,
+    );
+    if (counted === 0) return 'given-up';
+    return count > max ? 'give-up' : 'retry';
   }
 
   /**

@@ -4,13 +4,14 @@
  *   log line per attempt and no stack, exit 69 after REDIS_CONNECT_TIMEOUT;
  * - Redis coming up later: the worker starts then, on the same port;
  * - the HTTP port taken: one JSON line naming the port, exit 69;
- * - an OpenTelemetry collector that does not answer: SIGTERM still exits 0.
+ * - an OpenTelemetry collector that does not answer: SIGTERM still exits 0;
+ * - a bad CUSTODY_MAX_PAUSE: exit 78 before anything starts, one line naming the variable.
  * Before, the process never exited, served no HTTP and printed hundreds of ECONNREFUSED stacks, and a
  * taken port was an uncaught EADDRINUSE stack.
  */
 import { createServer, type Server } from 'node:net';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { EX_UNAVAILABLE } from '../../src/config/config.ts';
+import { EX_CONFIG, EX_UNAVAILABLE } from '../../src/config/config.ts';
 import { startSimulator, type Simulator } from '../../src/simulator/index.ts';
 import { getFreePort, startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { workerEnv } from '../helpers/harness.ts';
@@ -112,6 +113,21 @@ describe('worker start-up', () => {
       blocker.close();
     }
   }, 30_000);
+
+  it('a bad CUSTODY_MAX_PAUSE: exit 78 before anything starts, naming the variable and not its value', async () => {
+    for (const value of ['10 minutes', '500ms']) {
+      const worker = spawnWorker(await env({ CUSTODY_MAX_PAUSE: value }), { name: 'startup-bad-max-pause' });
+      const exit = await worker.waitForExit(20_000);
+      expect(exit.code).toBe(EX_CONFIG);
+      const output = worker.output();
+      expect(output).toContain('configuration error, not starting');
+      const problems = output.split('\n').filter((line) => /^\s+[A-Z_]+: /.test(line));
+      expect(problems).toHaveLength(1);
+      expect(problems[0]!.trim()).toMatch(/^CUSTODY_MAX_PAUSE: must be/);
+      expect(problems[0]).not.toContain(value);
+      expect(output).not.toContain('worker started');
+    }
+  }, 40_000);
 
   it('an OpenTelemetry collector that does not answer does not change the exit code', async () => {
     const closedPort = await getFreePort();

@@ -88,6 +88,25 @@ describe('request budget: the Lua script against the pure rules', () => {
     await until('both calls counted', 2_000, async () => ((await redis.hget(record, 'calls')) === '2' ? true : undefined));
   });
 
+  it('a pause ends where the longest 429 put it, and every process reads the same end from Redis', async () => {
+    const prefix = uniquePrefix('budget-paused-until');
+    const [a, b] = [new RequestBudget(newRedis(), `${prefix}:rate`, 0), new RequestBudget(newRedis(), `${prefix}:rate`, 10)];
+    expect(await b.pausedUntil()).toBe(0);
+    const [seconds] = await newRedis().time();
+    const ends = await a.pause(60_000);
+    expect(ends).toBeGreaterThanOrEqual(Number(seconds) * 1000 + 60_000);
+    expect(ends).toBeLessThan(Number(seconds) * 1000 + 62_000);
+    // A shorter pause later, from a process with a limit, keeps the longer one.
+    expect(await b.pause(1_000)).toBe(ends);
+    expect(await a.pausedUntil()).toBe(ends);
+    expect(await b.pausedUntil()).toBe(ends);
+    // It ends by itself.
+    const short = uniquePrefix('budget-paused-short');
+    const c = new RequestBudget(newRedis(), `${short}:rate`, 0);
+    await c.pause(50);
+    await until('the pause over', 2_000, async () => ((await c.pausedUntil()) === 0 ? true : undefined));
+  });
+
   it('counts an admitted call on the transfer record, and never creates one', async () => {
     const redis = newRedis();
     const prefix = uniquePrefix('budget-count');

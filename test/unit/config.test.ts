@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, loadQueueConfig } from '../../src/config/config.ts';
 import { parseDuration } from '../../src/config/duration.ts';
+import { DEFAULT_MAX_PAUSE_MS } from '../../src/timing.ts';
 
 const SECRET = 'sup3r-s3cret-value';
 const TOKEN = 'fixed-bearer-token-value';
@@ -32,7 +33,9 @@ describe('configuration', () => {
     expect(config.http).toMatchObject({ host: '127.0.0.1', port: 3000 });
     expect(config.submit).toMatchObject({ concurrency: 16, attempts: 8, travelRuleCacheTtlMs: 30_000 });
     expect(config.track).toMatchObject({ concurrency: 64, pollMinMs: 2_000, pollMaxMs: 60_000, deadlineMs: 86_400_000 });
-    expect(config.custody).toMatchObject({ timeoutMs: 15_000, maxRps: 0 });
+    expect(config.custody).toMatchObject({ timeoutMs: 15_000, maxRps: 0, maxPauseMs: 600_000 });
+    // One default: clients built without the config (the transport's fallback) pause as long.
+    expect(config.custody.maxPauseMs).toBe(DEFAULT_MAX_PAUSE_MS);
     expect(config.reconcile.everyMs).toBe(300_000);
     expect(config.retention.transfersMs).toBe(30 * 86_400_000);
     expect(config.log.level).toBe('info');
@@ -85,6 +88,8 @@ describe('configuration', () => {
     ['SUBMIT_ATTEMPTS', '1.5'],
     ['CUSTODY_MAX_RPS', 'lots'],
     ['CUSTODY_TIMEOUT', '15 parsecs'],
+    ['CUSTODY_MAX_PAUSE', '10 minutes'],
+    ['CUSTODY_MAX_PAUSE', '500ms'],
     ['TRACK_DEADLINE', '1.5'],
     ['RETENTION', 'forever'],
     ['LOG_LEVEL', 'loud'],
@@ -95,8 +100,16 @@ describe('configuration', () => {
   });
 
   it('reads durations with units', () => {
-    const config = loadConfig({ ...valid, CUSTODY_TIMEOUT: '1500', TRACK_POLL_MIN: '250ms', TRACK_DEADLINE: '2h', RETENTION: '7d' });
+    const config = loadConfig({
+      ...valid,
+      CUSTODY_TIMEOUT: '1500',
+      CUSTODY_MAX_PAUSE: '2s',
+      TRACK_POLL_MIN: '250ms',
+      TRACK_DEADLINE: '2h',
+      RETENTION: '7d',
+    });
     expect(config.custody.timeoutMs).toBe(1500);
+    expect(config.custody.maxPauseMs).toBe(2_000);
     expect(config.track.pollMinMs).toBe(250);
     expect(config.track.deadlineMs).toBe(7_200_000);
     expect(config.retention.transfersMs).toBe(7 * 86_400_000);

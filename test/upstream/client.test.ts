@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
 import { CustodyClient, type CustodyClientOptions, travelRuleApplies } from '../../src/custody/wallet-service/client.ts';
 import { CustodyErrorCode } from '../../src/custody/errors.ts';
-import { parseRetryAfter } from '../../src/custody/http/transport.ts';
+import { parseRetryAfter, retryAfterPause } from '../../src/custody/http/transport.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';
 
@@ -217,6 +217,16 @@ describe('custody client fault mapping', () => {
     expect(error.maybeProcessed).toBe(false);
   });
 
+  it('429: the Retry-After is capped at maxPauseMs (CUSTODY_MAX_PAUSE), and what it asked is reported', async () => {
+    sim.updateSettings({ retryAfterSec: 3_600 });
+    sim.setFault('sendTransaction', { sequence: ['429'] });
+    const seen: unknown[] = [];
+    const c = client({ maxPauseMs: 2_000, onProviderRateLimited: (pauseMs, asked) => seen.push({ pauseMs, ...asked }) });
+    const error = await failure(c.sendTransaction(310, sampleSend(newSequenceId())));
+    expect(error.retryAfterMs).toBe(2_000);
+    expect(seen).toEqual([{ pauseMs: 2_000, endpoint: 'sendTransaction', retryAfter: '3600', askedMs: 3_600_000 }]);
+  });
+
   it('a time-out after processing says the send may have gone out, and it did', async () => {
     const sequenceId = newSequenceId();
     sim.setFault('sendTransaction', { sequence: ['timeout'] });
@@ -319,13 +329,15 @@ describe('custody client against a garbage server', () => {
 });
 
 describe('Retry-After', () => {
-  it('reads seconds and HTTP dates, with a default and a cap', () => {
+  it('reads seconds and HTTP dates, with a default; the pause is capped', () => {
     const now = Date.parse('2026-01-01T00:00:00Z');
     expect(parseRetryAfter('2', now)).toBe(2_000);
     expect(parseRetryAfter('Thu, 01 Jan 2026 00:00:05 GMT', now)).toBe(5_000);
     expect(parseRetryAfter(undefined, now)).toBe(1_000);
     expect(parseRetryAfter('soon', now)).toBe(1_000);
-    expect(parseRetryAfter('999999', now)).toBe(600_000);
+    expect(parseRetryAfter('999999', now)).toBe(999_999_000);
+    expect(retryAfterPause(parseRetryAfter('999999', now), 600_000)).toBe(600_000);
+    expect(retryAfterPause(parseRetryAfter('2', now), 600_000)).toBe(2_000);
   });
 });
 

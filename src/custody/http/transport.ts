@@ -2,6 +2,7 @@ import { Pool, type Dispatcher } from 'undici';
 import { Deadline } from '../deadline.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import type { BudgetTag } from '../port.ts';
+import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
 
 export interface TransportOptions {
   /** Whole-request deadline: connect, headers and body together. */
@@ -14,8 +15,13 @@ export interface TransportOptions {
    * aborts). `budget` is the request's class and member, when its caller said.
    */
   beforeRequest?: (endpoint: CustodyEndpoint, signal: AbortSignal | undefined, budget: BudgetTag | undefined) => Promise<void>;
-  /** Called when the provider answers 429, with its Retry-After (ms): the budget pauses every class. */
-  onProviderRateLimited?: (retryAfterMs: number) => void;
+  /**
+   * Called when the provider answers 429, with the pause it imposes (ms: its Retry-After, at most
+   * `maxPauseMs`): the budget pauses every class. `asked` says what the answer asked for.
+   */
+  onProviderRateLimited?: (pauseMs: number, asked: ProviderRateLimit) => void;
+  /** CUSTODY_MAX_PAUSE: a Retry-After above this is read as this (default DEFAULT_MAX_PAUSE_MS). */
+  maxPauseMs?: number | undefined;
   /** Called after every request with its outcome: HTTP status, or the error code when there was none. */
   /**
    * Called once per request: `status` is the HTTP status as text, or `none` when no answer came; `code`
@@ -88,20 +94,41 @@ export interface TransportResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   text: string;
+  /** On a 429: the pause it imposes, ms (its Retry-After capped at `maxPauseMs`). */
+  retryAfterMs?: number;
+}
+
+/** What a provider's 429 asked for, as the transport read it. */
+export interface ProviderRateLimit {
+  endpoint: CustodyEndpoint;
+  /** The Retry-After header as sent (undefined when absent). */
+  retryAfter: string | undefined;
+  /** What it asks, ms, before the cap (1 s when absent or unusable). */
+  askedMs: number;
 }
 
 /** Used when a 429 carries no usable Retry-After. */
 const DEFAULT_RETRY_AFTER_MS = 1_000;
-/** A Retry-After above this is treated as this: a broken header must not park work for days. */
-const MAX_RETRY_AFTER_MS = 10 * 60_000;
-
-/** Retry-After in seconds or as an HTTP date (RFC 9110 10.2.3). */
+/**
+ * Retry-After in seconds or as an HTTP date (RFC 9110 10.2.3), in ms, as the provider asked it (1 s
+ * when absent or unusable); retryAfterPause caps it.
+ */
 export function parseRetryAfter(header: string | string[] | undefined, now = Date.now()): number {
-  const value = Array.isArray(header) ? header[0] : header;
+  const value = retryAfterHeader(header);
   if (!value) return DEFAULT_RETRY_AFTER_MS;
   const ms = /^\d+$/.test(value.trim()) ? Number(value.trim()) * 1000 : Date.parse(value) - now;
   if (!Number.isFinite(ms) || ms < 0) return DEFAULT_RETRY_AFTER_MS;
-  return Math.min(ms, MAX_RETRY_AFTER_MS);
+  return ms;
+}
+
+/** The header's one value (the first, when it came several times). */
+export function retryAfterHeader(header: string | string[] | undefined): string | undefined {
+  return Array.isArray(header) ? header[0] : header;
+}
+
+/** The pause a Retry-After of `askedMs` imposes: at most `maxPauseMs` (CUSTODY_MAX_PAUSE), so a broken header cannot park work for days. */
+export function retryAfterPause(askedMs: number, maxPauseMs: number): number {
+  return Math.min(askedMs, maxPauseMs);
 }
 
 /** Upstream bodies are small records; anything above this is garbage, not a transfer. */
@@ -188,7 +215,13 @@ export class Transport {
       req.onDispatch?.();
       const text = await response.body.text();
       status = String(response.statusCode);
-      if (response.statusCode === 429) this.#options.onProviderRateLimited?.(parseRetryAfter(response.headers['retry-after']));
+      if (response.statusCode === 429) {
+        const header = response.headers['retry-after'];
+        const askedMs = parseRetryAfter(header);
+        const retryAfterMs = retryAfterPause(askedMs, this.#options.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS);
+        this.#options.onProviderRateLimited?.(retryAfterMs, { endpoint: req.endpoint, retryAfter: retryAfterHeader(header), askedMs });
+        return { status: response.statusCode, headers: response.headers, text, retryAfterMs };
+      }
       return { status: response.statusCode, headers: response.headers, text };
     } catch (error) {
       if (refusal) {

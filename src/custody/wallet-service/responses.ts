@@ -1,7 +1,8 @@
 import type { z } from 'zod';
+import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import { ExactNumber, failureEnvelopeSchema } from './schemas.ts';
-import { parseRetryAfter, type TransportResponse } from '../http/transport.ts';
+import { parseRetryAfter, retryAfterPause, type TransportResponse } from '../http/transport.ts';
 
 /** Maps a non-2xx status to its CustodyError; returns quietly for 2xx. */
 export function throwForStatus(endpoint: CustodyEndpoint, response: TransportResponse): void {
@@ -15,7 +16,8 @@ export function throwForStatus(endpoint: CustodyEndpoint, response: TransportRes
     throw new CustodyError(CustodyErrorCode.DUPLICATE, `${what}, sequenceId already accepted`, details);
   }
   if (status === 429) {
-    const retryAfterMs = parseRetryAfter(response.headers['retry-after']);
+    // The transport caps it at CUSTODY_MAX_PAUSE; a response made elsewhere gets the default cap.
+    const retryAfterMs = response.retryAfterMs ?? retryAfterPause(parseRetryAfter(response.headers['retry-after']), DEFAULT_MAX_PAUSE_MS);
     throw new CustodyError(CustodyErrorCode.RATE_LIMITED, `${what}, rate limited for ${retryAfterMs} ms`, { ...details, retryAfterMs });
   }
   if (status === 408 || status >= 500) throw new CustodyError(CustodyErrorCode.UNAVAILABLE, `${what}, upstream unavailable`, details);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Queue } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
 import { TERMINAL_STATES, TransferState, type Ledger, type TransferRecord } from '../../ledger/ledger.ts';
 import { op } from '../../ledger/operations.ts';
 import { BudgetClass } from '../../custody/budget.ts';
@@ -8,7 +8,14 @@ import type { JobContext } from '../../queues/processor.ts';
 import { QueueName } from '../../queues/names.ts';
 import type { Trackers } from '../../queues/trackers.ts';
 import type { CustodyPort } from '../../custody/port.ts';
-import { INDEX_PAGE, RECONCILE_LOCK_RENEW_MS, RECONCILE_LOCK_TTL_MS, VERIFY_BUDGET_MS, VERIFY_WINDOW_MS } from '../../timing.ts';
+import {
+  INDEX_PAGE,
+  RECONCILE_LOCK_RENEW_MS,
+  RECONCILE_LOCK_TTL_MS,
+  RECONCILE_MAX_RETRIES,
+  VERIFY_BUDGET_MS,
+  VERIFY_WINDOW_MS,
+} from '../../timing.ts';
 import { findTransfer, txidEquals } from '../../transfers/match.ts';
 import { describeInvalidPayload } from '../../../packages/producer/src/payload.ts';
 
@@ -26,6 +33,11 @@ export interface ReconcileDeps {
   shutdown?: AbortSignal;
   /** Several records matched one transfer (no guess was made). */
   onAmbiguous?: (step: 'reconcile') => void;
+  /**
+   * A failed submit job was retried, or (once per job) left failed because reconciliation had retried
+   * it RECONCILE_MAX_RETRIES times already.
+   */
+  onRetry?: (outcome: 'retried' | 'gave-up') => void;
 }
 
 export interface ReconcileCounts {
@@ -137,9 +149,8 @@ export function createReconcileHandler(deps: ReconcileDeps) {
     const job = record.jobId ? await deps.submitQueue.getJob(record.jobId) : undefined;
     const state = job ? await job.getState() : 'missing';
     if (state === 'failed' && job) {
-      await job.retry('failed');
-      counts.resubmitted++;
-      log.warn({ sequenceId: record.sequenceId, jobId: record.jobId }, 'failed submission retried');
+      const fields = { sequenceId: record.sequenceId, jobId: record.jobId, state: record.state };
+      if (await retryFailed(job, counts, log, fields)) log.warn(fields, 'failed submission retried');
       return;
     }
     if (state !== 'missing' && state !== 'completed' && state !== 'unknown') return;
@@ -176,15 +187,38 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         const { sequenceId } = describeInvalidPayload(job.data);
         if (sequenceId !== '' && (await ledger.get(sequenceId)) !== undefined) continue;
         if ((await job.getState()) !== 'failed') continue; // retried meanwhile (an operator, another path)
-        await job.retry('failed');
+        const fields = { sequenceId, jobId: id, failedReason: job.failedReason?.slice(0, 200) };
+        if (!(await retryFailed(job, counts, log, fields))) continue;
         retried++;
-        counts.resubmitted++;
-        log.warn({ sequenceId, jobId: id, failedReason: job.failedReason?.slice(0, 200) }, 'failed submission without a record retried');
+        log.warn(fields, 'failed submission without a record retried');
       }
       // A retried job left the failed set, so the next page starts that many earlier.
       start -= retried;
       if (ids.length < INDEX_PAGE) return;
     }
+  }
+
+  /**
+   * Retries a failed submit job unless reconciliation retried it RECONCILE_MAX_RETRIES times already
+   * (counted per job in the worker's own key): then it is left failed, logged and counted once, and
+   * passed over silently from then on. Returns whether it was retried.
+   */
+  async function retryFailed(job: Job, counts: ReconcileCounts, log: JobContext['log'], fields: object): Promise<boolean> {
+    const verdict = await ledger.reconcileRetry({ id: job.id!, timestamp: job.timestamp }, RECONCILE_MAX_RETRIES);
+    if (verdict === 'retry') {
+      await job.retry('failed');
+      counts.resubmitted++;
+      deps.onRetry?.('retried');
+      return true;
+    }
+    if (verdict === 'give-up') {
+      deps.onRetry?.('gave-up');
+      log.error(
+        { ...fields, retries: RECONCILE_MAX_RETRIES, failedReason: job.failedReason?.slice(0, 200) },
+        `failed submission retried ${RECONCILE_MAX_RETRIES} times by reconciliation and failed again: left failed, not retried any more (retry it by hand once the cause is fixed)`,
+      );
+    }
+    return false;
   }
 
   /** Broadcast transfers re-checked once: get-transfer by txId (4.1) and the wallet transaction (4.3). */
