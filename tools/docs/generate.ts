@@ -3,7 +3,7 @@
  *   docs/configuration.md   the environment variables (src/config/config.ts: envSchema, CONFIG_DOCS)
  *   docs/metrics.md         the worker's Prometheus metrics (src/metrics.ts: createMetrics)
  *   docs/events.md          the event types and failure codes (packages/producer/src/events.ts, catalog.ts)
- *                           and what an answer to sendTransaction proves (src/transfers/send-proof.ts)
+ *   docs/architecture.md    what an answer to sendTransaction proves (src/transfers/send-proof.ts)
  *   docs/cli.md             the CLI's usage text (src/cli/usage.ts with src/cli/run.ts's COMMANDS)
  *
  * Each table sits in a marked region of its page, `<!-- generated: <name> -->` … `<!-- end generated:
@@ -29,7 +29,8 @@ export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const PAGES: Readonly<Record<string, readonly RegionName[]>> = {
   'docs/configuration.md': ['configuration'],
   'docs/metrics.md': ['metrics'],
-  'docs/events.md': ['events', 'failure-codes', 'send-proof'],
+  'docs/events.md': ['events', 'failure-codes'],
+  'docs/architecture.md': ['send-proof'],
   'docs/cli.md': ['cli-usage'],
 };
 
