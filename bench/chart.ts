@@ -1,5 +1,5 @@
 /**
- * The benchmark's picture (`bench/results/latest.svg`, embedded in the README): throughput per round,
+ * The benchmark's picture (`bench/results/latest.svg`, embedded in bench/README.md): throughput per round,
  * ours vs bare, for submissions and tracking polls, the latency distribution at half load, and p99 latency
  * against the offered rate (the sweep). Plain SVG built by hand: four small panels do not need a chart
  * library.

@@ -8,7 +8,7 @@ import { STALE_SCAN_LIMIT, STALE_TRANSFER_AGE_MS } from './timing.ts';
  * Gauges read from Redis when /metrics is scraped: queue depths and ages, the ledger's non-terminal
  * transfers and its recovery window, the provider's pause, the last reconciliation, and readiness. Queue- and ledger-wide values are the same on
  * every replica: they are exported by each (no gap when one replica is down) and dashboards and
- * alerts aggregate them with max, never sum (README "Metrics"). Every read is bounded: ZCARD, one
+ * alerts aggregate them with max, never sum (docs/operations.md, "Metrics, logs and alerts"). Every read is bounded: ZCARD, one
  * ZRANGE entry, job counts, the newest completed reconcile job, and the stale scan's limit.
  */
 export async function refreshScrapeGauges(app: App, metrics: Metrics): Promise<void> {

@@ -13,7 +13,7 @@ const TRACING_SHUTDOWN_MS = 2_000;
 
 // Composition root: config → logger → HTTP (starting) → Redis → app (clients, processors, workers) →
 // HTTP (full, same port) → signals. Nothing else. Every way start-up can fail is one JSON log line and
-// an exit code (README "Operations"): 78 configuration (also a Redis that keeps nothing on disk), 69
+// an exit code (docs/operations.md, "Start-up and shutdown"): 78 configuration (also a Redis that keeps nothing on disk), 69
 // Redis unreachable or HTTP port taken, 70 anything else.
 const config = loadConfigOrExit();
 // With tracing on, every line logged inside a span carries its trace_id and span_id.

@@ -25,7 +25,7 @@ export type { EpochState, LedgerInit } from './epoch.ts';
 /** How long a found get-transfer record waits for its wallet-transaction lookup, at most. */
 const FOUND_TRANSFER_TTL_MS = 3_600_000;
 
-/** TOMBSTONE_RETENTION's default (README): ten years, the horizon of a record-keeping obligation. */
+/** TOMBSTONE_RETENTION's default (docs/configuration.md): ten years, the horizon of a record-keeping obligation. */
 export const DEFAULT_TOMBSTONE_RETENTION_MS = 3650 * 24 * 3_600_000;
 
 /** A whole record, atomically: the hash and the payload kept apart from it (see transition.lua). */

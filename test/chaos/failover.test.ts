@@ -13,7 +13,7 @@
  * Asserted with REDIS_MIN_REPLICAS of 1 or more (every replica the master lists online acknowledges
  * each send in flight, and at least that many): no sequenceId is accepted twice and no transfer gets
  * two terminal events of different types. Reported, not asserted: the same figures with 0 (what
- * operators choose between; README "Highly available Redis"), and transfers left unsettled.
+ * operators choose between; docs/operations.md "Highly available Redis"), and transfers left unsettled.
  * In `npm run test:chaos`, or alone: `npx vitest run --config vitest.chaos.config.ts test/chaos/failover.test.ts`
  * (FAILOVER_TRANSFERS, CHAOS_SEED; `-t cluster` or `-t Sentinel` for one topology, `-t volatile` for the
  * volatile variant).

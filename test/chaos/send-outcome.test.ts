@@ -16,7 +16,7 @@
  *   otherwise), and another client of the same account uses some of our sequenceIds first for its own
  *   transactions. No worker is killed there: a worker killed between a foreign holder's 409 and its
  *   record leaves a send of unknown outcome, and a foreign record found after that is, for any client,
- *   indistinguishable from our own accepted send (README "Guarantees"); the other scenarios kill.
+ *   indistinguishable from our own accepted send (README "Guarantees", docs/architecture.md "Limits"); the other scenarios kill.
  *
  * The skewed worker (test/chaos/clock-skew.ts) checks that leases and time guards follow Redis's clock
  * only: were they judged by the process clock, it would take over live send leases (a double send) and

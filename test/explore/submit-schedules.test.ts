@@ -10,8 +10,8 @@
  * sequenceId for its own transaction first, so every send of ours is answered 409 and lookups show the
  * foreign record. (A foreign holder's record seen after a send of ours whose answer was lost, its
  * runner outlived by its lease, is for any client indistinguishable from our own accepted send: such
- * schedules are counted, `foreignAfterLostAnswer`, and exempt from the rule below alone; README
- * "Guarantees" says so; so is, after the ledger was lost, a foreign holder's record found by the
+ * schedules are counted, `foreignAfterLostAnswer`, and exempt from the rule below alone; docs/architecture.md
+ * "Limits" says so; so is, after the ledger was lost, a foreign holder's record found by the
  * recovery lookup.) Once the transfer ended, its record may be removed (RETENTION)
  * and a new job for the same sequenceId run: it must send nothing and publish nothing.
  *

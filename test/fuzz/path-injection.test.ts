@@ -107,7 +107,7 @@ const hostileWalletId = fc.oneof(
   fc.integer().map((n) => n as number | string),
 );
 
-/** The README's rules for path parameters: a wallet id is digits; a txid one token of [A-Za-z0-9._:-]. */
+/** The rules for path parameters (docs/upstream-api.md, assumptions): a wallet id is digits; a txid one token of [A-Za-z0-9._:-]. */
 const WALLET_ID_RULE = /^\d+$/;
 const TXID_RULE = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
 
@@ -161,7 +161,7 @@ async function observe(call: () => Promise<unknown>): Promise<Outcome> {
 
 /**
  * Refused locally (no request) or sent as exactly `segments` under the base path; `values` says which
- * segment holds which input, and that input must then follow the README rule.
+ * segment holds which input, and that input must then follow that rule.
  */
 function expectConfined(outcome: Outcome, expected: { method: string; segments: Array<string | { value: unknown; rule: RegExp }> }): void {
   tally[outcome.requests.length === 0 ? 'refused' : 'sent']++;

@@ -259,7 +259,7 @@ const replyArb = (valid: () => Json): fc.Arbitrary<Reply> =>
 
 // ---------------------------------------------------------------------------------------------------
 // What a resolved value must be, checked without the client's schemas: strict where money or
-// tracking is decided (README "Assumptions"), no undocumented key, no person from any `raw`.
+// tracking is decided (docs/upstream-api.md, assumptions), no undocumented key, no person from any `raw`.
 
 const UNSIGNED = /^\d+(\.\d+)?$/;
 
@@ -395,10 +395,10 @@ function checkSetting(value: unknown): void {
   expect(typeof setting.blockTxn).toBe('boolean');
 }
 
-/** The code an answer must map to when the client could read it (README "Errors"). */
+/** The code an answer must map to when the client could read it (docs/upstream-api.md, assumptions: errors). */
 function expectedCode(endpoint: CustodyEndpoint, status: number, body: string): string | undefined {
   if (status === 401) return CustodyErrorCode.UNAUTHORIZED;
-  if (status === 404 && endpoint === 'getTransfer') return 'resolved []'; // "nothing found" (README assumption)
+  if (status === 404 && endpoint === 'getTransfer') return 'resolved []'; // "nothing found" (docs/upstream-api.md assumption)
   if (status === 404) return CustodyErrorCode.NOT_FOUND;
   if (status === 409 && endpoint === 'sendTransaction') return CustodyErrorCode.DUPLICATE;
   if (status === 429) return CustodyErrorCode.RATE_LIMITED;

@@ -1,7 +1,7 @@
 /**
  * The CLI under the machine's own Node (20 here, /usr/bin/node): `node src/cli/main.ts` cannot explain
- * itself there (Node 20 refuses the `.ts` entry before reading a line of it), so the README's CLI
- * section says what the error means and which ways run the bundled Node 24; those ways work when the
+ * itself there (Node 20 refuses the `.ts` entry before reading a line of it), so docs/cli.md's
+ * introduction says what the error means and which ways run the bundled Node 24; those ways work when the
  * system Node is the one on PATH, and the check the npm scripts run first names the Node it needs.
  * Skipped where /usr/bin/node is missing or is 24 or later.
  */

@@ -146,7 +146,7 @@ describe('schemas/submit-payload.schema.json decides like the worker', () => {
   });
 });
 
-/** One valid `data` per event type, in the README's shapes. */
+/** One valid `data` per event type, in the shapes of the contract's examples. */
 const VALID: { [K in EventType]: Array<EventData[K]> } = {
   'transfer.submitted': [
     {

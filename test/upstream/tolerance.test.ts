@@ -202,7 +202,7 @@ describe('get-transfer lists', () => {
     ['HTTP 404', json({ success: false, message: 'no transfer found' }, 404)],
     ['success:false saying not found', json({ success: false, message: 'Transfer not found' })],
     ['success:false saying no records', json({ success: false, message: 'No records for this wallet' }, 400)],
-  ])('reads %s as an empty list (assumption, README)', async (_name, reply) => {
+  ])('reads %s as an empty list (assumption, docs/upstream-api.md)', async (_name, reply) => {
     answer = () => reply;
     expect(await client().getTransfersBySequenceId(WALLET, SEQ)).toEqual([]);
   });

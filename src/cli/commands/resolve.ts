@@ -44,7 +44,7 @@ export const resolveCommand: Command = {
 could not settle (transfer.unresolved SEND_OUTCOME_UNKNOWN), whose sequenceId is in use upstream by a
 transaction the worker cannot claim (transfer.unresolved SEQUENCE_ID_IN_USE: compare the provider's
 record with what the producer signed), or that is stuck in submitting with nobody working on it.
-Check the provider's console or API for the sequenceId FIRST (README: "Unresolved transfers"):
+Check the provider's console or API for the sequenceId FIRST (docs/operations.md, "Unresolved transfers"):
 
   --as submitted   the provider shows it accepted the transfer: publishes transfer.submitted
                    (data {transfer: null, recoveredBy: "operator", reason}) and adds its tracking job,
@@ -65,7 +65,7 @@ next reconciliation run adds it; do not resolve again.
 --as failed is the operator's risk: a runner whose process froze mid-send can resume after it and
 write its request. Resolve as failed only when the provider shows nothing under the sequenceId and the
 send lease ended at least CUSTODY_TIMEOUT + 10 s ago (status shows it), and look once more a minute
-later (README: "The operator's risk with --as failed").
+later (docs/operations.md, "The risk of --as failed").
 
 Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX, EVENTS_STREAM, EVENTS_MAXLEN, RETENTION and
 TOMBSTONE_RETENTION as the worker has them.

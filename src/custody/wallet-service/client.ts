@@ -181,7 +181,7 @@ export class CustodyClient implements CustodyPort {
 
   /**
    * 4.1. "Nothing found" may come as `[]`, as a 404, or as `success: false` with a not-found message
-   * (upstream API section 7 shows no errors; README assumption): all three are an empty list. The list is parsed record
+   * (upstream API section 7 shows no errors; docs/upstream-api.md, assumptions): all three are an empty list. The list is parsed record
    * by record: an odd record is skipped and reported, never fails the rest.
    */
   async #getTransfer(body: object, signal: AbortSignal | undefined, budget: BudgetTag, sequenceId?: string): Promise<Transaction[]> {

@@ -106,7 +106,7 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
 
 /**
  * SEQUENCE_ID_IN_USE: nothing is sent or looked up again (the other transaction's records would be
- * read as ours); an operator settles it (README), else it expires at TRACK_DEADLINE.
+ * read as ours); an operator settles it (docs/operations.md), else it expires at TRACK_DEADLINE.
  */
 async function parkInUse(run: Run, held: TransferRecord, ledgerNow: number): Promise<Step> {
   if (ledgerNow - held.inUseSince! >= run.deps.deadlineMs) return expireUnsettled(run, held, held.inUseSince);
