@@ -127,15 +127,26 @@ function otherCpu(shares: Array<CpuShare | undefined>): string {
 }
 
 /** The round whose rate is the median (the lower middle one of an even number). */
-function medianRound<R>(rounds: R[], rate: (round: R) => number): R | undefined {
+export function medianRound<R>(rounds: R[], rate: (round: R) => number): R | undefined {
   const sorted = [...rounds].sort((a, b) => rate(a) - rate(b));
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
 
 /**
- * Where the CPU goes: per job (or poll), the CPU time each process of the benchmark spent, in µs,
- * from the round with the median rate. The worker under test is the side's own process.
+ * Per job (or poll), the CPU time each process of the benchmark spent, in µs by process label, from
+ * the round with the median rate; undefined when no CPU was recorded (off Linux).
  */
+export function cpuMicrosPerJob<R extends { cpu: CpuShare | undefined; seconds: number }>(
+  rounds: R[],
+  count: (round: R) => number,
+): Record<string, number> | undefined {
+  const round = medianRound(rounds, (r) => count(r) / r.seconds);
+  const share = round?.cpu;
+  if (!round || !share) return undefined;
+  return Object.fromEntries(Object.entries(share.processes).map(([label, cores]) => [label, (cores * share.seconds * 1e6) / count(round)]));
+}
+
+/** Where the CPU goes: cpuMicrosPerJob of each side, as a table. The worker under test is the side's own process. */
 function cpuPerJob<R extends { cpu: CpuShare | undefined; seconds: number }>(
   unit: string,
   sides: Array<[string, R[]]>,
@@ -143,12 +154,9 @@ function cpuPerJob<R extends { cpu: CpuShare | undefined; seconds: number }>(
 ): string {
   const rows: string[][] = [[`CPU per ${unit} (µs, median round)`, 'worker', 'redis', 'simulator', 'load generator', 'all']];
   for (const [label, rounds] of sides) {
-    const round = medianRound(rounds, (r) => count(r) / r.seconds);
-    const processes = round?.cpu?.processes;
-    if (!round || !processes) return `CPU per ${unit}: n/a`;
-    const share = round.cpu!;
-    const micros = (cores: number | undefined) => ((cores ?? 0) * share.seconds * 1e6) / count(round);
-    const parts = [processes[label], processes['redis-server'], processes.simulator, processes['load generator']].map(micros);
+    const micros = cpuMicrosPerJob(rounds, count);
+    if (!micros) return `CPU per ${unit}: n/a`;
+    const parts = [micros[label], micros['redis-server'], micros.simulator, micros['load generator']].map((value) => value ?? 0);
     rows.push([label, ...parts.map((value) => n0(value)), n0(parts.reduce((sum, value) => sum + value, 0))]);
   }
   return table(rows);

@@ -5,6 +5,8 @@
  *   docs/events.md          the event types and failure codes (packages/producer/src/events.ts, catalog.ts)
  *   docs/architecture.md    what an answer to sendTransaction proves (src/transfers/send-proof.ts)
  *   docs/cli.md             the CLI's usage text (src/cli/usage.ts with src/cli/run.ts's COMMANDS)
+ *   bench/README.md         the benchmarks' figures and goals (bench/results/*.json, bench/goals.ts;
+ *                           tools/docs/bench.ts)
  *
  * Each table sits in a marked region of its page, `<!-- generated: <name> -->` … `<!-- end generated:
  * <name> -->`; only what is between the markers is replaced, the rest of the page is prose written by
@@ -22,6 +24,8 @@ import { usage } from '../../src/cli/usage.ts';
 import { CONFIG_DOCS, CONFIG_VARIABLES, type ConfigVariable } from '../../src/config/config.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { SEND_PROOF_TABLE, proofOfAnswer } from '../../src/transfers/send-proof.ts';
+import { benchBudget, benchCapacity, benchFigures, benchMemory, benchScale, benchTargets, budgetSizing } from './bench.ts';
+import { code, table } from './markdown.ts';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -32,6 +36,7 @@ export const PAGES: Readonly<Record<string, readonly RegionName[]>> = {
   'docs/events.md': ['events', 'failure-codes'],
   'docs/architecture.md': ['send-proof'],
   'docs/cli.md': ['cli-usage'],
+  'bench/README.md': ['bench-targets', 'bench-figures', 'bench-memory', 'bench-scale', 'bench-budget', 'budget-sizing', 'bench-capacity'],
 };
 
 const REGIONS = {
@@ -41,6 +46,13 @@ const REGIONS = {
   'failure-codes': failureCodesTable,
   'send-proof': sendProofTable,
   'cli-usage': cliUsage,
+  'bench-targets': benchTargets,
+  'bench-figures': benchFigures,
+  'bench-memory': benchMemory,
+  'bench-scale': benchScale,
+  'bench-budget': benchBudget,
+  'budget-sizing': budgetSizing,
+  'bench-capacity': benchCapacity,
 } as const satisfies Record<string, () => string>;
 
 export type RegionName = keyof typeof REGIONS;
@@ -85,19 +97,6 @@ export function readPage(page: string): string {
 
 // ---------------------------------------------------------------------------------------------------
 // The tables.
-
-/** A Markdown table in the repository's style (`|---|`), cells escaped. */
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const line = (cells: readonly string[]) => `| ${cells.map(cell).join(' | ')} |`;
-  return [line(header), `|${header.map(() => '---').join('|')}|`, ...rows.map(line)].join('\n');
-}
-
-function cell(text: string): string {
-  if (/[\r\n]/.test(text)) throw new Error(`a table cell cannot hold a line break: ${JSON.stringify(text)}`);
-  return text.replace(/\|/g, '\\|');
-}
-
-const code = (text: string) => `\`${text}\``;
 
 /** One row per variable in envSchema's order; neighbours with the same meaning share a row. */
 function configurationTable(): string {
