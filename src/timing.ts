@@ -33,6 +33,23 @@ export function backoffDelay(profile: BackoffProfile, attempt: number, random: (
   return Math.round(nominal / 2 + (nominal / 2) * random());
 }
 
+/**
+ * The tracking poll's schedule (TRACK_POLL_MIN, TRACK_POLL_MAX). The delay before the next poll grows
+ * with the transfer's age since submission: `age + TRACK_POLL_MIN`, capped at TRACK_POLL_MAX. Polls so
+ * land near min, 3 min, 7 min, 15 min … after submission, the capped exponential backoff of doubling
+ * delays, jittered like backoffDelay (between half and all of the nominal delay). It counts nothing:
+ * a run the request budget turned away, a tracker reconciliation recreated, a restart or a duplicate
+ * tracker neither moves the schedule on nor starts it over, since the age is the ledger's.
+ */
+export function trackPollProfile(minMs: number, maxMs: number): BackoffProfile {
+  return { name: 'track-poll', baseMs: minMs, maxMs: Math.max(minMs, maxMs) };
+}
+
+export function trackPollDelay(profile: BackoffProfile, ageMs: number, random: () => number = Math.random): number {
+  const nominal = Math.min(profile.maxMs, Math.max(0, ageMs) + profile.baseMs);
+  return Math.round(nominal / 2 + (nominal / 2) * random());
+}
+
 /** Scales a profile, e.g. for tests that want milliseconds instead of seconds (SUBMIT_RETRY_BASE). */
 export function withBase(profile: BackoffProfile, baseMs: number, maxMs = profile.maxMs): BackoffProfile {
   return { ...profile, baseMs, maxMs: Math.max(baseMs, maxMs) };

@@ -8,6 +8,8 @@ import {
   ENRICH_ATTEMPTS,
   POLL_FAILURES_ALERT,
   TRACK_ERROR_RETRY,
+  trackPollDelay,
+  trackPollProfile,
   UNMATCHED_POLLS_ALERT,
   type BackoffProfile,
 } from '../../timing.ts';
@@ -70,7 +72,7 @@ export type TrackResult = { outcome: 'broadcast' | 'expired' | 'not-tracking'; s
  */
 export function createTrackHandler(deps: TrackDeps) {
   const now = deps.now ?? Date.now;
-  const pollProfile: BackoffProfile = { name: 'track-poll', baseMs: deps.pollMinMs, maxMs: deps.pollMaxMs };
+  const pollProfile = trackPollProfile(deps.pollMinMs, deps.pollMaxMs);
   const errorProfile = deps.errorRetry ?? { ...TRACK_ERROR_RETRY, maxMs: deps.pollMaxMs };
 
   return async ({ job, log }: JobContext): Promise<TrackResult> => {
@@ -166,7 +168,7 @@ export function createTrackHandler(deps: TrackDeps) {
     } else if (record.pollFailures > 0) {
       await deps.ledger.transition(sequenceId, op.pollAnswered());
     }
-    return expireOrWait(record, deadline, backoffDelay(pollProfile, job.attemptsStarted), log);
+    return expireOrWait(record, deadline, trackPollDelay(pollProfile, now() - submittedAt), log);
   };
 
   /**
