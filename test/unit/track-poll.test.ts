@@ -25,7 +25,7 @@ describe('trackPollDelay', () => {
     expect(trackPollDelay(profile, 10_000_000, () => 1)).toBe(60_000);
   });
 
-  it('reads an age below zero (a process clock behind the ledger's) as a new transfer', () => {
+  it("reads an age below zero (a process clock behind the ledger's) as a new transfer", () => {
     expect(trackPollDelay(profile, -30_000, nominal)).toBe(2_000);
   });
 
