@@ -14,7 +14,11 @@ export const CustodyErrorCode = {
   RATE_LIMITED: 'CUSTODY_RATE_LIMITED',
   /** 401 that a fresh token did not cure, or Basic credentials refused. */
   UNAUTHORIZED: 'CUSTODY_UNAUTHORIZED',
-  /** 409 on sendTransaction: the sequenceId was already accepted. */
+  /**
+   * 409 on sendTransaction: the provider knows the sequenceId. The adapter reports the answer, never
+   * what it means: src/transfers/classify-send.ts alone decides that (accepted earlier, or in use by a
+   * transaction this worker cannot claim).
+   */
   DUPLICATE: 'CUSTODY_DUPLICATE',
   /** 404. */
   NOT_FOUND: 'CUSTODY_NOT_FOUND',

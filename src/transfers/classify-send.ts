@@ -50,7 +50,7 @@ export function classifySendFailure(error: unknown, record: { unknownSince: numb
     retryAfterMs: error.retryAfterMs,
   });
   const mayHaveBeenSent = record.unknownSince !== undefined;
-  if (error.code === CustodyErrorCode.DUPLICATE || error.proof === 'conflict') {
+  if (error.proof === 'conflict') {
     return failure(mayHaveBeenSent ? 'accepted-earlier' : 'in-use');
   }
   if (error.proof === 'maybe-processed') return failure('unknown');

@@ -13,7 +13,7 @@ export function throwForStatus(endpoint: CustodyEndpoint, response: TransportRes
   if (status === 401) throw new CustodyError(CustodyErrorCode.UNAUTHORIZED, `${what}, credentials refused`, details);
   if (status === 404) throw new CustodyError(CustodyErrorCode.NOT_FOUND, `${what}, not found`, details);
   if (status === 409 && endpoint === 'sendTransaction') {
-    throw new CustodyError(CustodyErrorCode.DUPLICATE, `${what}, sequenceId already accepted`, details);
+    throw new CustodyError(CustodyErrorCode.DUPLICATE, `${what}, sequenceId conflict`, details);
   }
   if (status === 429) {
     // The transport caps it at CUSTODY_MAX_PAUSE; a response made elsewhere gets the default cap.
