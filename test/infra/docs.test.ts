@@ -51,6 +51,23 @@ describe('the documentation stays inside the repository', () => {
     expect(broken).toEqual([]);
   });
 
+  it('every repository path a Markdown page names in backticks exists', () => {
+    // Paths a run creates (not in a clone): the CPU profiles of `BENCH_CPU_PROF=1`.
+    const createdByRuns = new Set(['bench/results/prof/']);
+    const missing: string[] = [];
+    for (const file of tracked.filter((f) => f.endsWith('.md') && !/(^|\/)CHANGELOG\.md$/.test(f))) {
+      const text = readFileSync(join(PROJECT_ROOT, file), 'utf8');
+      for (const match of text.matchAll(/`((?:\.\.\/)*(?:src|test|tools|bench|deploy|docs|packages|examples|\.ci)\/[^`\s]*)`/g)) {
+        const named = match[1]!.replace(/^(\.\.\/)+/, '');
+        // Placeholders and patterns (`src/jobs/<queue>/`, `schemas/events/*.json`) name no one file.
+        if (/[<*{…]/.test(named) || createdByRuns.has(named)) continue;
+        const path = named.split('#')[0]!.replace(/:\d+$/, '');
+        if (!existsSync(join(PROJECT_ROOT, path))) missing.push(`${file}: ${match[1]}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
   it("every variable the README's configuration table names is one the worker reads", () => {
     // The full table is docs/configuration.md, generated from the schema; the README names the essentials.
     const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
