@@ -4,6 +4,8 @@
  * Ctrl-C or the end stops everything it started.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
@@ -14,6 +16,7 @@ import {
   type TransferEvent,
 } from '../../packages/producer/src/events.ts';
 import { QueueName } from '../../src/queues/names.ts';
+import { PROJECT_ROOT } from '../../tools/child-process.ts';
 import { verifyRun } from '../../tools/demo/verify.ts';
 import { buildSamples } from '../../tools/demo/samples.ts';
 import { versionProblems } from '../helpers/harness.ts';
@@ -261,6 +264,26 @@ describe('npm run demo', () => {
     expect(stdout).not.toMatch(/^dashboard: /m);
     expect(stdout).toMatch(/^the dashboard stops with the demo; `npm run demo -- --keep` keeps it up$/m);
     expect(stdout + stderr).not.toContain('testcontainers:');
+
+    // The excerpt docs/simulator.md shows as this command's output: every line has the shape of a
+    // line this run printed (times, ids, amounts, counts and hex digits aside).
+    const page = readFileSync(join(PROJECT_ROOT, 'docs/simulator.md'), 'utf8');
+    const excerpt = /<!-- output: npm run demo -->\n```text\n([\s\S]*?)```/.exec(page)?.[1];
+    expect(excerpt, 'docs/simulator.md marks an excerpt of the demo output').toBeDefined();
+    const shape = (line: string) =>
+      line
+        .replace(/\d\d:\d\d:\d\d\.\d{3}/g, 'T')
+        .replace(/demo-[0-9a-f]{8}/g, 'demo-P')
+        .replace(/0x[0-9a-fA-F]+…[0-9a-fA-F]+/g, 'H')
+        .replace(/\d+(\.\d+)?/g, 'N')
+        .replace(/\s+/g, ' ')
+        .trim();
+    const printed = new Set(stdout.split('\n').map(shape));
+    const unmatched = excerpt!
+      .split('\n')
+      .filter((line) => line.trim() !== '' && line.trim() !== '…')
+      .filter((line) => !printed.has(shape(line)));
+    expect(unmatched).toEqual([]);
 
     // Stopped in order; a Redis it did not start is left running, with the run's keys gone.
     expect(stoppedSteps(stderr)).toEqual(['worker', 'http server', 'demo connection', 'simulator']);
