@@ -27,32 +27,10 @@ import {
 import type { CustodyEndpoint } from './custody/errors.ts';
 import type { SkippedRecord } from './custody/wallet-service/schemas.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
+import { RedisErrors } from './redis-errors.ts';
 import { CustodyClient } from './custody/wallet-service/client.ts';
 import type { Tracing } from './telemetry.ts';
 import { BudgetClass, RequestBudget } from './custody/budget.ts';
-
-/** Connection errors repeat on every reconnect attempt while Redis is away: log them once per interval. */
-const CONNECTION_ERROR_LOG_INTERVAL_MS = 5_000;
-const CONNECTION_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN']);
-
-function throttledErrorLog(logger: Logger, queue: string) {
-  let lastLogged = 0;
-  let suppressed = 0;
-  return (err: Error & { code?: string }) => {
-    if (!CONNECTION_ERRORS.has(err.code ?? '')) {
-      logger.error({ err, queue }, 'worker error');
-      return;
-    }
-    const now = Date.now();
-    if (now - lastLogged < CONNECTION_ERROR_LOG_INTERVAL_MS) {
-      suppressed++;
-      return;
-    }
-    logger.warn({ code: err.code, message: err.message, queue, suppressed }, 'redis connection error, retrying');
-    lastLogged = now;
-    suppressed = 0;
-  };
-}
 
 /**
  * Upstream list records that failed the schema: all counted; logged at most once per endpoint per
@@ -136,6 +114,8 @@ export interface App {
   readonly queues: Record<QueueName, Queue>;
   readonly workers: Worker[];
   readonly metrics: Metrics;
+  /** The error events of the workers, queues and Redis client, and the readiness write probe. */
+  readonly redisErrors: RedisErrors;
   /** Whether every worker is running (for readiness). */
   running(): boolean;
   /** Stops taking jobs, waits for in-flight ones, closes every connection. */
@@ -301,6 +281,14 @@ export async function createApp(
     removeOnFail: { age: Math.ceil(config.retention.transfersMs / 1000) },
   };
 
+  // Error events of the workers, queues and Redis client, and the readiness write probe (redis-errors.ts).
+  const redisErrors = new RedisErrors({
+    logger,
+    redis,
+    probeKey: keys.readyProbe,
+    onRefused: (code) => metrics.redisRefusedWrites.inc({ code }),
+  });
+
   /**
    * One BullMQ worker per queue, each behind the processor wrapper that classifies outcomes. The
    * watchdog (queues/watchdog.ts) may replace one that stopped fetching: `workers` always holds the
@@ -324,7 +312,7 @@ export async function createApp(
         }),
         { ...workerOptions, name: `${queue}-${process.pid}`, ...options },
       );
-      worker.on('error', throttledErrorLog(logger, worker.name));
+      worker.on('error', redisErrors.listener(worker.name));
       return worker;
     };
     const index = workers.push(create()) - 1;
@@ -411,10 +399,16 @@ export async function createApp(
             logger.warn({ queue, reason }, 'worker started no job while its queue had work due: replaced it');
           },
           onError: (err) => logger.warn({ err }, 'could not check the workers, next try later'),
+          writesRefused: (withinMs) => redisErrors.refusing(withinMs),
+          onHeldOff: (queue, reason, code) =>
+            logger.warn(
+              { queue, reason, code },
+              'worker started no job while its queue had work due, but redis refuses writes: no worker is replaced while it does (a new one could not move jobs either)',
+            ),
         })
       : undefined;
-  for (const queue of Object.values(queues)) queue.on('error', throttledErrorLog(logger, `queue-${queue.name}`));
-  redis.on('error', throttledErrorLog(logger, 'redis'));
+  for (const queue of Object.values(queues)) queue.on('error', redisErrors.listener(`queue-${queue.name}`));
+  redis.on('error', redisErrors.listener('redis'));
 
   let closed = false;
   return {
@@ -425,6 +419,7 @@ export async function createApp(
     queues,
     workers,
     metrics,
+    redisErrors,
     running: () => !closed && workers.every((worker) => worker.isRunning()),
     async close() {
       if (closed) return;

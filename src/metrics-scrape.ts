@@ -2,19 +2,20 @@ import type { App } from './app.ts';
 import { NON_TERMINAL_STATES } from './ledger/ledger.ts';
 import type { Metrics } from './metrics.ts';
 import { QueueName } from './queues/names.ts';
-import { STALE_SCAN_LIMIT, STALE_TRANSFER_AGE_MS } from './timing.ts';
+import { READY_CHECK_TIMEOUT_MS, STALE_SCAN_LIMIT, STALE_TRANSFER_AGE_MS } from './timing.ts';
 
 /**
  * Gauges read from Redis when /metrics is scraped: queue depths and ages, the ledger's non-terminal
- * transfers and its recovery window, the provider's pause, the last reconciliation, and readiness. Queue- and ledger-wide values are the same on
+ * transfers and its recovery window, the provider's pause, the last reconciliation, and readiness (with a write probe). Queue- and ledger-wide values are the same on
  * every replica: they are exported by each (no gap when one replica is down) and dashboards and
  * alerts aggregate them with max, never sum (docs/operations.md, "Metrics, logs and alerts"). Every read is bounded: ZCARD, one
  * ZRANGE entry, job counts, the newest completed reconcile job, and the stale scan's limit.
  */
 export async function refreshScrapeGauges(app: App, metrics: Metrics): Promise<void> {
   try {
-    await refresh(app, metrics);
-    metrics.ready.set(app.running() ? 1 : 0);
+    // Readiness as /readyz judges it: the reads below show Redis answers; the probe that it takes writes.
+    const [, probe] = await Promise.all([refresh(app, metrics), app.redisErrors.probeWrites(READY_CHECK_TIMEOUT_MS)]);
+    metrics.ready.set(app.running() && probe.accepted ? 1 : 0);
   } catch (error) {
     metrics.ready.set(0);
     throw error;

@@ -3,6 +3,7 @@ import { EVENT_TYPES } from '../packages/producer/src/catalog.ts';
 import { QueueName } from './queues/names.ts';
 import { BUDGET_CLASSES } from './custody/budget.ts';
 import { JOB_OUTCOMES } from './queues/outcomes.ts';
+import { REFUSED_WRITE_CODES } from './redis-errors.ts';
 
 /**
  * Every Prometheus metric of the worker, on its own registry (no global state, so tests and several
@@ -118,7 +119,7 @@ function declareMetrics() {
     }),
     ready: new Gauge({
       name: 'custody_worker_ready',
-      help: '1 when this process is ready (its workers run and Redis answered this scrape), else 0; as /readyz.',
+      help: '1 when this process is ready (its workers run, Redis answered this scrape and took its write probe), else 0; as /readyz.',
       registers: [registry],
     }),
     pollFailures: new Counter({
@@ -140,6 +141,12 @@ function declareMetrics() {
       name: 'custody_worker_replaced_total',
       help: 'BullMQ workers of this process replaced because they started no job for WORKER_STALL_TIMEOUT while their queue had work due (a worker that stopped fetching, as after some Redis failovers).',
       labelNames: ['queue'] as const,
+      registers: [registry],
+    }),
+    redisRefusedWrites: new Counter({
+      name: 'custody_redis_refused_writes_total',
+      help: 'Redis replies refusing a write, seen by this process (its workers, queues and readiness probe), by code: OOM (maxmemory reached), READONLY (a replica), MISCONF (a failed RDB save stops writes), NOREPLICAS (min-replicas-to-write not met). No job moves while they last.',
+      labelNames: ['code'] as const,
       registers: [registry],
     }),
     replicaWaitFailures: new Counter({
@@ -245,6 +252,7 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   for (const outcome of ['retried', 'gave-up']) metrics.reconcileRetries.inc({ outcome }, 0);
   metrics.foundForOther.inc(0);
   metrics.sendWindowShut.inc(0);
+  for (const code of REFUSED_WRITE_CODES) metrics.redisRefusedWrites.inc({ code }, 0);
   metrics.ledgerLost.inc(0);
   metrics.ledgerRecoveryUntil.set(0);
   for (const found of ['found', 'absent', 'ambiguous']) metrics.recoveryLookups.inc({ found }, 0);

@@ -176,6 +176,27 @@ export const STALE_SCAN_LIMIT = 10_000;
 /** Skipped upstream records are logged at most once per endpoint per this interval (the counter counts all). */
 export const SKIPPED_RECORD_LOG_INTERVAL_MS = 60_000;
 
+/**
+ * Redis errors that repeat on every command while their cause lasts (a connection down, writes refused
+ * for OOM, READONLY, MISCONF, NOREPLICAS, a node loading) are logged at most once per code per this
+ * interval for the whole process, with a count of those left out (src/redis-errors.ts). A worker whose
+ * moves are refused retries at once: unthrottled, a minute of OOM wrote 105,000 lines.
+ */
+export const REDIS_ERROR_LOG_INTERVAL_MS = 5_000;
+
+/**
+ * /readyz answers 503 when Redis does not answer PING, or the write probe, within this; the watchdog
+ * waits as long for its probe.
+ */
+export const READY_CHECK_TIMEOUT_MS = 1_000;
+
+/**
+ * The readiness write probe's key (`<QUEUE_PREFIX>:ready-probe`, one per deployment, rewritten by every
+ * probe of every process) expires this long after the last probe: it holds nothing anyone reads, so it
+ * should not outlive the probes by much, and one key rewritten costs Redis nothing it could run out of.
+ */
+export const READY_PROBE_TTL_MS = 10_000;
+
 // ---------------------------------------------------------------------------------------------------
 // Reconciliation.
 

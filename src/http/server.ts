@@ -10,11 +10,10 @@ import { requireBasicAuth } from './auth.ts';
 import { boundedCopyWithoutUser } from './bounded-copy.ts';
 import { registerDashboard } from './dashboard.ts';
 import { redactMetadata } from './job-view.ts';
+import { READY_CHECK_TIMEOUT_MS } from '../timing.ts';
 
 export { DASHBOARD_PATH } from './dashboard.ts';
 
-/** /readyz answers 503 when Redis does not answer PING within this. */
-const READY_PING_TIMEOUT_MS = 1_000;
 /**
  * How long /metrics waits for its Redis reads, and /transfers/:id for the ledger: the contract says
  * /metrics answers within 2 s whatever Redis does; 1.5 s leaves half a second for the rest.
@@ -45,17 +44,44 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
 
   server.get('/healthz', async () => ({ status: 'ok' }));
 
+  /*
+   * Ready: Redis answers PING, takes a write, and every worker runs. The write is a probe (one small key
+   * that expires, redis-errors.ts) rather than a judgement on the workers' recent errors: a Redis out of
+   * memory (or read-only, or refusing writes after a failed RDB save, or short of replicas) still answers
+   * PING and reads, and a worker with nothing due writes nothing, so only a write shows it, at once, and
+   * shows as soon as writes are taken again. `reason` names what failed.
+   */
   server.get('/readyz', async (_request, reply) => {
-    const redisOk = await Promise.race([
-      app.redis.ping().then(
-        () => true,
-        () => false,
-      ),
-      new Promise<boolean>((resolve) => setTimeout(resolve, READY_PING_TIMEOUT_MS, false).unref()),
+    const [redisOk, probe] = await Promise.all([
+      Promise.race([
+        app.redis.ping().then(
+          () => true,
+          () => false,
+        ),
+        new Promise<boolean>((resolve) => setTimeout(resolve, READY_CHECK_TIMEOUT_MS, false).unref()),
+      ]),
+      app.redisErrors.probeWrites(READY_CHECK_TIMEOUT_MS),
     ]);
     const workersOk = app.running();
-    const ready = redisOk && workersOk;
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', redis: redisOk, workers: workersOk });
+    // A refusal first: with MISCONF, Redis refuses PING as well.
+    const reason =
+      !probe.accepted && probe.refused
+        ? `redis refuses writes: ${probe.code}`
+        : !redisOk
+          ? 'redis does not answer'
+          : !probe.accepted
+            ? `redis write probe failed: ${probe.code}`
+            : !workersOk
+              ? 'workers not running'
+              : undefined;
+    const ready = reason === undefined;
+    return reply.code(ready ? 200 : 503).send({
+      status: ready ? 'ready' : 'not ready',
+      redis: redisOk,
+      writes: probe.accepted,
+      workers: workersOk,
+      ...(reason ? { reason } : {}),
+    });
   });
 
   // One refresh of the Redis-read gauges at a time: while Redis hangs, scrapes do not pile commands up

@@ -40,6 +40,8 @@ export interface Keys {
   epoch: string;
   /** Marks that one run's system event (`reconcile.completed`) was published, with its stream id. */
   systemEventRun(runId: string): string;
+  /** Written by every readiness check (src/redis-errors.ts), expiring by itself: does Redis take a write? */
+  readyProbe: string;
   events: string;
 }
 
@@ -62,6 +64,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     reconcileRetries: (jobId, createdAt) => `${prefix}:reconcile:retries:${jobId}:${createdAt}`,
     epoch: `${prefix}:ledger:epoch`,
     systemEventRun: (runId) => `${prefix}:system-event:${runId}`,
+    readyProbe: `${prefix}:ready-probe`,
     events: eventsStream,
   };
 }

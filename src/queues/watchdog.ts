@@ -42,6 +42,14 @@ export interface WatchdogOptions {
   lockDurationMs: number;
   onReplaced(queue: string, reason: string): void;
   onError(error: unknown): void;
+  /**
+   * Whether Redis refuses writes (OOM, READONLY, MISCONF, NOREPLICAS: src/redis-errors.ts): the code of
+   * a refusal seen within `withinMs` or of a write probed now, else undefined. Asked only about a worker
+   * that looks stalled.
+   */
+  writesRefused?(withinMs: number): Promise<string | undefined>;
+  /** A stalled-looking worker was kept because Redis refuses writes: called once per such spell. */
+  onHeldOff?(queue: string, reason: string, code: string): void;
 }
 
 /**
@@ -58,14 +66,33 @@ export interface WatchdogOptions {
  * by a new Worker (BullMQ's public API) and the old one closed in the background. A false alarm (say,
  * other processes took every job) costs one worker restart; nothing is lost, and jobs in flight on the
  * old worker finish there.
+ *
+ * A worker starts no job either while Redis refuses writes (out of memory, say): every move of a job
+ * is refused, and a new worker's would be too. While a refusal was seen within `stallMs`, or a probe
+ * write is refused now, no worker is replaced; that is said once per spell (`onHeldOff`), and after it
+ * a worker again has `stallMs` and two checks to start a job before it is replaced.
  */
 export function startWatchdog(watched: Watched[], options: WatchdogOptions): { stop(): void } {
   const suspect = new Set<Watched>();
   let checking = false;
+  /** The refusal code this spell of holding off was reported with. */
+  let holding: string | undefined;
+  let heldThisRound = false;
+  let refusal: Promise<string | undefined> | undefined;
   const check = async (entry: Watched): Promise<void> => {
     const reason = await stalled(entry, options);
     if (!reason) {
       suspect.delete(entry);
+      return;
+    }
+    // One question to Redis per round, however many workers look stalled.
+    refusal ??= options.writesRefused?.(options.stallMs) ?? Promise.resolve(undefined);
+    const code = await refusal;
+    if (code !== undefined) {
+      suspect.delete(entry);
+      heldThisRound = true;
+      if (holding !== code) options.onHeldOff?.(entry.queue.name, reason, code);
+      holding = code;
       return;
     }
     if (!suspect.has(entry)) {
@@ -85,7 +112,10 @@ export function startWatchdog(watched: Watched[], options: WatchdogOptions): { s
     () => {
       if (checking) return;
       checking = true;
+      heldThisRound = false;
+      refusal = undefined;
       Promise.all(watched.map((entry) => check(entry).catch(options.onError))).finally(() => {
+        if (!heldThisRound) holding = undefined;
         checking = false;
       });
     },

@@ -31,7 +31,7 @@ describe('HTTP server', () => {
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     const ready = await fetch(`${base}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready', redis: true, workers: true });
+    expect(await ready.json()).toEqual({ status: 'ready', redis: true, writes: true, workers: true });
   });
 
   it('looks up a broadcast transfer with its state, attempts, txid, gate decision and events', async () => {
