@@ -177,6 +177,7 @@ describe('deploy/: Grafana board and Prometheus alerts', () => {
         'CustodyWorkerNotReady',
         'CustodyLedgerLost',
         'CustodySendWindowShut',
+        'CustodyRedisRefusesWrites',
       ]),
     );
     for (const rule of rules) {
