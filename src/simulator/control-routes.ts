@@ -5,20 +5,36 @@
  * endpoints (server.ts), and it must never be exposed beyond loopback.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { FaultBoard } from './faults.ts';
 import { decodeSegment, failure, isObject, json, nonEmptyString, parseJson, readBody, write } from './http.ts';
 import type { Answer } from './http.ts';
-import { SIM_ENDPOINTS, SettingsError, isSimEndpoint, mergeSettings, parseFaultPlan } from './settings.ts';
-import type { SimulatorSettings } from './settings.ts';
-import type { SimState } from './state.ts';
+import { SettingsError, parseFaultPlan } from './settings.ts';
+import type { FaultPlan } from './settings.ts';
 
-/** What the control API reads and changes of a running simulator. */
+/**
+ * What the control API reads and changes of a running simulator, whichever provider it plays
+ * (wallet-service: server.ts; BitGo: bitgo/server.ts). Each method throws SettingsError on bad input.
+ */
 export interface ControlTarget {
-  readonly clientId: string;
-  readonly state: SimState;
-  readonly faults: FaultBoard;
-  current: SimulatorSettings;
+  /** The endpoint names a fault plan can target. */
+  readonly endpoints: readonly string[];
+  stats(): unknown;
+  settings(): unknown;
+  /** Deep-merges a partial into the settings and returns them. */
+  patchSettings(patch: unknown): unknown;
+  faults(): unknown;
+  clearFaults(): void;
+  /** `endpoint` is one of `endpoints`; the plan was validated by parseFaultPlan. */
+  setFault(endpoint: string, plan: FaultPlan | null): void;
   reset(): void;
+  /** The simulator's view of a transfer, undefined when none has this sequenceId. */
+  transfer(sequenceId: string, now: number): unknown;
+  /** Forces the txid to show now (the given one, or the one drawn at acceptance); false: unknown sequenceId. */
+  setTxid(sequenceId: string, txid: string | undefined, now: number): boolean;
+  /** Every accepted transfer shows its txid from now on; returns how many. */
+  releaseAllTxids(now: number): number;
+  expireTokens(): void;
+  /** Routes only this provider serves (`POST transfers/:id/state`, …); undefined: not found. */
+  extraRoute?(route: string, id: string, text: string, now: number): Answer | undefined;
 }
 
 const NOT_FOUND = failure(404, 'not found');
@@ -45,33 +61,32 @@ function controlAnswer(target: ControlTarget, method: string, parts: string[], t
   const now = Date.now();
   switch (route) {
     case 'GET stats':
-      return json(200, target.state.stats());
+      return json(200, target.stats());
     case 'GET settings':
-      return json(200, target.current);
+      return json(200, target.settings());
     case 'PATCH settings':
     case 'PUT settings':
-      target.current = mergeSettings(target.current, parseControlJson(text, false));
-      return json(200, target.current);
+      return json(200, target.patchSettings(parseControlJson(text, false)));
     case 'GET faults':
-      return json(200, target.faults.snapshot());
+      return json(200, target.faults());
     case 'DELETE faults':
-      target.faults.clear();
+      target.clearFaults();
       return json(200, { success: true });
     case 'PUT faults/:id':
     case 'DELETE faults/:id': {
       const endpoint = id ?? '';
-      if (!isSimEndpoint(endpoint)) {
-        throw new ControlInputError(`unknown endpoint: ${endpoint.slice(0, 64)} (one of ${SIM_ENDPOINTS.join(', ')})`);
+      if (!target.endpoints.includes(endpoint)) {
+        throw new ControlInputError(`unknown endpoint: ${endpoint.slice(0, 64)} (one of ${target.endpoints.join(', ')})`);
       }
       const plan = method === 'DELETE' ? null : parseFaultPlan(parseControlJson(text, false));
-      target.faults.set(endpoint, plan);
+      target.setFault(endpoint, plan);
       return json(200, { endpoint, plan });
     }
     case 'POST reset':
       target.reset();
       return json(200, { success: true });
     case 'GET transfers/:id': {
-      const view = target.state.view(id ?? '', target.clientId, now);
+      const view = target.transfer(id ?? '', now);
       return view ? json(200, view) : failure(404, 'unknown sequenceId');
     }
     case 'POST transfers/:id/txid': {
@@ -84,25 +99,25 @@ function controlAnswer(target: ControlTarget, method: string, parts: string[], t
         }
         txid = input.txid;
       }
-      if (!target.state.setTxid(id ?? '', txid, now)) return failure(404, 'unknown sequenceId');
-      return json(200, target.state.view(id ?? '', target.clientId, now));
+      if (!target.setTxid(id ?? '', txid, now)) return failure(404, 'unknown sequenceId');
+      return json(200, target.transfer(id ?? '', now));
     }
     case 'POST txids':
-      return json(200, { released: target.state.releaseAllTxids(now) });
+      return json(200, { released: target.releaseAllTxids(now) });
     case 'POST tokens/:id':
       if (id !== 'expire') return NOT_FOUND;
-      target.state.expireTokens();
+      target.expireTokens();
       return json(200, { success: true });
     default:
-      return NOT_FOUND;
+      return target.extraRoute?.(route, id ?? '', text, now) ?? NOT_FOUND;
   }
 }
 
-class ControlInputError extends Error {
+export class ControlInputError extends Error {
   override name = 'ControlInputError';
 }
 
-function parseControlJson(text: string, optional: boolean): unknown {
+export function parseControlJson(text: string, optional: boolean): unknown {
   if (text.trim() === '') {
     if (optional) return undefined;
     throw new ControlInputError('a JSON body is required');

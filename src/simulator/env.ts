@@ -5,8 +5,15 @@
 import { DURATION_GRAMMAR, parseDuration } from '../config/duration.ts';
 import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, DEFAULT_HOST, DEFAULT_PORT, SIM_PROFILES } from './settings.ts';
 import type { DeepPartial, SimProfile, SimulatorOptions, SimulatorSettings } from './settings.ts';
+import { DEFAULT_BITGO_ACCESS_TOKEN } from './bitgo/settings.ts';
+import type { BitgoSettings, BitgoSimulatorOptions } from './bitgo/settings.ts';
 
-export type SimulatorEnv = { ok: true; options: SimulatorOptions } | { ok: false; problems: string[] };
+/** Which provider the simulator plays: the wallet-service API (docs/upstream-api.md) or BitGo's (docs/bitgo-api.md). */
+export type SimProvider = 'wallet-service' | 'bitgo';
+export const SIM_PROVIDERS: readonly SimProvider[] = ['wallet-service', 'bitgo'];
+
+export type SimulatorEnv =
+  { ok: true; provider: SimProvider; options: SimulatorOptions; bitgo: BitgoSimulatorOptions } | { ok: false; problems: string[] };
 
 /** The simulator's durations are timer delays: at most what setTimeout can wait (about 24.8 days). */
 export const MAX_DELAY_MS = 2_147_483_647;
@@ -25,8 +32,24 @@ function bool(text: string): boolean | undefined {
   return undefined;
 }
 
-export function readSimulatorEnv(env: NodeJS.ProcessEnv): SimulatorEnv {
+/** The provider named by `--provider <name>` (or `--provider=<name>`), else by SIMULATOR_PROVIDER. */
+function providerText(argv: readonly string[], env: NodeJS.ProcessEnv): { name: string; text: string } | undefined {
+  for (const [index, arg] of argv.entries()) {
+    if (arg === '--provider') return { name: '--provider', text: argv[index + 1] ?? '' };
+    if (arg.startsWith('--provider=')) return { name: '--provider', text: arg.slice('--provider='.length) };
+  }
+  const text = env.SIMULATOR_PROVIDER?.trim();
+  return text ? { name: 'SIMULATOR_PROVIDER', text } : undefined;
+}
+
+/** `argv`: the arguments after the script (only `--provider` is read). */
+export function readSimulatorEnv(env: NodeJS.ProcessEnv, argv: readonly string[] = []): SimulatorEnv {
   const problems: string[] = [];
+  const named = providerText(argv, env);
+  const provider = named === undefined ? 'wallet-service' : SIM_PROVIDERS.find((name) => name === named.text.toLowerCase());
+  if (named !== undefined && provider === undefined) {
+    problems.push(`${named.name}: must be ${SIM_PROVIDERS.join(' or ')} (got ${JSON.stringify(named.text)})`);
+  }
   const value = (name: string): string | undefined => {
     const text = env[name]?.trim();
     return text === undefined || text === '' ? undefined : text;
@@ -73,9 +96,22 @@ export function readSimulatorEnv(env: NodeJS.ProcessEnv): SimulatorEnv {
     if (mandatory !== undefined) settings.travelRule.mandatory = mandatory;
   }
 
-  if (problems.length > 0) return { ok: false, problems };
+  const bitgo: Partial<BitgoSettings> = {};
+  const approvalAfterMs = check('SIM_APPROVAL_AFTER', durationMs, DELAY);
+  if (approvalAfterMs !== undefined) bitgo.approvalAfterMs = approvalAfterMs;
+  if (txidAfterMs !== undefined) bitgo.txidAfterMs = txidAfterMs;
+
+  if (problems.length > 0 || provider === undefined) return { ok: false, problems };
   return {
     ok: true,
+    provider,
+    bitgo: {
+      host: value('SIMULATOR_HOST') ?? DEFAULT_HOST,
+      port: port ?? DEFAULT_PORT,
+      // taken as given (not trimmed), as the credentials below
+      accessToken: env.SIM_BITGO_ACCESS_TOKEN || DEFAULT_BITGO_ACCESS_TOKEN,
+      settings: bitgo,
+    },
     options: {
       host: value('SIMULATOR_HOST') ?? DEFAULT_HOST,
       port: port ?? DEFAULT_PORT,

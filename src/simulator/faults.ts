@@ -17,10 +17,16 @@ interface ActivePlan {
   next: number;
 }
 
-export class FaultBoard {
-  private plans = new Map<SimEndpoint, ActivePlan>();
+/** `E`: the endpoint names of one provider's simulator (the wallet-service one's by default). */
+export class FaultBoard<E extends string = SimEndpoint> {
+  private plans = new Map<E, ActivePlan>();
+  private readonly endpoints: readonly E[];
 
-  set(endpoint: SimEndpoint, plan: FaultPlan | null): void {
+  constructor(endpoints: readonly E[] = SIM_ENDPOINTS as readonly string[] as readonly E[]) {
+    this.endpoints = endpoints;
+  }
+
+  set(endpoint: E, plan: FaultPlan | null): void {
     if (plan === null) this.plans.delete(endpoint);
     else this.plans.set(endpoint, { plan: structuredClone(plan), next: 0 });
   }
@@ -30,7 +36,7 @@ export class FaultBoard {
   }
 
   /** Decides the fault of one request to `endpoint`; undefined means answer normally. */
-  pick(endpoint: SimEndpoint): FaultKind | undefined {
+  pick(endpoint: E): FaultKind | undefined {
     const active = this.plans.get(endpoint);
     if (!active) return undefined;
     const { plan } = active;
@@ -45,9 +51,9 @@ export class FaultBoard {
     return kinds[Math.floor(Math.random() * kinds.length)];
   }
 
-  snapshot(): Partial<Record<SimEndpoint, FaultPlan & { consumed: number }>> {
-    const out: Partial<Record<SimEndpoint, FaultPlan & { consumed: number }>> = {};
-    for (const endpoint of SIM_ENDPOINTS) {
+  snapshot(): Partial<Record<E, FaultPlan & { consumed: number }>> {
+    const out: Partial<Record<E, FaultPlan & { consumed: number }>> = {};
+    for (const endpoint of this.endpoints) {
       const active = this.plans.get(endpoint);
       if (active) out[endpoint] = { ...structuredClone(active.plan), consumed: active.next };
     }

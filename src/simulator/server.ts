@@ -21,6 +21,7 @@ import {
   DEFAULT_CLIENT_ID,
   DEFAULT_CLIENT_SECRET,
   DEFAULT_HOST,
+  SIM_ENDPOINTS,
   SettingsError,
   defaultSettings,
   isSimEndpoint,
@@ -108,7 +109,7 @@ function newestFirst(a: SimTransfer, b: SimTransfer): number {
   return b.acceptedAt - a.acceptedAt || b.ordinal - a.ordinal;
 }
 
-class SimulatorServer implements ControlTarget {
+class SimulatorServer {
   readonly clientId: string;
   readonly clientSecret: string;
   readonly state = new SimState();
@@ -123,6 +124,24 @@ class SimulatorServer implements ControlTarget {
   readonly server = createServer({ keepAliveTimeout: 10_000, requestTimeout: 0 }, (req, res) => {
     this.onRequest(req, res);
   });
+  /** What `/_sim/` reads and changes (control-routes.ts). */
+  readonly control: ControlTarget = {
+    endpoints: SIM_ENDPOINTS,
+    stats: () => this.state.stats(),
+    settings: () => this.current,
+    patchSettings: (patch) => {
+      this.current = mergeSettings(this.current, patch);
+      return this.current;
+    },
+    faults: () => this.faults.snapshot(),
+    clearFaults: () => this.faults.clear(),
+    setFault: (endpoint, plan) => this.faults.set(endpoint as SimEndpoint, plan),
+    reset: () => this.reset(),
+    transfer: (sequenceId, now) => this.state.view(sequenceId, this.clientId, now),
+    setTxid: (sequenceId, txid, now) => this.state.setTxid(sequenceId, txid, now) !== undefined,
+    releaseAllTxids: (now) => this.state.releaseAllTxids(now),
+    expireTokens: () => this.state.expireTokens(),
+  };
 
   constructor(options: SimulatorOptions) {
     this.clientId = options.clientId ?? DEFAULT_CLIENT_ID;
@@ -186,7 +205,7 @@ class SimulatorServer implements ControlTarget {
     const query = url.indexOf('?');
     const path = query === -1 ? url : url.slice(0, query);
     if (path === '/_sim' || path.startsWith('/_sim/')) {
-      void handleControl(this, req, res, path);
+      void handleControl(this.control, req, res, path);
       return;
     }
     this.state.countUpstreamRequest();
