@@ -35,6 +35,9 @@ function oneLine(max: number) {
   return z.string().max(max).regex(ONE_LINE);
 }
 
+/** What a cancel's `reason` (and `by`) must be, in words, for error messages. */
+export const CANCEL_TEXT_RULE = `one line of 1-${CANCEL_REASON_MAX} characters, not blank, without control characters`;
+
 /** 2.1 Transaction as an event carries it: the fields that identify and match it, the rest as upstream sent them. */
 export const transactionDataSchema = z
   .looseObject({
@@ -181,6 +184,11 @@ export const EVENT_DATA_SCHEMAS = {
       description: 'One reconciliation run ended (sequenceId empty, version 0): what it checked and repaired.',
     }),
 } as const satisfies Record<EventType, z.ZodType>;
+
+/** Whether `text` may be a cancel's `reason` (transfer.cancelled's schema: CANCEL_TEXT_RULE). */
+export function isCancelReason(text: unknown): text is string {
+  return EVENT_DATA_SCHEMAS['transfer.cancelled'].shape.reason.safeParse(text).success;
+}
 
 export type EventData = { [K in EventType]: z.output<(typeof EVENT_DATA_SCHEMAS)[K]> };
 
