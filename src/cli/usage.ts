@@ -21,9 +21,9 @@ Options of every command:
 
 Configuration: the worker's environment variables. enqueue, status and events need only REDIS_URL
 (or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; resolve also reads EVENTS_MAXLEN,
-RETENTION and TOMBSTONE_RETENTION (cancel too), ledger those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and
-TRACK_DEADLINE; the custody commands need the CUSTODY_* variables as well (the worker's whole
-configuration must be valid).
+RETENTION and TOMBSTONE_RETENTION (cancel too), ledger those and LEDGER_INIT,
+LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody commands need the CUSTODY_* variables as
+well (the worker's whole configuration must be valid).
 
 Exit codes:
   0   ok
