@@ -30,8 +30,9 @@ Exit codes:
   1   invalid input (enqueue), custody API error (its code, e.g. CUSTODY_UNAVAILABLE), Redis error
   2   usage error: unknown command or option, missing or malformed argument
   3   not found: unknown transfer, or the custody API answered 404
-  4   refused: the transfer's state does not allow it now (resolve; cancel: too late), or the
-      ledger has no epoch (ledger accept-epoch); nothing was changed
+  4   refused: the transfer's state does not allow it now (resolve), or the ledger has no epoch
+      (ledger accept-epoch); nothing was changed. cancel: too-late (a send was in flight, or the
+      ledger cannot vouch that none was); nothing was changed
   5   already ended (cancel): the transfer had ended before; nothing was changed
   78  configuration error: one line per missing or malformed variable (named, never its value)
 `;
