@@ -254,12 +254,14 @@ describe('cancel: every state → outcome', () => {
 describe('cancel against a send claim, at once', () => {
   const ROUNDS = 150;
 
-  it(`from gated: takeSend or cancel, never both (${ROUNDS} rounds, both orders, two connections)`, async () => {
+  it(`from gated: takeSend or cancel, never both (${ROUNDS} rounds, both orders, one pipeline and two connections)`, async () => {
     const wins = { send: 0, cancel: 0 };
     for (let round = 0; round < ROUNDS; round++) {
       const s = await inState('gated');
       const send = () => ledger.transition(s, op.takeSend(TransferState.GATED, `runner-${round}`, LEASE_MS, undefined));
-      const cancel = () => otherLedger.cancel(s, CANCEL);
+      // Rounds 0, 1 (mod 4): one connection, so one pipeline in the order issued; 2, 3: two connections racing.
+      const cancelVia = round % 4 < 2 ? ledger : otherLedger;
+      const cancel = () => cancelVia.cancel(s, CANCEL);
       const [sent, cancelled] =
         round % 2 === 0 ? await Promise.all([send(), cancel()]) : await Promise.all([cancel(), send()]).then(([c, t]) => [t, c] as const);
       const sendWon = sent.ok;
