@@ -138,7 +138,11 @@ export async function createApp(
     eventsMaxLen: config.queue.eventsMaxLen,
     retentionMs: config.retention.transfersMs,
     tombstoneRetentionMs: config.retention.tombstonesMs,
-    onEvent: (event) => metrics.transferEvents.inc({ event }),
+    onEvent: (event) => {
+      metrics.transferEvents.inc({ event });
+      // Counted by the process whose cancel took effect (here: the HTTP route, through this ledger).
+      if (event === 'transfer.cancelled') metrics.transfersCancelled.inc();
+    },
     epoch: {
       init: config.ledger.init,
       recoveryWindowMs: config.ledger.recoveryWindowMs,

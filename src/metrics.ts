@@ -61,6 +61,11 @@ function declareMetrics() {
       labelNames: ['event'] as const,
       registers: [registry],
     }),
+    transfersCancelled: new Counter({
+      name: 'custody_transfers_cancelled_total',
+      help: 'Transfers this process cancelled before any send (transfer.cancelled, through HTTP POST /transfers/:sequenceId/cancel). A cancel made with the CLI is not counted here: the events stream has every transfer.cancelled.',
+      registers: [registry],
+    }),
     refusedJobs: new Counter({
       name: 'custody_worker_refused_jobs_total',
       help: 'Jobs failed for good before their handler ran, by queue and reason (job_name: another job name; unparsable_data: data that is not JSON).',
@@ -253,6 +258,7 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   metrics.foundForOther.inc(0);
   metrics.sendWindowShut.inc(0);
   for (const code of REFUSED_WRITE_CODES) metrics.redisRefusedWrites.inc({ code }, 0);
+  metrics.transfersCancelled.inc(0);
   metrics.ledgerLost.inc(0);
   metrics.ledgerRecoveryUntil.set(0);
   for (const found of ['found', 'absent', 'ambiguous']) metrics.recoveryLookups.inc({ found }, 0);

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { ParseArgsOptionsConfig } from 'node:util';
+import type { ExitCode } from './exit-codes.ts';
 import type { Output } from './output.ts';
 
 export type OptionValues = Record<string, string | boolean | Array<string | boolean> | undefined>;
@@ -23,7 +24,8 @@ export interface Command {
   help: string;
   options: ParseArgsOptionsConfig;
   positionals: { min: number; max: number; names: string };
-  run(context: CommandContext): Promise<void>;
+  /** Resolves with the exit code when the result is printed but is not a plain success (cancel); else 0. */
+  run(context: CommandContext): Promise<void | ExitCode>;
 }
 
 /** The option's text (string options given once; parseArgs keeps the last when repeated). */

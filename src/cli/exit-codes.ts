@@ -14,9 +14,12 @@ export const ExitCode = {
   NOT_FOUND: 3,
   /**
    * The state does not allow the operation now (resolve: not in submitting, or a live send lease;
-   * ledger accept-epoch: the ledger has no epoch). Nothing was changed.
+   * ledger accept-epoch: the ledger has no epoch; cancel: too late, a send may have been processed).
+   * Nothing was changed.
    */
   REFUSED: 4,
+  /** The transfer had already ended (cancel: its terminal state is printed). Nothing was changed. */
+  ENDED: 5,
   CONFIG: EX_CONFIG,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];

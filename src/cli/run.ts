@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../config/config.ts';
 import { isCustodyError } from '../custody/errors.ts';
 import type { Command } from './command.ts';
+import { cancelCommand } from './commands/cancel.ts';
 import { enqueueCommand } from './commands/enqueue.ts';
 import { eventsCommand } from './commands/events.ts';
 import { getTransferCommand } from './commands/get-transfer.ts';
@@ -21,6 +22,7 @@ export const COMMANDS: readonly Command[] = [
   statusCommand,
   eventsCommand,
   resolveCommand,
+  cancelCommand,
   ledgerCommand,
   getTransferCommand,
   walletTransactionCommand,
@@ -76,8 +78,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   }
 
   try {
-    await command.run({ values: parsed.values, positionals, out, env: io.env, stdin: io.stdin });
-    return ExitCode.OK;
+    return (await command.run({ values: parsed.values, positionals, out, env: io.env, stdin: io.stdin })) ?? ExitCode.OK;
   } catch (error) {
     return report(out, error);
   }

@@ -21,9 +21,9 @@ Options of every command:
 
 Configuration: the worker's environment variables. enqueue, status and events need only REDIS_URL
 (or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; resolve also reads EVENTS_MAXLEN,
-RETENTION and TOMBSTONE_RETENTION, ledger those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and
-TRACK_DEADLINE; the custody commands need the CUSTODY_* variables as well (the worker's whole
-configuration must be valid).
+RETENTION and TOMBSTONE_RETENTION (cancel too), ledger those and LEDGER_INIT,
+LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody commands need the CUSTODY_* variables as
+well (the worker's whole configuration must be valid).
 
 Exit codes:
   0   ok
@@ -31,7 +31,9 @@ Exit codes:
   2   usage error: unknown command or option, missing or malformed argument
   3   not found: unknown transfer, or the custody API answered 404
   4   refused: the transfer's state does not allow it now (resolve), or the ledger has no epoch
-      (ledger accept-epoch); nothing was changed
+      (ledger accept-epoch); nothing was changed. cancel: too-late (a send was in flight, or the
+      ledger cannot vouch that none was); nothing was changed
+  5   already ended (cancel): the transfer had ended before; nothing was changed
   78  configuration error: one line per missing or malformed variable (named, never its value)
 `;
 }

@@ -44,6 +44,10 @@ export function eventPhrase(event: TransferEvent, options: PhraseOptions = {}): 
       const { code, submittedAt, deadline } = event.data;
       return `${code}, submitted ${submittedAt}, deadline ${deadline}`;
     }
+    case 'transfer.cancelled': {
+      const { reason, by } = event.data;
+      return withText(`by ${by}, nothing was sent`, reason);
+    }
     case 'transfer.unresolved': {
       const { code, attempts, lastError } = event.data;
       return `${code} after ${plural(attempts, 'send')}, last error ${lastError}: an operator may resolve it`;

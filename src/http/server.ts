@@ -1,6 +1,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { App } from '../app.ts';
 import type { Config } from '../config/config.ts';
+import { CANCEL_BY_MAX, CANCEL_TEXT_RULE, isCancelReason } from '../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
@@ -28,8 +29,8 @@ export interface HttpDeps {
 }
 
 /**
- * The operator surface (docs/contract.md section 5): health, readiness, Prometheus metrics, transfer lookup
- * and Bull Board. Built here, listened on by the caller.
+ * The operator surface (docs/contract.md section 5): health, readiness, Prometheus metrics, transfer lookup,
+ * cancel before send and Bull Board. Built here, listened on by the caller.
  */
 export async function createHttpServer({ app, config, logger, metrics }: HttpDeps): Promise<FastifyInstance> {
   const server: FastifyInstance = Fastify({
@@ -116,6 +117,28 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
       metadata: boundedCopyWithoutUser(redactMetadata(event.metadata, metadataKeys)),
     }));
     return { ...view, events };
+  });
+
+  // The one route that changes anything (Bull Board stays read-only): cancel before send
+  // (docs/contract.md section 4). Behind the dashboard's Basic auth like every route but the probes
+  // and /metrics; a JSON body only (application/json: a browser cannot send it cross-site without a
+  // CORS preflight, which this server never answers, so a page elsewhere cannot cancel with the
+  // browser's remembered credentials).
+  const by = dashboardUser && dashboardPassword ? `http:${dashboardUser}`.slice(0, CANCEL_BY_MAX) : 'http';
+  server.post<{ Params: { sequenceId: string }; Body: unknown }>('/transfers/:sequenceId/cancel', async (request, reply) => {
+    const { sequenceId } = request.params;
+    if (!SEQUENCE_ID.test(sequenceId)) {
+      return reply.code(400).send({ error: 'INVALID_SEQUENCE_ID', message: 'sequenceId must be 1-128 of A-Z a-z 0-9 _ -' });
+    }
+    const body = request.body;
+    const given = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as { reason?: unknown }).reason : undefined;
+    const reason = typeof given === 'string' ? given.trim() : given;
+    if (!isCancelReason(reason)) {
+      return reply.code(400).send({ error: 'INVALID_BODY', message: `a JSON object {"reason"}: the reason, ${CANCEL_TEXT_RULE}` });
+    }
+    const result = await app.ledger.cancel(sequenceId, { reason, by });
+    logger.info({ sequenceId, outcome: result.outcome, state: result.state, by }, 'cancel asked over HTTP');
+    return result;
   });
 
   await registerDashboard(server, app, config.http.dashboardReadOnly, config.http.dashboardMetadataKeys);

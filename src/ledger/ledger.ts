@@ -4,7 +4,8 @@ import { withRedisLock } from '../lib/redis-lock.ts';
 import { connectionSession, replicaAcknowledgement, type ReplicaAcknowledgement } from '../../packages/producer/src/replicas.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
-import { CALLS_FIELD, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
+import { CALLS_FIELD, NO_VIEW, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
+import { op } from './operations.ts';
 import { LedgerEpoch, type EpochOptions } from './epoch.ts';
 import {
   encodeRequest,
@@ -75,6 +76,19 @@ end
 n = n + 1
 redis.call('SET', KEYS[1], n, 'PX', ARGV[2])
 return {n, 1}`;
+
+/**
+ * What a cancel did (Ledger.cancel). `cancelled`: it took effect, `transfer.cancelled` was published
+ * (`version`) and `state` is `cancelled`. `too-late`: nothing changed; a send of the transfer may have
+ * been processed (`state`: submitting, submitted, ...), or the ledger cannot vouch that none was
+ * (`ledger`: it has no epoch, or recovers from a loss; `state` as it stands). `already-ended`: nothing
+ * changed; the transfer had ended, `state` is its terminal state (from its record, or its tombstone
+ * once RETENTION removed the record).
+ */
+export type CancelResult =
+  | { outcome: 'cancelled'; state: typeof TransferState.CANCELLED; version: number; streamId: string }
+  | { outcome: 'too-late'; state: TransferState | typeof NO_RECORD; ledger?: 'no-epoch-or-recovering' }
+  | { outcome: 'already-ended'; state: TransferState; version?: number };
 
 /** What reconciliation does with one failed submit job (Ledger.reconcileRetry). */
 export type ReconcileRetry = 'retry' | 'give-up' | 'given-up';
@@ -222,6 +236,31 @@ export class Ledger {
   /** Moves a transfer between states; see transition.lua for the guarantees. */
   async transition(sequenceId: string, request: TransitionRequest): Promise<TransitionResult> {
     return this.#run(this.#keys.transfer(sequenceId), this.#keys.transferPayload(sequenceId), sequenceId, sequenceId, request, undefined);
+  }
+
+  /**
+   * Cancels a transfer before any send of it may have been processed (op.cancel: one transition, so a
+   * send claim and a cancel never both succeed). `data` is checked against transfer.cancelled's schema
+   * before anything changes (EventShapeError). See CancelResult for the outcomes.
+   */
+  async cancel(sequenceId: string, data: EventData['transfer.cancelled']): Promise<CancelResult> {
+    const result = await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW);
+    if (result.ok) return { outcome: 'cancelled', state: TransferState.CANCELLED, version: result.version, streamId: result.streamId };
+    switch (result.reason) {
+      case 'ended':
+        // No record, but a tombstone: it ended before and RETENTION removed the record.
+        return { outcome: 'already-ended', state: result.ended?.state ?? (result.state as TransferState), version: result.ended?.version };
+      case 'terminal':
+        return { outcome: 'already-ended', state: result.state as TransferState };
+      case 'state':
+      case 'lease':
+        // A send may have been processed: submitting (even if every send was "not taken"), or later.
+        return { outcome: 'too-late', state: result.state };
+      case 'ledger':
+        return { outcome: 'too-late', state: result.state, ledger: 'no-epoch-or-recovering' };
+      default:
+        throw new Error(`the ledger refused the cancel of ${sequenceId} for an unexpected reason: ${result.reason}`);
+    }
   }
 
   /** How a transfer ended, while its tombstone lives (RETENTION + TOMBSTONE_RETENTION); undefined otherwise. */

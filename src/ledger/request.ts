@@ -47,9 +47,15 @@ export interface TransitionRequest {
    * after the loss was recorded ('recovery').
    */
   sendInFlight?: { lookedUpAt: number | undefined };
+  /**
+   * Refused (reason `ledger`) unless the ledger has an epoch and is not recovering from a loss
+   * (epoch.ts): for a change that vouches for what never happened before it (a cancel says "no send of
+   * this transfer was ever made"), which a ledger that may have lost its record of sends cannot do.
+   */
+  requireIntactLedger?: boolean;
 }
 
-export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended' | 'epoch' | 'recovery';
+export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended' | 'epoch' | 'recovery' | 'ledger';
 
 /** `record` is the whole record after the change, or the view the caller asked for (transitionReading). */
 export type TransitionResult<R = TransferRecord> =
@@ -149,6 +155,7 @@ export function encodeRequest(
         id: target.epoch,
         lookedUpAt: request.sendInFlight?.lookedUpAt === undefined ? '' : String(request.sendInFlight.lookedUpAt),
       } satisfies EpochCheck,
+      intact: request.requireIntactLedger === true,
     },
     (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value),
   );

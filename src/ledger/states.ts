@@ -14,6 +14,8 @@ export const TransferState = {
   BLOCKED: 'blocked',
   FAILED: 'failed',
   EXPIRED: 'expired',
+  /** Cancelled before any send may have been processed (op.cancel; docs/contract.md section 4). */
+  CANCELLED: 'cancelled',
 } as const;
 export type TransferState = (typeof TransferState)[keyof typeof TransferState];
 // The names above are the catalog's, each once (a state added there and not here fails to compile).

@@ -51,6 +51,9 @@
     epoch     { check = true for a transition that records a send in flight, id = the epoch the
                 caller knows ('' = none: always refused), lookedUpAt = the ledger's time (ms, text)
                 before the caller looked the transfer up upstream ('' = it did not) }
+    intact    true for a change that vouches for what never happened before it (a cancel: "no send of
+              this transfer was ever made"): refused ('ledger') unless KEYS[9] holds an epoch whose
+              recovery window is over. A ledger without one may have lost its record of sends.
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -65,7 +68,9 @@
   - a send in flight is recorded only under the epoch the caller knows ('epoch': the ledger was lost,
     or this process has none yet) and, while the epoch's recovery lasts, only after a lookup made one
     lease (lease.ms) or more after the loss was recorded, when every send of the lost life has ended
-    ('recovery').
+    ('recovery');
+  - a change that needs an intact ledger (`intact`) is refused while the ledger has no epoch or
+    recovers from a loss ('ledger').
 
   Every read of the record before the first write is one HMGET, and consecutive writes of the same
   kind are one command: a call from Lua costs Redis more than the field it touches. The order of the
@@ -75,7 +80,7 @@
   Returns {1, version, streamId, fields} on success, fields being what `read` asked for of the record
   after the change (field, value pairs for '*'; values, false for an absent field, for a list);
   {0, currentState, reason, leaseUntil, now, tombstone} when refused, reason one of
-  state | terminal | lease | owner | present | unknown | ended | epoch | recovery (tombstone:
+  state | terminal | lease | owner | present | unknown | ended | epoch | recovery | ledger (tombstone:
   '<state>:<version>', only with 'ended'; with 'epoch' the ledger's epoch id instead, false if none).
 ]]
 --[[iso time]]
@@ -141,7 +146,7 @@ end
 
 -- The epoch: read by every transition that publishes or checks it (one HMGET).
 local epoch = nil
-if req.epoch.check or req.event ~= '' then epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil', 'lostAt') end
+if req.epoch.check or req.intact or req.event ~= '' then epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil', 'lostAt') end
 if req.epoch.check then
   -- A ledger that no longer holds the caller's epoch was lost (or replaced): what it forgot may
   -- include this very transfer's earlier send.
@@ -150,6 +155,12 @@ if req.epoch.check then
     local lookedUpAt = tonumber(req.epoch.lookedUpAt)
     if not lookedUpAt or lookedUpAt < tonumber(epoch[3] or '0') + tonumber(lease.ms) then return refuse('recovery') end
   end
+end
+
+if req.intact then
+  -- No epoch: never initialised, or lost and nobody noticed yet. Recovering: the ledger forgot sends.
+  -- Either way it cannot vouch that no send was ever made.
+  if not epoch[1] or tonumber(epoch[2] or '0') > now then return refuse('ledger') end
 end
 
 -- Field, value pairs for the next HSET: consecutive sets go out as one command.

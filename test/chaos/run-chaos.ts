@@ -599,6 +599,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     switch (event.event) {
       case 'transfer.submitted':
       case 'transfer.broadcast':
+      case 'transfer.cancelled':
       case 'reconcile.completed':
         return undefined;
       default:

@@ -1,6 +1,6 @@
 /**
  * The top-level help (src/cli/usage.ts) says which of the worker's variables each command reads, and
- * agrees with each command's own help: for `resolve` and `ledger`, every variable their "Needs ..."
+ * agrees with each command's own help: for `resolve`, `cancel` and `ledger`, every variable their "Needs ..."
  * paragraph names is in the top-level Configuration paragraph, under that command.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -24,8 +24,13 @@ function variablesOf(text: string, start: string): string[] {
 }
 
 describe('the top-level help', () => {
-  it('names, for resolve and ledger, every variable their own help says they read (TOMBSTONE_RETENTION too)', async () => {
-    const [top, resolve, ledger] = await Promise.all([helpText(['help']), helpText(['resolve', '--help']), helpText(['ledger', '--help'])]);
+  it('names, for resolve, cancel and ledger, every variable their own help says they read (TOMBSTONE_RETENTION too)', async () => {
+    const [top, resolve, cancel, ledger] = await Promise.all([
+      helpText(['help']),
+      helpText(['resolve', '--help']),
+      helpText(['cancel', '--help']),
+      helpText(['ledger', '--help']),
+    ]);
     const configuration = top
       .slice(top.indexOf('Configuration:'))
       .split(/\n\s*\n/)[0]!
@@ -37,8 +42,10 @@ describe('the top-level help', () => {
     const missing = (needed: string[], named: string) => needed.filter((name) => !new RegExp(`\\b${name}\\b`).test(named));
     expect({
       resolve: missing(variablesOf(resolve, 'Needs '), `${queueReads} ${resolveReads}`),
+      cancel: missing(variablesOf(cancel, 'Needs '), `${queueReads} ${resolveReads}`),
       ledger: missing(variablesOf(ledger, 'Needs '), `${queueReads} ${ledgerReads}`),
-    }).toEqual({ resolve: [], ledger: [] });
+    }).toEqual({ resolve: [], cancel: [], ledger: [] });
+    expect(resolveReads).toMatch(/\(cancel too\)/);
     expect(resolveReads).toMatch(/\bTOMBSTONE_RETENTION\b/);
   });
 });

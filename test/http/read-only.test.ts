@@ -55,6 +55,21 @@ async function snapshot(queue: Queue, jobIds: string[]): Promise<Snapshot> {
   };
 }
 
+/** The full paths of a Fastify route tree as printRoutes draws it (each level indented by four columns). */
+function routePaths(tree: string): string[] {
+  const stack: string[] = [];
+  const paths: string[] = [];
+  for (const line of tree.split('\n')) {
+    const match = /^((?:│ {3}| {4})*)(?:├── |└── )(\S+)(?: \(([^)]*)\))?/.exec(line);
+    if (!match) continue;
+    const depth = match[1]!.length / 4;
+    stack.length = depth;
+    stack.push(match[2]!);
+    if (match[3] !== undefined) paths.push(stack.join(''));
+  }
+  return paths;
+}
+
 function expand(route: string, queue: string, jobId: string): string[] {
   const base = route.replace(':queueName', queue).replace(':jobId', encodeURIComponent(jobId)).replace(':schedulerId', QueueName.RECONCILE);
   return base.includes(':queueStatus') ? JOB_STATES.map((state) => base.replace(':queueStatus', state)) : [base];
@@ -115,6 +130,16 @@ describe('dashboard read-only (the default)', () => {
     expect(answers).toEqual([]);
 
     for (const [name, queue] of Object.entries(queues())) expect(await snapshot(queue, jobIds[name]!), name).toEqual(before[name]);
+  });
+
+  it("the server's own routes change nothing but for one: POST /transfers/:sequenceId/cancel (cancel before send)", () => {
+    // Every route that is not a GET (or HEAD), outside Bull Board's: read from Fastify's route tree.
+    const all = ['POST', 'PUT', 'PATCH', 'DELETE'].flatMap((method) =>
+      routePaths(server.printRoutes({ method, commonPrefix: false })).map((path) => `${method} ${path}`),
+    );
+    // The tree was read: Bull Board's own (refused above) are in it, nested under /dashboard.
+    expect(all.filter((route) => route.includes(' /dashboard/api/queues/')).length).toBeGreaterThanOrEqual(10);
+    expect(all.filter((route) => !route.includes(' /dashboard'))).toEqual(['POST /transfers/:sequenceId/cancel']);
   });
 
   it('tells the UI that every queue is read-only', async () => {

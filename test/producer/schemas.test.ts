@@ -186,6 +186,10 @@ const VALID: { [K in EventType]: Array<EventData[K]> } = {
     { code: 'TRACKING_DEADLINE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
     { code: 'SEND_OUTCOME_UNKNOWN', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
   ],
+  'transfer.cancelled': [
+    { reason: 'duplicate order A-1001, ticket OPS-77', by: 'cli' },
+    { reason: 'x', by: 'http:ops' },
+  ],
   'reconcile.completed': [
     {
       checked: 3,
@@ -235,6 +239,11 @@ const INVALID: Array<[EventType, string, unknown]> = [
   ['transfer.expired', 'unknown code', { code: 'LATE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' }],
   ['transfer.unresolved', 'attempts not whole', { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1.5, lastError: 'X' }],
   ['reconcile.completed', 'counts missing', { checked: 1 }],
+  ['transfer.cancelled', 'no reason', { by: 'cli' }],
+  ['transfer.cancelled', 'blank reason', { reason: '  ', by: 'cli' }],
+  ['transfer.cancelled', 'reason over two lines', { reason: 'one\ntwo', by: 'cli' }],
+  ['transfer.cancelled', 'reason longer than 256', { reason: 'r'.repeat(257), by: 'cli' }],
+  ['transfer.cancelled', 'no by', { reason: 'duplicate' }],
 ];
 
 describe('the event schemas', () => {

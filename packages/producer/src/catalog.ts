@@ -7,7 +7,7 @@
  * test fails when it differs from this file.
  */
 
-/** A transfer's states, in the order of its life; the last five end it. */
+/** A transfer's states, in the order of its life; the last six end it. */
 export const TRANSFER_STATES = [
   'received',
   'gated',
@@ -18,11 +18,20 @@ export const TRANSFER_STATES = [
   'blocked',
   'failed',
   'expired',
+  'cancelled',
 ] as const;
 export type TransferStateName = (typeof TRANSFER_STATES)[number];
 
 /** The states a transfer never leaves: each is reached by publishing the event `transfer.<state>`. */
-export const TERMINAL_STATES = ['broadcast', 'rejected', 'blocked', 'failed', 'expired'] as const satisfies readonly TransferStateName[];
+export const TERMINAL_STATES = [
+  'broadcast',
+  'rejected',
+  'blocked',
+  'failed',
+  'expired',
+  /** v1.3: cancelled before any send of it may have been processed (docs/contract.md section 4, "Cancelling"). */
+  'cancelled',
+] as const satisfies readonly TransferStateName[];
 export type TerminalStateName = (typeof TERMINAL_STATES)[number];
 
 export const EVENT_TYPES = [
@@ -33,6 +42,7 @@ export const EVENT_TYPES = [
   'transfer.blocked',
   'transfer.failed',
   'transfer.expired',
+  'transfer.cancelled',
   'reconcile.completed',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];

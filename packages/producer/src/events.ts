@@ -20,6 +20,24 @@ const count = z.number().int().nonnegative();
 const isoTime = z.iso.datetime().describe('ISO 8601 UTC time with milliseconds');
 const decimalText = z.string().regex(/^[0-9]+(\.[0-9]+)?$/);
 
+/** Longest `reason` of a cancel (transfer.cancelled), in characters. */
+export const CANCEL_REASON_MAX = 256;
+/** Longest `by` of a cancel (transfer.cancelled), in characters. */
+export const CANCEL_BY_MAX = 256;
+/**
+ * One line of free text: at least one character that is not white space, no control characters (a
+ * newline, an escape sequence: the text ends up in logs and terminals), at most `max` characters
+ * (UTF-16 code units, as JavaScript counts them; JSON Schema counts code points, so it is never stricter).
+ */
+// eslint-disable-next-line no-control-regex
+const ONE_LINE = /^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$/;
+function oneLine(max: number) {
+  return z.string().max(max).regex(ONE_LINE);
+}
+
+/** What a cancel's `reason` (and `by`) must be, in words, for error messages. */
+export const CANCEL_TEXT_RULE = `one line of 1-${CANCEL_REASON_MAX} characters, not blank, without control characters`;
+
 /** 2.1 Transaction as an event carries it: the fields that identify and match it, the rest as upstream sent them. */
 export const transactionDataSchema = z
   .looseObject({
@@ -133,6 +151,20 @@ export const EVENT_DATA_SCHEMAS = {
       title: 'transfer.expired',
       description: 'No txid by TRACK_DEADLINE after submission, or a send of unknown outcome stayed unresolved until then. Terminal.',
     }),
+  'transfer.cancelled': z
+    .looseObject({
+      reason: oneLine(CANCEL_REASON_MAX).meta({
+        description: `Why it was cancelled: one line of at most ${CANCEL_REASON_MAX} characters, never personal data`,
+      }),
+      by: oneLine(CANCEL_BY_MAX).meta({
+        description: 'Who cancelled it, free text: "cli", "http:<dashboard user>", "http" (loopback without credentials), "producer"',
+      }),
+    })
+    .meta({
+      title: 'transfer.cancelled',
+      description:
+        'Cancelled before any send of it may have been processed (no record yet, received or gated); nothing was sent and nothing ever will be for this sequenceId, under any job id. Terminal. (v1.3)',
+    }),
   'reconcile.completed': z
     .looseObject({
       checked: count,
@@ -152,6 +184,11 @@ export const EVENT_DATA_SCHEMAS = {
       description: 'One reconciliation run ended (sequenceId empty, version 0): what it checked and repaired.',
     }),
 } as const satisfies Record<EventType, z.ZodType>;
+
+/** Whether `text` may be a cancel's `reason` (transfer.cancelled's schema: CANCEL_TEXT_RULE). */
+export function isCancelReason(text: unknown): text is string {
+  return EVENT_DATA_SCHEMAS['transfer.cancelled'].shape.reason.safeParse(text).success;
+}
 
 export type EventData = { [K in EventType]: z.output<(typeof EVENT_DATA_SCHEMAS)[K]> };
 

@@ -259,8 +259,8 @@ export class TransferProducer {
   }
 
   /**
-   * Resolves with the transfer's terminal event (broadcast, rejected, blocked, failed, expired: its
-   * `event` names which), past or future. Rejects with WaitTimeoutError after `timeoutMs`, or with
+   * Resolves with the transfer's terminal event (broadcast, rejected, blocked, failed, expired,
+   * cancelled: its `event` names which), past or future. Rejects with WaitTimeoutError after `timeoutMs`, or with
    * ProducerUnavailableError as soon as Redis is unreachable. `terminal` may name other types to wait for
    * (e.g. `new Set(['transfer.submitted'])`).
    */

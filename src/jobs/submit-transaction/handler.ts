@@ -12,7 +12,7 @@ import { takeAndSend } from './steps/send.ts';
 export type { SubmitDeps } from './steps/context.ts';
 
 export type SubmitResult =
-  | { outcome: 'rejected' | 'blocked' | 'failed' | 'submitted' | 'broadcast' | 'expired'; sequenceId: string }
+  | { outcome: 'rejected' | 'blocked' | 'failed' | 'submitted' | 'broadcast' | 'expired' | 'cancelled'; sequenceId: string }
   | { outcome: 'duplicate'; sequenceId: string; of: string }
   /** The sequenceId's transfer ended before (its tombstone says how): nothing sent, nothing published. */
   | { outcome: 'ended'; sequenceId: string; ended: Tombstone };
@@ -78,7 +78,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
 
   /**
    * Creates the ledger record unless one exists; the creating job owns the transfer. A sequenceId whose
-   * transfer ended before (tombstone) gets no record: `{ ended }` instead.
+   * transfer ended before (its terminal record, or its tombstone once RETENTION removed the record;
+   * `cancelled` included) gets no record: `{ ended }` instead, and nothing is sent or published.
    */
   async function claim(jobId: string, payload: SubmitPayload): Promise<TransferRecord | { ended: Tombstone }> {
     const sequenceId = payload.halfSigned.sequenceId;
@@ -87,7 +88,12 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const created = await ledger.transition(sequenceId, op.create(jobId, payload));
     if (created.ok) return created.record;
     if (created.ended) return { ended: created.ended };
-    return mustGet(sequenceId);
+    const record = await mustGet(sequenceId);
+    // Ended, its record still kept, and owned by another job or by none (a sequenceId cancelled before
+    // any job of it ran: `cancelled`, jobId empty): ended for this job. The owner's own re-run drives
+    // on and finds the terminal state there.
+    if (record.jobId !== jobId && TERMINAL_STATES.has(record.state)) return { ended: { state: record.state, version: record.version } };
+    return record;
   }
 
   async function mustGet(sequenceId: string): Promise<TransferRecord> {
