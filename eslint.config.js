@@ -5,6 +5,7 @@ import importX, { createNodeResolver } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
 const ADAPTER_MESSAGE = 'domain code uses src/custody/port.ts (and errors.ts, deadline.ts, budget.ts), not a custody adapter';
+const FACTORY_MESSAGE = 'a CustodyPort is built by src/custody/provider.ts, in src/app.ts and the CLI only; domain code is given one';
 
 export default tseslint.config(
   { ignores: ['node_modules/**', 'packages/producer/dist/**', 'bench/results/**', '.tmp/**', 'coverage/**'] },
@@ -33,14 +34,31 @@ export default tseslint.config(
   },
   {
     // Domain code reaches a custody provider only through the files directly in src/custody/ (port.ts,
-    // errors.ts, deadline.ts, budget.ts). Every folder under src/custody/ is an adapter (wallet-service/,
-    // the generic http/, any later provider's), wired in src/app.ts and used by the CLI.
+    // errors.ts, deadline.ts, budget.ts, decorators.ts). Every folder under src/custody/ is an adapter
+    // (wallet-service/, the generic http/, any later provider's), built by src/custody/provider.ts, the
+    // factory src/app.ts and the CLI use.
     files: ['src/jobs/**/*.ts', 'src/transfers/**/*.ts', 'src/ledger/**/*.ts', 'src/queues/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/custody/*/**'], message: ADAPTER_MESSAGE }] }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/custody/*/**'], message: ADAPTER_MESSAGE },
+            { group: ['**/custody/provider.ts'], message: FACTORY_MESSAGE },
+          ],
+        },
+      ],
+    },
   },
   {
-    // The port itself leans on no adapter either.
+    // The CLI gets its CustodyPort from the factory, as the worker does: it names no adapter.
+    files: ['src/cli/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/custody/*/**'], message: FACTORY_MESSAGE }] }] },
+  },
+  {
+    // The port itself leans on no adapter either; the factory (provider.ts) is the one file that builds them.
     files: ['src/custody/*.ts'],
+    ignores: ['src/custody/provider.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['./*/**'], message: ADAPTER_MESSAGE }] }] },
   },
   {

@@ -25,12 +25,12 @@ import {
   withBase,
 } from './timing.ts';
 import type { CustodyEndpoint } from './custody/errors.ts';
-import type { SkippedRecord } from './custody/wallet-service/schemas.ts';
+import type { CustodyPort } from './custody/port.ts';
+import { createCustodyPort, type SkippedRecord } from './custody/provider.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
 import { RedisErrors } from './redis-errors.ts';
-import { CustodyClient } from './custody/wallet-service/client.ts';
 import type { Tracing } from './telemetry.ts';
-import { BudgetClass, RequestBudget } from './custody/budget.ts';
+import { RequestBudget } from './custody/budget.ts';
 
 /**
  * Upstream list records that failed the schema: all counted; logged at most once per endpoint per
@@ -96,19 +96,10 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined>
   return Promise.race([promise, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref())]);
 }
 
-/** The budget class of a request whose caller did not say (custody/budget.ts). */
-const DEFAULT_CLASS: Record<CustodyEndpoint, BudgetClass> = {
-  token: BudgetClass.SEND,
-  sendTransaction: BudgetClass.SEND,
-  isEnabled: BudgetClass.GATE,
-  getWalletTransaction: BudgetClass.ENRICH,
-  getTransfer: BudgetClass.POLL,
-};
-
 export interface App {
   readonly redis: RedisClient;
   readonly ledger: Ledger;
-  readonly custody: CustodyClient;
+  readonly custody: CustodyPort;
   /** The provider's request budget, shared in Redis (and the pause a provider's 429 imposed). */
   readonly budget: RequestBudget;
   readonly queues: Record<QueueName, Queue>;
@@ -123,7 +114,7 @@ export interface App {
 }
 
 /**
- * Builds the whole worker from a parsed config: Redis, custody client, ledger, queues and their
+ * Builds the whole worker from a parsed config: Redis, custody port, ledger, queues and their
  * processors. Nothing here reads the environment; `src/worker.ts` does that and handles signals.
  */
 export async function createApp(
@@ -185,36 +176,34 @@ export async function createApp(
     refused: (klass) => metrics.budgetRefused.inc({ class: klass }),
     paused: () => metrics.budgetPauses.inc(),
   });
-  const custody = new CustodyClient({
-    ...config.custody,
-    // Every request takes its slot in the shared budget, by class (token requests go with sends).
-    // A member that is a sequenceId names the transfer the call is for: counted on its ledger record.
-    beforeRequest: (endpoint, signal, tag) => {
-      const member = tag?.member ?? '';
-      const count = tag?.counted !== true && SEQUENCE_ID.test(member) ? { key: keys.transfer(member), field: CALLS_FIELD } : undefined;
-      return budget.take(endpoint, tag?.klass ?? DEFAULT_CLASS[endpoint], member, signal, count, tag?.dispensed === true);
+  const custody = createCustodyPort(config.custody, {
+    budget: {
+      // Every request takes its slot in the shared budget, by class (token requests go with sends).
+      budget,
+      // A member that is a sequenceId names the transfer the call is for: counted on its ledger record.
+      countFor: (member) => (SEQUENCE_ID.test(member) ? { key: keys.transfer(member), field: CALLS_FIELD } : undefined),
+      // One line per 429: the endpoint, the Retry-After it asked (as sent, at most 64 characters: the
+      // provider's text, never ours) and the pause applied, at most CUSTODY_MAX_PAUSE.
+      onPause: (pauseMs, { endpoint, retryAfter, askedMs }, outcome) => {
+        const asked = { endpoint, retryAfter: retryAfter?.slice(0, 64), askedMs, pauseMs, capped: pauseMs < askedMs };
+        if ('error' in outcome) {
+          logger.warn({ err: outcome.error, ...asked }, 'provider answered 429 but the request budget could not be paused');
+          return;
+        }
+        logger.warn(
+          { ...asked, pausedUntil: new Date(outcome.until).toISOString() },
+          asked.capped
+            ? 'provider answered 429: every request class paused, Retry-After capped at CUSTODY_MAX_PAUSE'
+            : 'provider answered 429: every request class paused for its Retry-After',
+        );
+      },
     },
-    // One line per 429: the endpoint, the Retry-After it asked (as sent, at most 64 characters: the
-    // provider's text, never ours) and the pause applied, at most CUSTODY_MAX_PAUSE.
-    onProviderRateLimited: (pauseMs, { endpoint, retryAfter, askedMs }) => {
-      const asked = { endpoint, retryAfter: retryAfter?.slice(0, 64), askedMs, pauseMs, capped: pauseMs < askedMs };
-      budget.pause(pauseMs).then(
-        (until) =>
-          logger.warn(
-            { ...asked, pausedUntil: new Date(until).toISOString() },
-            asked.capped
-              ? 'provider answered 429: every request class paused, Retry-After capped at CUSTODY_MAX_PAUSE'
-              : 'provider answered 429: every request class paused for its Retry-After',
-          ),
-        (err: unknown) => logger.warn({ err, ...asked }, 'provider answered 429 but the request budget could not be paused'),
-      );
-    },
-    trace: tracing?.upstream,
-    onSkippedRecords: skippedRecordsReporter(logger, metrics),
-    observe: (endpoint, status, code, durationMs) => {
+    metrics: (endpoint, status, code, durationMs) => {
       metrics.upstreamRequests.inc({ endpoint, status, code });
       metrics.upstreamDuration.observe({ endpoint, status }, durationMs / 1000);
     },
+    tracing: tracing?.upstream,
+    onSkippedRecords: skippedRecordsReporter(logger, metrics),
   });
   const onFinished = (queue: string, outcome: string, durationMs: number) => {
     metrics.jobs.inc({ queue, outcome });

@@ -5,7 +5,7 @@ import type { Logger } from './logger.ts';
 
 export const TRACER_NAME = 'custody-transfer-worker';
 
-/** What the worker wires into BullMQ and the custody client when tracing is on. */
+/** What the worker wires into BullMQ and the custody port (custody/decorators.ts) when tracing is on. */
 export interface Tracing {
   /** BullMQ's telemetry (job spans, context carried from producer to processor). */
   readonly bullmq: Telemetry;

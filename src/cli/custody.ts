@@ -1,7 +1,7 @@
 import { loadConfig } from '../config/config.ts';
 import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
-import { basicAuthorization } from '../custody/http/auth.ts';
-import { CustodyClient } from '../custody/wallet-service/client.ts';
+import type { CustodyPort } from '../custody/port.ts';
+import { createCustodyPort, custodySecrets } from '../custody/provider.ts';
 import { stringOption, type OptionValues } from './command.ts';
 import { usageError } from './errors.ts';
 import type { Output } from './output.ts';
@@ -54,19 +54,15 @@ export function sequenceIdArgument(values: OptionValues): string {
 }
 
 /**
- * Runs `work` with a custody client built from the worker's configuration (loadConfig: the CUSTODY_*
- * variables), and closes its connections afterwards. The secrets are registered with the output first,
- * so not even an unexpected message can print them.
+ * Runs `work` with the custody port built from the worker's configuration (loadConfig: the CUSTODY_*
+ * variables) by the worker's own factory (custody/provider.ts), and closes its connections afterwards.
+ * The secrets are registered with the output first, so not even an unexpected message can print them.
  */
-export async function withCustody<T>(env: NodeJS.ProcessEnv, out: Output, work: (client: CustodyClient) => Promise<T>): Promise<T> {
+export async function withCustody<T>(env: NodeJS.ProcessEnv, out: Output, work: (client: CustodyPort) => Promise<T>): Promise<T> {
   const { custody } = loadConfig(env);
-  out.addSecrets(
-    custody.clientSecret,
-    custody.accessToken,
-    basicAuthorization(custody.clientId, custody.clientSecret).replace(/^Basic /, ''),
-  );
+  out.addSecrets(...custodySecrets(custody));
   // No shared rate limiter (CUSTODY_MAX_RPS): an operator's single lookup should not need Redis.
-  const client = new CustodyClient({ ...custody });
+  const client = createCustodyPort(custody);
   try {
     return await work(client);
   } finally {

@@ -3,14 +3,17 @@
  * code (src/jobs, src/transfers) depends on this file, on errors.ts (what a failed call proves) and on
  * deadline.ts, never on an implementation. The first implementation is src/custody/wallet-service/ (the
  * API of docs/upstream-api.md), over the generic HTTP pieces of src/custody/http/; a second provider is
- * one new folder whose client implements CustodyPort and throws CustodyError with the right proof, plus
- * one line in src/app.ts that builds it.
+ * one new folder whose client implements CustodyPort, throws CustodyError with the right proof and calls
+ * the request hooks (RequestHooks, below), plus one line in src/custody/provider.ts that builds it. The
+ * request budget, the upstream metrics and the tracing are not the adapter's: decorators.ts adds them to
+ * every call as hooks, whichever adapter serves it.
  *
  * The record types name what the worker decides by; everything else a provider returns rides along
  * (index signatures) and reaches events as given.
  */
 
 import type { BudgetClass } from './budget.ts';
+import type { CustodyEndpoint } from './errors.ts';
 
 /**
  * Where an implementation keeps the exact decimal text of an accepted send's amount (a JSON number's
@@ -42,8 +45,50 @@ export interface BudgetTag {
   counted?: boolean;
 }
 
+/** What a provider's 429 asked for, as the adapter read it. */
+export interface ProviderRateLimit {
+  endpoint: CustodyEndpoint;
+  /** The Retry-After header as sent (undefined when absent). */
+  retryAfter: string | undefined;
+  /** What it asks, ms, before the cap (1 s when absent or unusable). */
+  askedMs: number;
+}
+
+/**
+ * What runs around each HTTP request an adapter makes: the request budget, the upstream metrics and the
+ * tracing plug in here (decorators.ts), so every adapter gets them without code of its own.
+ *
+ * The adapter's duty: for EVERY HTTP request it makes on behalf of a call (the call's own request, the
+ * token requests it needs and a retry after a 401 included) it calls the call's hooks, through
+ * src/custody/http/transport.ts (TransportRequest.hooks) or the same way:
+ * - `trace` around all of it, when present;
+ * - `beforeRequest` before anything is written (it may wait, or throw what then ends the call with
+ *   nothing sent), with the call's BudgetTag; a token request goes with no tag (the budget counts it
+ *   with sends: DEFAULT_CLASS in decorators.ts) and without the call's signal (it is shared by
+ *   concurrent calls: a call's deadline ends its wait, not the request);
+ * - `afterRequest` once the request ended, whatever the outcome (not when `beforeRequest` threw);
+ * - `onRateLimited` on a provider's 429, before the call fails with it.
+ * A request shared by concurrent calls (one token request) runs the hooks of the call that started it.
+ */
+export interface RequestHooks {
+  /** Takes a slot in the request budget; gives up when `signal` aborts. `tag`: the request's class and member. */
+  beforeRequest(endpoint: CustodyEndpoint, signal: AbortSignal | undefined, tag: BudgetTag | undefined): Promise<void>;
+  /**
+   * Called once per request that `beforeRequest` let through: `status` is the HTTP status as text, or
+   * `none` when no answer came; `code` is the error code (CUSTODY_TIMEOUT, CUSTODY_UNAVAILABLE, ...)
+   * when no answer came, else `none`.
+   */
+  afterRequest(endpoint: CustodyEndpoint, status: string, code: string, durationMs: number): void;
+  /** The provider answered 429: `pauseMs` is the pause it imposes (its Retry-After, capped at CUSTODY_MAX_PAUSE). */
+  onRateLimited(pauseMs: number, asked: ProviderRateLimit): void;
+  /** Wraps the whole request, its `beforeRequest` included (a tracing span). */
+  trace?<T>(endpoint: CustodyEndpoint, call: () => Promise<T>): Promise<T>;
+}
+
 /** Per-call options of the calls the submit path makes under one deadline. */
 export interface CallOptions {
+  /** What runs around every request this call makes (RequestHooks: the adapter's duty); decorators.ts sets them. */
+  hooks?: RequestHooks | undefined;
   /** The request's class in the budget; each call has a default (lookups by sequenceId: `poll`). */
   budget?: BudgetTag;
   /** The overall deadline of the whole call: rate-limit waits, token requests and 401 retries included. */
@@ -133,6 +178,6 @@ export interface CustodyPort {
   getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options?: CallOptions): Promise<ListedTransfers>;
   getTransfersByTxId(wallet: WalletRef, txId: string, options?: CallOptions): Promise<ListedTransfers>;
   getWalletTransaction(walletId: number | string, txid: string, options?: CallOptions): Promise<WalletTransaction>;
-  getTravelRuleSetting(): Promise<TravelRuleSetting>;
+  getTravelRuleSetting(options?: CallOptions): Promise<TravelRuleSetting>;
   close(): Promise<void>;
 }

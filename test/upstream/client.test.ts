@@ -4,6 +4,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
 import { CustodyClient, type CustodyClientOptions, travelRuleApplies } from '../../src/custody/wallet-service/client.ts';
 import { CustodyErrorCode } from '../../src/custody/errors.ts';
+import { withRequestHooks } from '../../src/custody/decorators.ts';
+import type { RequestHooks } from '../../src/custody/port.ts';
 import { parseRetryAfter, retryAfterPause } from '../../src/custody/http/transport.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { failure } from '../helpers/custody-error.ts';
@@ -175,6 +177,34 @@ describe('custody client against the simulator', () => {
     expect(sim.stats().requests.sendTransaction['401']).toBeUndefined();
   });
 
+  it("runs a call's hooks for every request it makes: its token requests, the request and a 401's retry", async () => {
+    const log: string[] = [];
+    const hooks: RequestHooks = {
+      beforeRequest: async (endpoint, _signal, tag) => {
+        log.push(`before ${endpoint} ${tag?.klass ?? '-'}`);
+      },
+      afterRequest: (endpoint, status) => log.push(`after ${endpoint} ${status}`),
+      onRateLimited: (pauseMs, asked) => log.push(`429 ${asked.endpoint} ${pauseMs}`),
+      trace: (endpoint, call) => {
+        log.push(`span ${endpoint}`);
+        return call();
+      },
+    };
+    const c = client();
+    sim.setFault('sendTransaction', { sequence: ['401'] });
+    await c.sendTransaction(310, sampleSend(newSequenceId()), { hooks });
+    await c.getTransfersBySequenceId(WALLET, newSequenceId(), { hooks });
+    await c.getTravelRuleSetting({ hooks });
+    expect(log).toEqual([
+      ...['span token', 'before token -', 'after token 200'],
+      ...['span sendTransaction', 'before sendTransaction send', 'after sendTransaction 401'],
+      ...['span token', 'before token -', 'after token 200'],
+      ...['span sendTransaction', 'before sendTransaction send', 'after sendTransaction 200'],
+      ...['span getTransfer', 'before getTransfer poll', 'after getTransfer 200'],
+      ...['span isEnabled', 'before isEnabled gate', 'after isEnabled 200'],
+    ]);
+  });
+
   it('shares one token request between concurrent calls', async () => {
     const c = client();
     await Promise.all(Array.from({ length: 10 }, () => c.sendTransaction(310, sampleSend(newSequenceId()))));
@@ -221,7 +251,7 @@ describe('custody client fault mapping', () => {
     sim.updateSettings({ retryAfterSec: 3_600 });
     sim.setFault('sendTransaction', { sequence: ['429'] });
     const seen: unknown[] = [];
-    const c = client({ maxPauseMs: 2_000, onProviderRateLimited: (pauseMs, asked) => seen.push({ pauseMs, ...asked }) });
+    const c = withRequestHooks(client({ maxPauseMs: 2_000 }), { onRateLimited: (pauseMs, asked) => seen.push({ pauseMs, ...asked }) });
     const error = await failure(c.sendTransaction(310, sampleSend(newSequenceId())));
     expect(error.retryAfterMs).toBe(2_000);
     expect(seen).toEqual([{ pauseMs: 2_000, endpoint: 'sendTransaction', retryAfter: '3600', askedMs: 3_600_000 }]);

@@ -1,4 +1,4 @@
-import type { Transaction, TransferParty } from '../../custody/wallet-service/schemas.ts';
+import type { ListedTransfer } from '../../custody/port.ts';
 import { stringOption, type Command } from '../command.ts';
 import { coinArgument, custodyOptions, sequenceIdArgument, txidArgument, walletArgument, withCustody } from '../custody.ts';
 import { usageError } from '../errors.ts';
@@ -46,7 +46,7 @@ Examples:
   },
 };
 
-function formatTransactions(transactions: Transaction[]): string {
+function formatTransactions(transactions: ListedTransfer[]): string {
   if (transactions.length === 0) return 'no transactions';
   const blocks = transactions.map((tx, index) =>
     [
@@ -78,7 +78,7 @@ function parties(label: string, list: readonly unknown[]): string[] {
   return [
     `  ${label}:`,
     ...list.map((item) => {
-      const party = (item ?? {}) as Partial<TransferParty>;
+      const party = (item ?? {}) as { address?: unknown; amount?: unknown; isMine?: unknown; wallet?: unknown };
       const wallet = (party.wallet ?? {}) as { id?: unknown; name?: unknown };
       return `    ${show(party.address)} ${show(party.amount)}${party.isMine === true ? ` (mine: wallet ${show(wallet.id)} ${show(wallet.name)})` : ''}`;
     }),

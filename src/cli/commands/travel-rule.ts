@@ -1,5 +1,4 @@
-import { travelRuleApplies } from '../../custody/wallet-service/client.ts';
-import type { TravelRuleSetting } from '../../custody/wallet-service/schemas.ts';
+import { travelRuleApplies, type TravelRuleSetting } from '../../custody/port.ts';
 import type { Command } from '../command.ts';
 import { withCustody } from '../custody.ts';
 import { usageError } from '../errors.ts';

@@ -1,4 +1,4 @@
-import type { WalletTransaction } from '../../custody/wallet-service/schemas.ts';
+import type { WalletTransaction } from '../../custody/port.ts';
 import type { Command } from '../command.ts';
 import { custodyOptions, txidArgument, walletArgument, withCustody } from '../custody.ts';
 import { show, table } from '../format.ts';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CustodyError, CustodyErrorCode } from '../errors.ts';
 import type { Transport, TransportResponse } from './transport.ts';
+import type { RequestHooks } from '../port.ts';
 import { DEFAULT_TOKEN_LIFETIME_MS, MAX_TOKEN_RENEW_MARGIN_MS } from '../../timing.ts';
 
 /**
@@ -12,8 +13,11 @@ export function basicAuthorization(clientId: string, clientSecret: string): stri
 }
 
 export interface TokenProvider {
-  /** A bearer token believed valid now. */
-  token(): Promise<string>;
+  /**
+   * A bearer token believed valid now. `hooks`: those of the call that needs it; a token request made
+   * for it runs them (custody/port.ts, RequestHooks).
+   */
+  token(hooks?: RequestHooks): Promise<string>;
   /** Drop `token` after upstream refused it; returns whether a different one can be had. */
   invalidate(token: string): boolean;
 }
@@ -67,7 +71,8 @@ export const tokenResponseSchema = z.object({
 
 /**
  * OAuth2 client credentials (docs/contract.md section 2). One token cached per process, renewed ahead of
- * `expires_in`, and at most one token request in flight at a time (concurrent callers share it).
+ * `expires_in`, and at most one token request in flight at a time (concurrent callers share it: the
+ * request runs the hooks of the caller that started it).
  */
 export class OAuthTokenProvider implements TokenProvider {
   readonly #transport: Transport;
@@ -82,9 +87,9 @@ export class OAuthTokenProvider implements TokenProvider {
     this.#now = options.now ?? Date.now;
   }
 
-  async token(): Promise<string> {
+  async token(hooks?: RequestHooks): Promise<string> {
     if (this.#cached && this.#now() < this.#cached.renewAt) return this.#cached.token;
-    this.#inflight ??= this.#fetch().finally(() => {
+    this.#inflight ??= this.#fetch(hooks).finally(() => {
       this.#inflight = undefined;
     });
     return this.#inflight;
@@ -95,7 +100,7 @@ export class OAuthTokenProvider implements TokenProvider {
     return true;
   }
 
-  async #fetch(): Promise<string> {
+  async #fetch(hooks: RequestHooks | undefined): Promise<string> {
     const body = {
       grant_type: 'client_credentials',
       client_id: this.#options.clientId,
@@ -108,6 +113,8 @@ export class OAuthTokenProvider implements TokenProvider {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: JSON.stringify(body),
+      // No budget tag: the budget counts a token request with sends (DEFAULT_CLASS, custody/decorators.ts).
+      hooks,
     });
     const parsed = tokenResponseSchema.safeParse(this.#options.readAnswer(response));
     if (!parsed.success) {

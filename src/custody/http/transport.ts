@@ -1,8 +1,11 @@
 import { Pool, type Dispatcher } from 'undici';
 import { Deadline } from '../deadline.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
-import type { BudgetTag } from '../port.ts';
+import type { BudgetTag, RequestHooks } from '../port.ts';
 import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
+
+/** What a provider's 429 asked for: the port's type (what `hooks.onRateLimited` is told). */
+export type { ProviderRateLimit } from '../port.ts';
 
 export interface TransportOptions {
   /** Whole-request deadline: connect, headers and body together. */
@@ -10,26 +13,8 @@ export interface TransportOptions {
   connectTimeoutMs: number;
   /** Keep-alive connections per origin. */
   connections: number;
-  /**
-   * Called before every request; the shared request budget plugs in here (and gives up when `signal`
-   * aborts). `budget` is the request's class and member, when its caller said.
-   */
-  beforeRequest?: (endpoint: CustodyEndpoint, signal: AbortSignal | undefined, budget: BudgetTag | undefined) => Promise<void>;
-  /**
-   * Called when the provider answers 429, with the pause it imposes (ms: its Retry-After, at most
-   * `maxPauseMs`): the budget pauses every class. `asked` says what the answer asked for.
-   */
-  onProviderRateLimited?: (pauseMs: number, asked: ProviderRateLimit) => void;
   /** CUSTODY_MAX_PAUSE: a Retry-After above this is read as this (default DEFAULT_MAX_PAUSE_MS). */
   maxPauseMs?: number | undefined;
-  /** Called after every request with its outcome: HTTP status, or the error code when there was none. */
-  /**
-   * Called once per request: `status` is the HTTP status as text, or `none` when no answer came; `code`
-   * is the error code (CUSTODY_TIMEOUT, CUSTODY_UNAVAILABLE, ...) when no answer came, else `none`.
-   */
-  observe?: (endpoint: CustodyEndpoint, status: string, code: string, durationMs: number) => void;
-  /** Wraps every request (a tracing span) when tracing is on. */
-  trace?: <T>(endpoint: CustodyEndpoint, call: () => Promise<T>) => Promise<T>;
 }
 
 export interface TransportRequest {
@@ -42,8 +27,13 @@ export interface TransportRequest {
   signal?: AbortSignal;
   /** Called once per request that was (or may have been) written, when it ends (counts HTTP sends). */
   onDispatch?: () => void;
-  /** The request's class in the budget, and on whose behalf (a sequenceId). */
+  /** The request's class in the budget, and on whose behalf (a sequenceId); passed to `hooks.beforeRequest`. */
   budget?: BudgetTag | undefined;
+  /**
+   * The hooks of the call this request is made for (custody/port.ts, RequestHooks): the budget's
+   * `beforeRequest`, the metrics' `afterRequest`, `onRateLimited` on a 429, `trace` around it all.
+   */
+  hooks?: RequestHooks | undefined;
   /**
    * Called synchronously immediately before the request's first byte is handed to the socket (undici's
    * onRequestStart, in the same tick as the write). If it throws, nothing is written, and the request
@@ -96,15 +86,6 @@ export interface TransportResponse {
   text: string;
   /** On a 429: the pause it imposes, ms (its Retry-After capped at `maxPauseMs`). */
   retryAfterMs?: number;
-}
-
-/** What a provider's 429 asked for, as the transport read it. */
-export interface ProviderRateLimit {
-  endpoint: CustodyEndpoint;
-  /** The Retry-After header as sent (undefined when absent). */
-  retryAfter: string | undefined;
-  /** What it asks, ms, before the cap (1 s when absent or unusable). */
-  askedMs: number;
 }
 
 /** Used when a 429 carries no usable Retry-After. */
@@ -165,7 +146,9 @@ function notPastDeadline(req: TransportRequest): void {
 /**
  * HTTP to a custody provider's API over undici: one keep-alive pool per origin, explicit connect, header and
  * body time-outs, and a deadline over the whole request. Transport failures become CustodyErrors;
- * HTTP statuses are left to the caller, which knows what each one means for its endpoint.
+ * HTTP statuses are left to the caller, which knows what each one means for its endpoint. Each
+ * request runs the hooks it carries (`hooks`: its call's budget, metrics and tracing), so an adapter
+ * that passes its call's hooks on every request it makes has done its duty (custody/port.ts).
  */
 export class Transport {
   readonly #pools = new Map<string, Dispatcher>();
@@ -176,13 +159,13 @@ export class Transport {
   }
 
   request(req: TransportRequest): Promise<TransportResponse> {
-    const trace = this.#options.trace;
-    return trace ? trace(req.endpoint, () => this.#request(req)) : this.#request(req);
+    const hooks = req.hooks;
+    return hooks?.trace ? hooks.trace(req.endpoint, () => this.#request(req)) : this.#request(req);
   }
 
   async #request(req: TransportRequest): Promise<TransportResponse> {
     notPastDeadline(req);
-    await this.#options.beforeRequest?.(req.endpoint, req.signal, req.budget);
+    await req.hooks?.beforeRequest(req.endpoint, req.signal, req.budget);
     notPastDeadline(req);
     const started = performance.now();
     let status = 'none';
@@ -219,7 +202,7 @@ export class Transport {
         const header = response.headers['retry-after'];
         const askedMs = parseRetryAfter(header);
         const retryAfterMs = retryAfterPause(askedMs, this.#options.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS);
-        this.#options.onProviderRateLimited?.(retryAfterMs, { endpoint: req.endpoint, retryAfter: retryAfterHeader(header), askedMs });
+        req.hooks?.onRateLimited(retryAfterMs, { endpoint: req.endpoint, retryAfter: retryAfterHeader(header), askedMs });
         return { status: response.statusCode, headers: response.headers, text, retryAfterMs };
       }
       return { status: response.statusCode, headers: response.headers, text };
@@ -235,7 +218,7 @@ export class Transport {
       throw mapped;
     } finally {
       deadline.clear();
-      this.#options.observe?.(req.endpoint, status, code, performance.now() - started);
+      req.hooks?.afterRequest(req.endpoint, status, code, performance.now() - started);
     }
   }
 

@@ -3,9 +3,8 @@ import { basicAuthorization, OAuthTokenProvider, StaticTokenProvider, type Token
 import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } from '../errors.ts';
 import { parseJsonBody, readResponse, throwForStatus } from './responses.ts';
 import { BudgetClass } from '../budget.ts';
-import type { BudgetTag } from '../port.ts';
-import type { CallOptions, CustodyPort, SendOptions, SendRequest, WalletRef } from '../port.ts';
-// Re-exported for callers of this client (the CLI, tests): the port owns them.
+import type { BudgetTag, CallOptions, CustodyPort, RequestHooks, SendOptions, SendRequest, WalletRef } from '../port.ts';
+// Re-exported for callers of this client (tests): the port owns them.
 export { travelRuleApplies, type CallOptions, type SendOptions, type WalletRef } from '../port.ts';
 import {
   isEnabledResponseSchema,
@@ -51,7 +50,9 @@ const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
 
 /**
  * The custody API (docs/upstream-api.md section 4). Each method validates its inputs before any request is made,
- * validates the answer with zod, and throws CustodyError with a fixed code for everything else.
+ * validates the answer with zod, and throws CustodyError with a fixed code for everything else. Every
+ * request a call makes (token requests and a 401's retry included) carries the call's `options.hooks`
+ * (custody/port.ts, RequestHooks): the budget, the metrics and the tracing come from there.
  */
 export class CustodyClient implements CustodyPort {
   readonly #transport: Transport;
@@ -91,18 +92,13 @@ export class CustodyClient implements CustodyPort {
   /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (upstream API 4.1 leaves it open). */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<Transaction[]> {
     const budget = options.budget ?? { klass: BudgetClass.POLL, member: sequenceId };
-    return this.#getTransfer(
-      { wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) },
-      options.signal,
-      budget,
-      sequenceId,
-    );
+    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options, budget, sequenceId);
   }
 
   /** 4.1 by txId, for `send` and `receive`. */
   async getTransfersByTxId(wallet: WalletRef, txId: string, options: CallOptions = {}): Promise<Transaction[]> {
     const budget = options.budget ?? { klass: BudgetClass.VERIFY, member: txId };
-    return this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) }, options.signal, budget);
+    return this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) }, options, budget);
   }
 
   /**
@@ -127,9 +123,10 @@ export class CustodyClient implements CustodyPort {
         onDispatch: options.onRequest,
         beforeWrite: options.beforeWrite,
         budget: options.budget ?? { klass: BudgetClass.SEND, member: body.halfSigned.sequenceId },
+        hooks: options.hooks,
       }),
       options.keepRaw === false ? sendTransactionResponseWithoutRawSchema : sendTransactionResponseSchema,
-      options.signal,
+      options,
       EXACT_KEYS,
     );
     if (record.sequenceId !== body.halfSigned.sequenceId) {
@@ -156,21 +153,24 @@ export class CustodyClient implements CustodyPort {
         headers: { authorization, accept: 'application/json' },
         signal: options.signal,
         budget: options.budget ?? { klass: BudgetClass.ENRICH, member: txid },
+        hooks: options.hooks,
       }),
       walletTransactionResponseSchema,
-      options.signal,
+      options,
     );
     return answer.result;
   }
 
   /** 4.4. The rule applies when `outgoingTxn === 1 && mandatory` (see travelRuleApplies). */
-  async getTravelRuleSetting(): Promise<TravelRuleSetting> {
+  async getTravelRuleSetting(options: CallOptions = {}): Promise<TravelRuleSetting> {
     const response = await this.#transport.request({
       endpoint: 'isEnabled',
       url: new URL(`${this.#sdkUrl}/api/travel-rule/is-enabled`),
       method: 'POST',
       headers: { authorization: this.#basic, accept: 'application/json' },
-      budget: { klass: BudgetClass.GATE, member: '' },
+      signal: options.signal,
+      budget: options.budget ?? { klass: BudgetClass.GATE, member: '' },
+      hooks: options.hooks,
     });
     return readResponse('isEnabled', response, isEnabledResponseSchema).data;
   }
@@ -184,10 +184,10 @@ export class CustodyClient implements CustodyPort {
    * (upstream API section 7 shows no errors; docs/upstream-api.md, assumptions): all three are an empty list. The list is parsed record
    * by record: an odd record is skipped and reported, never fails the rest.
    */
-  async #getTransfer(body: object, signal: AbortSignal | undefined, budget: BudgetTag, sequenceId?: string): Promise<Transaction[]> {
+  async #getTransfer(body: object, options: CallOptions, budget: BudgetTag, sequenceId?: string): Promise<Transaction[]> {
     let list: unknown[];
     try {
-      list = readResponse('getTransfer', await this.#request(body, signal, budget), transactionListSchema);
+      list = readResponse('getTransfer', await this.#request(body, options, budget), transactionListSchema);
     } catch (error) {
       if (isNotFound(error)) return [];
       throw error;
@@ -197,10 +197,11 @@ export class CustodyClient implements CustodyPort {
     return transactions;
   }
 
-  #request(body: object, signal: AbortSignal | undefined, budget: BudgetTag) {
+  #request(body: object, { signal, hooks }: CallOptions, budget: BudgetTag) {
     return this.#transport.request({
       signal,
       budget,
+      hooks,
       endpoint: 'getTransfer',
       url: this.#getTransferUrl,
       method: 'POST',
@@ -217,15 +218,15 @@ export class CustodyClient implements CustodyPort {
     endpoint: CustodyEndpoint,
     build: (authorization: string) => TransportRequest,
     schema: S,
-    signal?: AbortSignal,
+    { signal, hooks }: CallOptions,
     exact?: ReadonlySet<string>,
   ): Promise<z.output<S>> {
-    const token = await this.#bearerToken(endpoint, signal);
+    const token = await this.#bearerToken(endpoint, signal, hooks);
     try {
       return readResponse(endpoint, await this.#transport.request(build(`Bearer ${token}`)), schema, exact);
     } catch (error) {
       if (!isCustodyError(error, CustodyErrorCode.UNAUTHORIZED) || !this.#tokens.invalidate(token)) throw error;
-      const fresh = await this.#bearerToken(endpoint, signal);
+      const fresh = await this.#bearerToken(endpoint, signal, hooks);
       return readResponse(endpoint, await this.#transport.request(build(`Bearer ${fresh}`)), schema, exact);
     }
   }
@@ -236,10 +237,10 @@ export class CustodyClient implements CustodyPort {
    * that on would make a send that never left look as if it may have gone out (and such a send is
    * never failed for good, only resolved again and again).
    */
-  async #bearerToken(endpoint: CustodyEndpoint, signal?: AbortSignal): Promise<string> {
+  async #bearerToken(endpoint: CustodyEndpoint, signal: AbortSignal | undefined, hooks: RequestHooks | undefined): Promise<string> {
     try {
       // The token request is shared by concurrent callers: a caller's deadline ends its wait, not the request.
-      return await untilAborted(this.#tokens.token(), signal, endpoint);
+      return await untilAborted(this.#tokens.token(hooks), signal, endpoint);
     } catch (error) {
       if (!isCustodyError(error) || !error.maybeProcessed) throw error;
       throw new CustodyError(error.code, error.message, {
