@@ -3,8 +3,8 @@ import type { Config } from './config/config.ts';
 import { createReconcileHandler } from './jobs/reconcile/handler.ts';
 import { createSubmitHandler } from './jobs/submit-transaction/handler.ts';
 import { createTrackHandler } from './jobs/track-transfer/handler.ts';
-import { LookupNarrowing } from './jobs/submit-transaction/lookup-narrowing.ts';
-import { TravelRuleCache } from './jobs/submit-transaction/travel-rule.ts';
+import { LookupNarrowing } from './custody/lookup-narrowing.ts';
+import { TravelRuleCache } from './custody/travel-rule-cache.ts';
 import { createKeys } from './ledger/keys.ts';
 import { CALLS_FIELD, Ledger } from './ledger/ledger.ts';
 import { SEQUENCE_ID } from '../packages/producer/src/payload.ts';
@@ -15,86 +15,16 @@ import { Trackers } from './queues/trackers.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
 import { QueueActivity, startWatchdog, type Watched } from './queues/watchdog.ts';
-import {
-  POLL_FAILURES_ALERT,
-  sendDeadlineMs,
-  sendLeaseMs,
-  SKIPPED_RECORD_LOG_INTERVAL_MS,
-  SUBMIT_RETRY,
-  trackLimiter,
-  withBase,
-} from './timing.ts';
-import type { CustodyEndpoint } from './custody/errors.ts';
+import { POLL_FAILURES_ALERT, sendDeadlineMs, sendLeaseMs, SUBMIT_RETRY, trackLimiter, withBase } from './timing.ts';
 import type { CustodyPort } from './custody/port.ts';
-import { createCustodyPort, type SkippedRecord } from './custody/provider.ts';
+import { createCustodyPort } from './custody/provider.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
+import { CLOSE_GRACE_MS, closeWorkers, withTimeout } from './queues/shutdown.ts';
+import { startReconcileSchedule } from './jobs/reconcile/schedule.ts';
+import { providerPauseReporter, skippedRecordsReporter } from './custody/reporting.ts';
 import { RedisErrors } from './redis-errors.ts';
 import type { Tracing } from './telemetry.ts';
 import { RequestBudget } from './custody/budget.ts';
-
-/**
- * Upstream list records that failed the schema: all counted; logged at most once per endpoint per
- * interval with the field paths (never values). A skipped record that carried the very sequenceId
- * looked for is an error every time: tracking that transfer cannot succeed until upstream changes.
- */
-function skippedRecordsReporter(logger: Logger, metrics: Metrics) {
-  const lastLogged = new Map<string, number>();
-  const suppressed = new Map<string, number>();
-  return (endpoint: CustodyEndpoint, skipped: readonly SkippedRecord[]) => {
-    for (const record of skipped) metrics.skippedRecords.inc({ endpoint, ours: String(record.ours) });
-    const ours = skipped.filter((record) => record.ours);
-    if (ours.length > 0) {
-      logger.error(
-        { endpoint, paths: ours.flatMap((record) => record.paths) },
-        'the upstream record of this transfer fails the schema and is skipped: it cannot be matched',
-      );
-    }
-    const now = Date.now();
-    if (now - (lastLogged.get(endpoint) ?? 0) < SKIPPED_RECORD_LOG_INTERVAL_MS) {
-      suppressed.set(endpoint, (suppressed.get(endpoint) ?? 0) + skipped.length);
-      return;
-    }
-    logger.warn(
-      {
-        endpoint,
-        skipped: skipped.length,
-        paths: [...new Set(skipped.flatMap((record) => record.paths))].slice(0, 10),
-        suppressed: suppressed.get(endpoint) ?? 0,
-      },
-      'upstream records failing the schema skipped',
-    );
-    lastLogged.set(endpoint, now);
-    suppressed.set(endpoint, 0);
-  };
-}
-
-/** How long closing may take once no job runs any more, before connections are dropped. */
-const CLOSE_GRACE_MS = 2_000;
-
-/**
- * `Worker.close()` waits for in-flight jobs, then for its blocking connection to end; a connection
- * that is reconnecting (Redis restarted or away) never ends, and close never resolves (bullmq#4656).
- * Our processors count their running jobs: once none runs and close has had CLOSE_GRACE_MS more,
- * nothing can be lost by dropping the connections, so we do.
- */
-async function closeWorkers(workers: Worker[], inFlight: InFlight): Promise<void> {
-  const closing = Promise.all(workers.map((worker) => worker.close()));
-  const drained = inFlight.idle().then(() => new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref()));
-  const finished = await Promise.race([closing.then(() => true), drained.then(() => false)]);
-  if (!finished)
-    await Promise.all(
-      workers.map((worker) =>
-        withTimeout(
-          worker.disconnect().catch(() => undefined),
-          CLOSE_GRACE_MS,
-        ),
-      ),
-    );
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  return Promise.race([promise, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref())]);
-}
 
 export interface App {
   readonly redis: RedisClient;
@@ -182,21 +112,7 @@ export async function createApp(
       budget,
       // A member that is a sequenceId names the transfer the call is for: counted on its ledger record.
       countFor: (member) => (SEQUENCE_ID.test(member) ? { key: keys.transfer(member), field: CALLS_FIELD } : undefined),
-      // One line per 429: the endpoint, the Retry-After it asked (as sent, at most 64 characters: the
-      // provider's text, never ours) and the pause applied, at most CUSTODY_MAX_PAUSE.
-      onPause: (pauseMs, { endpoint, retryAfter, askedMs }, outcome) => {
-        const asked = { endpoint, retryAfter: retryAfter?.slice(0, 64), askedMs, pauseMs, capped: pauseMs < askedMs };
-        if ('error' in outcome) {
-          logger.warn({ err: outcome.error, ...asked }, 'provider answered 429 but the request budget could not be paused');
-          return;
-        }
-        logger.warn(
-          { ...asked, pausedUntil: new Date(outcome.until).toISOString() },
-          asked.capped
-            ? 'provider answered 429: every request class paused, Retry-After capped at CUSTODY_MAX_PAUSE'
-            : 'provider answered 429: every request class paused for its Retry-After',
-        );
-      },
+      onPause: providerPauseReporter(logger),
     },
     metrics: (endpoint, status, code, durationMs) => {
       metrics.upstreamRequests.inc({ endpoint, status, code });
@@ -365,22 +281,7 @@ export async function createApp(
     removeOnComplete: { count: 100 },
     removeOnFail: { count: 100 },
   });
-  // One scheduler for all worker processes: upserting the same id from each is idempotent (the next
-  // run's job id is derived from its time slot). BullMQ adds a scheduler's next job only when the
-  // current one is processed, so a job lost with a Redis failover (acknowledged by a primary that
-  // died before its replica had it) would end the schedule for good: every process upserts it again
-  // once per RECONCILE_EVERY, which puts back a missing next run and changes nothing otherwise.
-  const scheduleReconcile = () =>
-    queues[QueueName.RECONCILE].upsertJobScheduler(
-      QueueName.RECONCILE,
-      { every: config.reconcile.everyMs },
-      { name: QueueName.RECONCILE, data: {}, opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } } },
-    );
-  await scheduleReconcile();
-  const rescheduler = setInterval(() => {
-    scheduleReconcile().catch((err: unknown) => logger.warn({ err }, 'could not renew the reconciliation schedule, next try later'));
-  }, config.reconcile.everyMs);
-  rescheduler.unref();
+  const reconcileSchedule = await startReconcileSchedule(queues[QueueName.RECONCILE], config.reconcile.everyMs, logger);
 
   const watchdog =
     config.jobs.workerStallMs > 0
@@ -417,7 +318,7 @@ export async function createApp(
     async close() {
       if (closed) return;
       closed = true;
-      clearInterval(rescheduler);
+      reconcileSchedule.stop();
       watchdog?.stop();
       // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
       // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,

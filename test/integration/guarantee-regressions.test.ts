@@ -13,7 +13,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseStreamEntry, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { createReconcileHandler, type ReconcileResult } from '../../src/jobs/reconcile/handler.ts';
-import { LookupNarrowing } from '../../src/jobs/submit-transaction/lookup-narrowing.ts';
+import { LookupNarrowing } from '../../src/custody/lookup-narrowing.ts';
 import { createSubmitHandler, type SubmitDeps } from '../../src/jobs/submit-transaction/handler.ts';
 import { createTrackHandler } from '../../src/jobs/track-transfer/handler.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';

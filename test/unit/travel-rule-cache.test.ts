@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { TravelRuleCache } from '../../src/jobs/submit-transaction/travel-rule.ts';
+import { TravelRuleCache } from '../../src/custody/travel-rule-cache.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 

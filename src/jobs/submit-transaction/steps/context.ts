@@ -5,7 +5,7 @@ import type { JobContext } from '../../../queues/processor.ts';
 import type { Trackers } from '../../../queues/trackers.ts';
 import { LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../../timing.ts';
 import type { CustodyPort, WalletRef } from '../../../custody/port.ts';
-import type { GateSetting } from '../travel-rule.ts';
+import type { GateSetting } from '../../../custody/travel-rule-cache.ts';
 
 export interface SubmitDeps {
   ledger: Ledger;

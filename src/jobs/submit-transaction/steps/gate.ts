@@ -6,7 +6,7 @@ import { RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay } from '../../../timing.ts';
 import { travelRuleApplies } from '../../../custody/port.ts';
 import { CustodyError } from '../../../custody/errors.ts';
-import type { GateSetting } from '../travel-rule.ts';
+import type { GateSetting } from '../../../custody/travel-rule-cache.ts';
 import { changed, storedPayload, type Run, type Step } from './context.ts';
 import { leaseStart, sendTaken } from './send.ts';
 

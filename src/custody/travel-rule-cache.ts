@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
-import { withRedisLock } from '../../lib/redis-lock.ts';
-import { TRAVEL_RULE_WAIT_STEP_MS } from '../../timing.ts';
-import type { CustodyPort, TravelRuleSetting } from '../../custody/port.ts';
+import { withRedisLock } from '../lib/redis-lock.ts';
+import { TRAVEL_RULE_WAIT_STEP_MS } from '../timing.ts';
+import type { CustodyPort, TravelRuleSetting } from './port.ts';
 
 /** The part of the setting (upstream API 2.6) a decision needs. The originator data (`dataJson`) is never kept. */
 export interface GateSetting {

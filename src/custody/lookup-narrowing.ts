@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import type { CustodyPort, WalletRef } from '../../custody/port.ts';
-import { BudgetClass } from '../../custody/budget.ts';
+import type { CustodyPort, WalletRef } from './port.ts';
+import { BudgetClass } from './budget.ts';
 
 /** How long a probe's finding is kept: a provider changes how it answers rarely, and a probe costs one call. */
 export const NARROWING_PROBE_TTL_MS = 24 * 3_600_000;
