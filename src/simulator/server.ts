@@ -31,6 +31,7 @@ import {
 import type { DeepPartial, FaultPlan, SimEndpoint, SimulatorOptions, SimulatorSettings } from './settings.ts';
 import { handleControl, type ControlTarget } from './control-routes.ts';
 import { SimState } from './state.ts';
+import { ServerPlumbing, TokenBucket } from './plumbing.ts';
 import type { HalfSigned, SimTransfer, SimulatorStats, TransferView } from './state.ts';
 
 export interface Simulator {
@@ -118,9 +119,9 @@ class SimulatorServer {
   private readonly initialSettings: SimulatorSettings;
   private readonly basicCredentials: string;
   current: SimulatorSettings;
-  /** Answers withheld by 'timeout' faults, destroyed on close. */
-  private readonly held = new Set<ServerResponse>();
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly plumbing = new ServerPlumbing();
+  /** settings.maxRps, the provider's own request limit. */
+  private readonly bucket = new TokenBucket();
   readonly server = createServer({ keepAliveTimeout: 10_000, requestTimeout: 0 }, (req, res) => {
     this.onRequest(req, res);
   });
@@ -153,25 +154,10 @@ class SimulatorServer {
 
   reset(): void {
     this.current = structuredClone(this.initialSettings);
-    this.bucket = { tokens: 0, at: 0, rps: 0 };
+    this.bucket.reset();
     this.state.reset();
     this.faults.clear();
     this.realistic.reset();
-  }
-
-  /** settings.maxRps as a token bucket of one second's worth, refilled continuously. */
-  private bucket = { tokens: 0, at: 0, rps: 0 };
-
-  private withinLimit(now: number): boolean {
-    const rps = this.current.maxRps;
-    if (rps <= 0) return true;
-    const bucket = this.bucket;
-    if (bucket.rps !== rps) Object.assign(bucket, { tokens: rps, at: now, rps });
-    bucket.tokens = Math.min(rps, bucket.tokens + ((now - bucket.at) / 1000) * rps);
-    bucket.at = now;
-    if (bucket.tokens < 1) return false;
-    bucket.tokens -= 1;
-    return true;
   }
 
   private profile(): AnswerProfile {
@@ -179,25 +165,7 @@ class SimulatorServer {
   }
 
   async close(): Promise<void> {
-    for (const timer of this.timers) clearTimeout(timer);
-    this.timers.clear();
-    const closed = new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-    });
-    for (const res of this.held) res.destroy();
-    this.held.clear();
-    this.server.closeAllConnections();
-    await closed;
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
-        resolve();
-      }, ms);
-      this.timers.add(timer);
-    });
+    await this.plumbing.close(this.server);
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
@@ -227,9 +195,9 @@ class SimulatorServer {
       write(res, { ...failure(413, 'request body too large'), headers: { connection: 'close' } });
       return;
     }
-    if (endpoint !== 'token' && !this.withinLimit(Date.now())) {
+    if (endpoint !== 'token' && !this.bucket.take(this.current.maxRps, Date.now())) {
       // The provider's own limit (settings.maxRps): refused before anything is processed.
-      const wait = Math.max(1, Math.ceil((1 - this.bucket.tokens) / this.current.maxRps));
+      const wait = this.bucket.waitSeconds();
       this.state.countOutcome(endpoint, '429');
       write(res, faultAnswer(endpoint, '429', wait));
       return;
@@ -249,7 +217,7 @@ class SimulatorServer {
       answer = faultAnswer(endpoint, fault, this.current.retryAfterSec);
     }
     const latency = this.current.latencyMs[endpoint];
-    if (latency > 0) await this.sleep(latency);
+    if (latency > 0) await this.plumbing.sleep(latency);
     if (fault === 'reset' || fault === 'accept-reset') {
       this.state.countOutcome(endpoint, 'reset');
       req.socket.destroy();
@@ -258,8 +226,7 @@ class SimulatorServer {
     if (fault === 'timeout') {
       // processed, never answered: the socket stays open until the client gives up or we close
       this.state.countOutcome(endpoint, 'timeout');
-      this.held.add(res);
-      res.on('close', () => this.held.delete(res));
+      this.plumbing.hold(res);
       return;
     }
     if (!answer) return;

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { handleControl, ControlInputError, parseControlJson } from '../control-routes.ts';
 import type { ControlTarget } from '../control-routes.ts';
 import { FaultBoard } from '../faults.ts';
+import { ServerPlumbing, TokenBucket } from '../plumbing.ts';
 import { decodeSegment, failure, isObject, json, nonEmptyString, parseJson, readBody, write } from '../http.ts';
 import type { Answer } from '../http.ts';
 import { DEFAULT_HOST, SettingsError, parseFaultPlan } from '../settings.ts';
@@ -102,9 +103,9 @@ class BitgoServer {
   private readonly initialSettings: BitgoSettings;
   current: BitgoSettings;
   private tokenRevoked = false;
-  private bucket = { tokens: 0, at: 0, rps: 0 };
-  private readonly held = new Set<ServerResponse>();
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly plumbing = new ServerPlumbing();
+  /** settings.maxRps, the provider's own request limit. */
+  private readonly bucket = new TokenBucket();
   readonly server = createServer({ keepAliveTimeout: 10_000, requestTimeout: 0 }, (req, res) => {
     this.onRequest(req, res);
   });
@@ -147,45 +148,14 @@ class BitgoServer {
 
   reset(): void {
     this.current = { ...this.initialSettings };
-    this.bucket = { tokens: 0, at: 0, rps: 0 };
+    this.bucket.reset();
     this.tokenRevoked = false;
     this.state.reset();
     this.faults.clear();
   }
 
   async close(): Promise<void> {
-    for (const timer of this.timers) clearTimeout(timer);
-    this.timers.clear();
-    const closed = new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-    });
-    for (const res of this.held) res.destroy();
-    this.held.clear();
-    this.server.closeAllConnections();
-    await closed;
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
-        resolve();
-      }, ms);
-      this.timers.add(timer);
-    });
-  }
-
-  /** settings.maxRps as a token bucket of one second's worth, refilled continuously. */
-  private withinLimit(now: number): boolean {
-    const rps = this.current.maxRps;
-    if (rps <= 0) return true;
-    const bucket = this.bucket;
-    if (bucket.rps !== rps) Object.assign(bucket, { tokens: rps, at: now, rps });
-    bucket.tokens = Math.min(rps, bucket.tokens + ((now - bucket.at) / 1000) * rps);
-    bucket.at = now;
-    if (bucket.tokens < 1) return false;
-    bucket.tokens -= 1;
-    return true;
+    await this.plumbing.close(this.server);
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
@@ -215,7 +185,7 @@ class BitgoServer {
       write(res, { ...answer, headers: { ...answer.headers, connection: 'close' } });
       return;
     }
-    if (!this.withinLimit(Date.now())) {
+    if (!this.bucket.take(this.current.maxRps, Date.now())) {
       this.state.countOutcome(endpoint, '429');
       write(res, tooManyRequests(requestId, this.current.retryAfterSec));
       return;
@@ -232,7 +202,7 @@ class BitgoServer {
     if (fault !== undefined && fault !== 'timeout' && fault !== 'reset' && fault !== 'accept-reset') {
       answer = bitgoFaultAnswer(endpoint, fault, this.current.retryAfterSec, requestId);
     }
-    if (this.current.latencyMs > 0) await this.sleep(this.current.latencyMs);
+    if (this.current.latencyMs > 0) await this.plumbing.sleep(this.current.latencyMs);
     if (fault === 'reset' || fault === 'accept-reset') {
       this.state.countOutcome(endpoint, 'reset');
       req.socket.destroy();
@@ -240,8 +210,7 @@ class BitgoServer {
     }
     if (fault === 'timeout') {
       this.state.countOutcome(endpoint, 'timeout');
-      this.held.add(res);
-      res.on('close', () => this.held.delete(res));
+      this.plumbing.hold(res);
       return;
     }
     if (!answer) return;
