@@ -2,7 +2,7 @@ import type { PayloadIssue } from './payload.ts';
 
 /** Every error the producer throws on purpose carries one of these codes. */
 export type ProducerErrorCode =
-  'INVALID_PAYLOAD' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'NOT_REPLICATED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
+  'INVALID_PAYLOAD' | 'INVALID_CANCEL' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'NOT_REPLICATED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
 
 /** Base class of the producer's typed errors: `instanceof ProducerError`, then switch on `code`. */
 export abstract class ProducerError extends Error {
@@ -20,7 +20,21 @@ export class InvalidPayloadError extends ProducerError {
   }
 }
 
-export type ProducerOperation = 'submit' | 'events' | 'waitForTerminal';
+/**
+ * The arguments of `cancel()` broke its rules (a sequenceId of section 3; a `reason` of one line, 1-256
+ * characters, no control characters): nothing changed, Redis was not contacted. `issues` names each.
+ */
+export class InvalidCancelError extends ProducerError {
+  readonly code = 'INVALID_CANCEL';
+  readonly issues: PayloadIssue[];
+  constructor(issues: PayloadIssue[]) {
+    super(`invalid cancel: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+    this.name = 'InvalidCancelError';
+    this.issues = issues;
+  }
+}
+
+export type ProducerOperation = 'submit' | 'events' | 'waitForTerminal' | 'cancel';
 
 /**
  * Redis did not answer within the producer's bound (`submitTimeoutMs`), refused the connection, or the
