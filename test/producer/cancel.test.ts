@@ -19,6 +19,7 @@ import { checkCancelResultJson } from '../helpers/json-schemas.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
 import { until } from '../helpers/wait.ts';
 import { LEDGER_DEFAULTS } from '../../packages/producer/src/producer.ts';
+import { transitionKeys } from '../../packages/producer/src/keys.ts';
 
 const REASON = 'duplicate of order A-1001, ticket OPS-77';
 
@@ -88,6 +89,10 @@ describe('TransferProducer.cancel', () => {
   it('twice: already-ended, state cancelled, nothing published again', async () => {
     const sequenceId = samplePayload().halfSigned.sequenceId;
     expect(await cancel(sequenceId)).toMatchObject({ outcome: 'cancelled', version: 1 });
+    // Indexed as the worker's own terminal transitions are: terminal, not active.
+    const keys = createKeys(h.prefix, h.config.queue.eventsStream);
+    expect(await h.redis.zscore(keys.terminal, sequenceId)).not.toBeNull();
+    expect(await h.redis.zscore(keys.active, sequenceId)).toBeNull();
     expect(await cancel(sequenceId, 'second ask')).toEqual({ outcome: 'already-ended', state: 'cancelled' });
     // Once RETENTION removed the record, the tombstone answers.
     await h.redis.del(createKeys(h.prefix, h.config.queue.eventsStream).transfer(sequenceId));
@@ -146,6 +151,21 @@ describe('TransferProducer.cancel', () => {
       await producer.close();
       lazy.disconnect();
     }
+  });
+
+  it("names the same keys as the worker's ledger, in transition.lua's order", () => {
+    const keys = createKeys(h.prefix, h.config.queue.eventsStream);
+    expect(transitionKeys(h.prefix, h.config.queue.eventsStream, 'seq-1')).toEqual([
+      keys.transfer('seq-1'),
+      keys.events,
+      keys.active,
+      keys.terminal,
+      keys.broadcast,
+      keys.transferPayload('seq-1'),
+      keys.tombstone('seq-1'),
+      keys.trackerOutbox,
+      keys.epoch,
+    ]);
   });
 
   it("writes with the worker's defaults of EVENTS_MAXLEN, RETENTION and TOMBSTONE_RETENTION unless told", () => {
