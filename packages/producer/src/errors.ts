@@ -68,15 +68,24 @@ export class EnqueueError extends ProducerError {
 /**
  * The job was added on the primary, but fewer replicas than `minReplicas` acknowledged it within
  * `replicaTimeoutMs`: a failover now could lose it. Submitting the same payload again is safe (one
- * sequenceId is one transfer, the job id is derived from it) and is what to do.
+ * sequenceId is one transfer, the job id is derived from it) and is what to do. From `cancel()`
+ * (`.cancel` names the sequenceId): the cancel's answer was decided on the primary but may not survive
+ * a failover; cancel again with the same producer until it resolves.
  */
 export class NotReplicatedError extends ProducerError {
   readonly code = 'NOT_REPLICATED';
   readonly jobId: string;
   readonly acknowledged: number;
   readonly required: number;
-  constructor(jobId: string, acknowledged: number, required: number, timeoutMs: number) {
-    super(`job ${jobId} was added, but ${acknowledged} of ${required} replicas acknowledged it within ${timeoutMs} ms: submit again`);
+  /** With `cancel`: the cancel of that sequenceId, not an add (cancel() with `minReplicas`). */
+  readonly cancel: string | undefined;
+  constructor(jobId: string, acknowledged: number, required: number, timeoutMs: number, cancel?: string) {
+    super(
+      cancel === undefined
+        ? `job ${jobId} was added, but ${acknowledged} of ${required} replicas acknowledged it within ${timeoutMs} ms: submit again`
+        : `the cancel of ${cancel} was decided on the primary, but ${acknowledged} of ${required} replicas acknowledged it within ${timeoutMs} ms: a failover now could lose it; cancel again`,
+    );
+    this.cancel = cancel;
     this.name = 'NotReplicatedError';
     this.jobId = jobId;
     this.acknowledged = acknowledged;

@@ -94,7 +94,7 @@ export interface ProducerOptions {
    * and at least this many, acknowledged the add (Redis `WAIT`), so a failover to any of them keeps
    * the job. Fewer within `replicaTimeoutMs` reject with NotReplicatedError (the job was added on
    * the primary; submit again). On a Redis Cluster, the replicas of the master that holds the
-   * queue's slot.
+   * queue's slot. `cancel()` waits the same way before it answers `cancelled` or `already-ended`.
    */
   minReplicas?: number;
   /** How long `WAIT` may take (default 1000 ms). */
@@ -312,7 +312,8 @@ export class TransferProducer {
    * Rejects with InvalidCancelError (`INVALID_CANCEL`, `.issues`) before Redis is contacted when the
    * sequenceId or reason break their rules; ProducerUnavailableError when Redis is unreachable (the
    * cancel may have taken effect: cancelling again is safe, and answers `already-ended`, `cancelled` if
-   * it did); ProducerClosedError after close().
+   * it did); with `minReplicas`, NotReplicatedError (`.cancel`) when fewer replicas acknowledged the
+   * cancel in time (cancel again); ProducerClosedError after close().
    */
   async cancel(sequenceId: string, options: CancelOptions): Promise<CancelResult> {
     const issues: PayloadIssue[] = [];
@@ -335,8 +336,30 @@ export class TransferProducer {
       [],
     );
     const keys = transitionKeys(this.#prefix, this.#keys.events, sequenceId);
+    const session = this.#minReplicas > 0 ? connectionSession(this.#redis, keys[0]!) : '';
     const reply = await this.#call('cancel', () => this.#redis.eval(TRANSITION_LUA, keys.length, ...keys, encoded));
-    return cancelOutcome(sequenceId, decodeAnswer(reply));
+    const result = cancelOutcome(sequenceId, decodeAnswer(reply));
+    if (this.#minReplicas > 0 && result.outcome !== 'too-late') {
+      // A cancel a failover loses would let the job send after all: `cancelled` (or `already-ended`,
+      // the answer to a cancel again) only once the replicas have every write of this connection.
+      const { acknowledged, required } = await replicaAcknowledgement(
+        this.#redis,
+        keys[0]!,
+        this.#minReplicas,
+        this.#replicaTimeoutMs,
+        session,
+      ).catch((error: unknown) => {
+        throw this.#unavailable(
+          'cancel',
+          `waiting for replicas to acknowledge the cancel failed: ${(error as Error).message}`,
+          false,
+          error,
+        );
+      });
+      if (acknowledged < required)
+        throw new NotReplicatedError(jobIdFor(sequenceId), acknowledged, required, this.#replicaTimeoutMs, sequenceId);
+    }
+    return result;
   }
 
   /**
