@@ -1,4 +1,4 @@
-import { tombstoneKey, transferKey } from '../../packages/producer/src/keys.ts';
+import { ledgerKeys, tombstoneKey, transferKey, transferPayloadKey } from '../../packages/producer/src/keys.ts';
 
 /**
  * Every Redis key the worker owns besides BullMQ's own, all under QUEUE_PREFIX. With a hash-tagged
@@ -46,23 +46,25 @@ export interface Keys {
 }
 
 export function createKeys(prefix: string, eventsStream: string): Keys {
+  // The keys transition.lua touches come from the producer package, whose cancel() runs it too.
+  const ledger = ledgerKeys(prefix);
   return {
     transfer: (sequenceId) => transferKey(prefix, sequenceId),
-    transferPayload: (sequenceId) => `${prefix}:transfer-payload:${sequenceId}`,
+    transferPayload: (sequenceId) => transferPayloadKey(prefix, sequenceId),
     tombstone: (sequenceId) => tombstoneKey(prefix, sequenceId),
     foundTransfer: (sequenceId) => `${prefix}:found-transfer:${sequenceId}`,
     jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,
-    active: `${prefix}:transfers:active`,
-    terminal: `${prefix}:transfers:terminal`,
-    broadcast: `${prefix}:transfers:broadcast`,
-    trackerOutbox: `${prefix}:trackers:pending`,
+    active: ledger.active,
+    terminal: ledger.terminal,
+    broadcast: ledger.broadcast,
+    trackerOutbox: ledger.trackerOutbox,
     travelRule: `${prefix}:travel-rule`,
     travelRuleLock: `${prefix}:travel-rule:lock`,
     lookupNarrowing: (walletId, coin) => `${prefix}:lookup-narrowing:${walletId}:${coin}`,
     rateLimit: `${prefix}:custody-rate`,
     reconcileLock: `${prefix}:reconcile:lock`,
     reconcileRetries: (jobId, createdAt) => `${prefix}:reconcile:retries:${jobId}:${createdAt}`,
-    epoch: `${prefix}:ledger:epoch`,
+    epoch: ledger.epoch,
     systemEventRun: (runId) => `${prefix}:system-event:${runId}`,
     readyProbe: `${prefix}:ready-probe`,
     events: eventsStream,

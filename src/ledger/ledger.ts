@@ -6,6 +6,7 @@ import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 import { CALLS_FIELD, NO_VIEW, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
 import { op } from './operations.ts';
+import { cancelOutcome, type CancelResult } from '../../packages/producer/src/transition.ts';
 import { LedgerEpoch, type EpochOptions } from './epoch.ts';
 import {
   encodeRequest,
@@ -77,18 +78,8 @@ n = n + 1
 redis.call('SET', KEYS[1], n, 'PX', ARGV[2])
 return {n, 1}`;
 
-/**
- * What a cancel did (Ledger.cancel). `cancelled`: it took effect, `transfer.cancelled` was published
- * (`version`) and `state` is `cancelled`. `too-late`: nothing changed; a send of the transfer may have
- * been processed (`state`: submitting, submitted, ...), or the ledger cannot vouch that none was
- * (`ledger`: it has no epoch, or recovers from a loss; `state` as it stands). `already-ended`: nothing
- * changed; the transfer had ended, `state` is its terminal state (from its record, or its tombstone
- * once RETENTION removed the record).
- */
-export type CancelResult =
-  | { outcome: 'cancelled'; state: typeof TransferState.CANCELLED; version: number; streamId: string }
-  | { outcome: 'too-late'; state: TransferState | typeof NO_RECORD; ledger?: 'no-epoch-or-recovering' }
-  | { outcome: 'already-ended'; state: TransferState; version?: number };
+/** What a cancel did (Ledger.cancel): the producer package's CancelResult, one type for both. */
+export type { CancelResult } from '../../packages/producer/src/transition.ts';
 
 /** What reconciliation does with one failed submit job (Ledger.reconcileRetry). */
 export type ReconcileRetry = 'retry' | 'give-up' | 'given-up';
@@ -244,23 +235,8 @@ export class Ledger {
    * before anything changes (EventShapeError). See CancelResult for the outcomes.
    */
   async cancel(sequenceId: string, data: EventData['transfer.cancelled']): Promise<CancelResult> {
-    const result = await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW);
-    if (result.ok) return { outcome: 'cancelled', state: TransferState.CANCELLED, version: result.version, streamId: result.streamId };
-    switch (result.reason) {
-      case 'ended':
-        // No record, but a tombstone: it ended before and RETENTION removed the record.
-        return { outcome: 'already-ended', state: result.ended?.state ?? (result.state as TransferState), version: result.ended?.version };
-      case 'terminal':
-        return { outcome: 'already-ended', state: result.state as TransferState };
-      case 'state':
-      case 'lease':
-        // A send may have been processed: submitting (even if every send was "not taken"), or later.
-        return { outcome: 'too-late', state: result.state };
-      case 'ledger':
-        return { outcome: 'too-late', state: result.state, ledger: 'no-epoch-or-recovering' };
-      default:
-        throw new Error(`the ledger refused the cancel of ${sequenceId} for an unexpected reason: ${result.reason}`);
-    }
+    // The outcome is read from the script's answer by the package's cancelOutcome, as its cancel() does.
+    return cancelOutcome(sequenceId, await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW));
   }
 
   /** How a transfer ended, while its tombstone lives (RETENTION + TOMBSTONE_RETENTION); undefined otherwise. */

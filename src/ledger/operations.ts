@@ -1,6 +1,7 @@
 import { FailureCode, type EventData, type EventOf } from '../../packages/producer/src/events.ts';
 import type { SubmitPayload } from '../../packages/producer/src/payload.ts';
 import type { GateDecision, LedgerMatch } from './record.ts';
+import { cancelRequest } from '../../packages/producer/src/transition.ts';
 import type { TransitionRequest } from './request.ts';
 import { NO_RECORD, TransferState } from './states.ts';
 
@@ -270,36 +271,14 @@ export const op = {
 
   /**
    * Cancel before send (docs/contract.md section 4, "Cancelling a transfer"): `transfer.cancelled`,
-   * terminal, with its tombstone, so no job of this sequenceId, under any job id, ever sends.
-   *
-   * Only from the states in which no send of the transfer may have been processed: no record yet (a
-   * sequenceId the worker has not seen: the record is created here, walletId and coin empty),
-   * `received` and `gated`. Every transition that records a send in flight (createAndTakeSend,
-   * takeSend, and takeLease/takeLeaseAfterLoss which take the lease to look the transfer up) moves the
-   * transfer to `submitting` in the same atomic step as it takes the lease, and none of them starts
-   * from `cancelled` (a terminal state is never left; from "no record" the tombstone refuses it). Both
-   * run in transition.lua, which Redis runs one at a time: whichever of a cancel and a send claim runs
-   * first wins, and the other is refused. So no live send lease exists in `received` or `gated`;
-   * `lease: free` makes the script refuse the cancel should one ever exist there. Once a send was ever
-   * in flight (`submitting` or later) it is too late, even if every send was answered "not taken".
-   *
-   * `requireIntactLedger`: a ledger with no epoch, or recovering from a loss (epoch.ts), may have
-   * forgotten a send of this very transfer, so it cannot vouch that none was made: refused ('ledger').
-   *
-   * A plain request, as every operation: anything that runs transition.lua (the producer package, a
-   * later task) reproduces the cancel by sending the same request.
+   * terminal, with its tombstone, from "no record", `received` or `gated` only, and only while the
+   * ledger is intact. The request is built in the producer package (cancelRequest, where the reasoning
+   * is written), whose cancel() sends the very same request to the very same script: one cancel, whoever
+   * asks. Every transition that records a send in flight moves the transfer to `submitting` in the same
+   * atomic step as it takes the lease, so of a cancel and a send claim exactly one succeeds.
    */
   cancel(data: EventData['transfer.cancelled']): TransitionRequest {
-    return {
-      from: [NO_RECORD, TransferState.RECEIVED, TransferState.GATED],
-      to: TransferState.CANCELLED,
-      lease: { mode: 'free' },
-      requireIntactLedger: true,
-      // createdAt only when the cancel creates the record (a sequenceId never seen).
-      stampOnce: ['createdAt'],
-      unset: ['payload'],
-      event: { type: 'transfer.cancelled', data },
-    };
+    return cancelRequest(data);
   },
 
   /** Reconciliation hands a transfer whose job was lost to a new job (same state, new owner). */

@@ -1,61 +1,25 @@
 import { readFileSync } from 'node:fs';
-import type { EventOf } from '../../packages/producer/src/events.ts';
-import { TERMINAL_STATES as CATALOG_TERMINAL_STATES } from '../../packages/producer/src/catalog.ts';
+import { assembleTransitionScript } from '../../packages/producer/src/transition.ts';
 import type { Tombstone, TransferRecord } from './record.ts';
-import { TERMINAL_STATES, type NO_RECORD, type TransferState } from './states.ts';
+import type { NO_RECORD, TransferState } from './states.ts';
 
 /**
  * What a transition asks of the ledger, and how it travels to transition.lua: one JSON object (the
  * script decodes it with cjson), every part named, instead of two dozen positional arguments.
  * Callers do not build these by hand: the named operations (operations.ts) do, and they alone know
- * the record's field names.
+ * the record's field names. The type and its one encoder live in the producer package
+ * (packages/producer/src/transition.ts), whose cancel() sends the same request to the same script.
  */
-export type LeaseRequest =
-  /** Acquire (or renew) the send lease for `ms`, unless someone else holds a live one. */
-  | { mode: 'take'; owner: string; ms: number }
-  /** Only the lease's owner may make this transition (whether or not the lease has expired since). */
-  | { mode: 'own'; owner: string }
-  /** Only while nobody holds a live lease (reconciliation, an operator). */
-  | { mode: 'free' };
-
-export interface TransitionRequest {
-  from: ReadonlyArray<TransferState | typeof NO_RECORD>;
-  to: TransferState;
-  set?: Record<string, string | number>;
-  unset?: string[];
-  /** Fields incremented by the given amount. */
-  increment?: Record<string, number>;
-  /** Fields set to the ledger's clock (Redis time); `once` ones only when absent. */
-  stamp?: string[];
-  stampOnce?: string[];
-  /** Refused (reason `present`) when any of these fields exists. */
-  requireAbsent?: string[];
-  lease?: LeaseRequest;
-  /** An operator's explicit resolution: may fail a transfer whose send may have gone out. */
-  operator?: boolean;
-  /** Checked against its type's schema before the script runs (checkEventData): a wrong shape throws, nothing changes. */
-  event?: EventOf;
-  /**
-   * Records, in the same atomic step, that the transfer needs its tracking job (the tracker outbox):
-   * the caller then adds it with Queue.add and calls trackerAdded; a sweep adds what a crash left.
-   */
-  trackerPending?: boolean;
-  /**
-   * The transition records a send in flight: the ledger adds the epoch this process knows, and the
-   * script refuses it under another epoch ('epoch') or, while recovery lasts, unless `lookedUpAt`
-   * (the ledger's time before the caller looked the transfer up upstream, ms) is one lease or more
-   * after the loss was recorded ('recovery').
-   */
-  sendInFlight?: { lookedUpAt: number | undefined };
-  /**
-   * Refused (reason `ledger`) unless the ledger has an epoch and is not recovering from a loss
-   * (epoch.ts): for a change that vouches for what never happened before it (a cancel says "no send of
-   * this transfer was ever made"), which a ledger that may have lost its record of sends cannot do.
-   */
-  requireIntactLedger?: boolean;
-}
-
-export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended' | 'epoch' | 'recovery' | 'ledger';
+export type {
+  LeaseRequest,
+  RefusalReason,
+  EpochCheck,
+  RequestContext,
+  RequestTarget,
+  TransitionRequest,
+} from '../../packages/producer/src/transition.ts';
+export { encodeRequest, ISO_TIME_LUA } from '../../packages/producer/src/transition.ts';
+import type { RefusalReason } from '../../packages/producer/src/transition.ts';
 
 /** `record` is the whole record after the change, or the view the caller asked for (transitionReading). */
 export type TransitionResult<R = TransferRecord> =
@@ -71,132 +35,9 @@ export type TransitionResult<R = TransferRecord> =
       ended?: Tombstone;
     };
 
-/** The epoch part of a request: what the script checks a send in flight against. */
-export interface EpochCheck {
-  check: boolean;
-  /** The epoch this process knows ('' = none). */
-  id: string;
-  /** ms as text; '' when the caller did not look the transfer up. */
-  lookedUpAt: string;
-}
-
-/** The ledger-wide settings a request carries (the script has no configuration of its own). */
-export interface RequestContext {
-  /** Approximate MAXLEN of the events stream. */
-  eventsMaxLen: number;
-  /** How long a terminal record is kept, ms. */
-  retentionMs: number;
-  /** How long a terminal transition's tombstone lives, ms (RETENTION + TOMBSTONE_RETENTION). */
-  tombstoneTtlMs: number;
-}
-
-/** Where a transition applies: the sequenceId its event carries and its index member ('' = none). */
-export interface RequestTarget {
-  eventSequenceId: string;
-  indexMember: string;
-  /** The test clock's reading, when there is one (else the script reads Redis TIME). */
-  clock: number | undefined;
-  /** The epoch this process knows ('' = none), checked when the request records a send in flight. */
-  epoch: string;
-}
-
 /**
- * The request as transition.lua reads it (see the script's header for each name). Numbers that the
- * script hands to Redis go as text: cjson reads numbers as doubles.
+ * The transition script, read from transition.lua (the one source) and assembled as the producer
+ * package assembles its shipped copy (packages/producer/src/transition-lua.ts, written from this file by
+ * `npm run schemas`; test/producer/schemas.test.ts fails when that copy is stale).
  */
-export function encodeRequest(
-  request: TransitionRequest,
-  target: RequestTarget,
-  context: RequestContext,
-  read: '*' | readonly string[],
-): string {
-  let payload = '';
-  const set: string[] = [];
-  for (const [field, value] of Object.entries(request.set ?? {})) {
-    if (field === 'payload') payload = String(value);
-    else set.push(field, String(value));
-  }
-  const lease = request.lease;
-  const incr: Record<string, number> = {};
-  for (const [field, by] of Object.entries(request.increment ?? {})) if (by !== 0) incr[field] = by;
-  const { clock } = target;
-  // A lone surrogate (job data is not trusted) would be written as a `\ud800` escape, which cjson
-  // refuses; on the wire as positional arguments it became U+FFFD, and it still does.
-  return JSON.stringify(
-    {
-      seq: target.eventSequenceId,
-      from: request.from,
-      to: request.to,
-      terminal: TERMINAL_STATES.has(request.to),
-      now: clock === undefined ? '' : String(clock),
-      event: request.event?.type ?? '',
-      data: request.event ? JSON.stringify(request.event.data) : '',
-      maxLen: String(context.eventsMaxLen),
-      retention: String(context.retentionMs),
-      member: target.indexMember,
-      lease: {
-        mode: lease?.mode ?? '',
-        owner: lease && lease.mode !== 'free' ? lease.owner : '',
-        ms: String(lease?.mode === 'take' ? lease.ms : 0),
-      },
-      operator: request.operator === true,
-      unset: request.unset ?? [],
-      incr,
-      absent: request.requireAbsent ?? [],
-      stamp: request.stamp ?? [],
-      stampOnce: request.stampOnce ?? [],
-      read,
-      payload,
-      tracker: request.trackerPending === true,
-      tombstoneTtl: String(context.tombstoneTtlMs),
-      set,
-      epoch: {
-        check: request.sendInFlight !== undefined,
-        id: target.epoch,
-        lookedUpAt: request.sendInFlight?.lookedUpAt === undefined ? '' : String(request.sendInFlight.lookedUpAt),
-      } satisfies EpochCheck,
-      intact: request.requireIntactLedger === true,
-    },
-    (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value),
-  );
-}
-
-/**
- * `isoTime(ms)`: ISO 8601 UTC with milliseconds, as JavaScript's toISOString writes it, for event `at`
- * times taken from Redis's clock (the script has no date library). Days to a civil date: H. Hinnant's
- * algorithm, valid for every date after 1970.
- */
-export const ISO_TIME_LUA = `
-local function isoTime(ms)
-  local s = math.floor(ms / 1000)
-  local milli = ms - s * 1000
-  local days = math.floor(s / 86400)
-  local secs = s - days * 86400
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local d = doy - math.floor((153 * mp + 2) / 5) + 1
-  local m = mp < 10 and mp + 3 or mp - 9
-  local y = yoe + era * 400
-  if m <= 2 then y = y + 1 end
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
-    math.floor(secs / 3600), math.floor((secs % 3600) / 60), secs % 60, milli)
-end
-`;
-
-/**
- * The transition script, with the contract's terminal states put in where it says
- * `{--[[catalog: terminal states]]}` (one fact, one place: the catalog), and isoTime.
- */
-export const TRANSITION_LUA = withParts(readFileSync(new URL('./transition.lua', import.meta.url), 'utf8'));
-
-function withParts(lua: string): string {
-  const marker = '{--[[catalog: terminal states]]}';
-  const iso = '--[[iso time]]';
-  if (!lua.includes(marker)) throw new Error(`transition.lua lacks ${marker}`);
-  if (!lua.includes(iso)) throw new Error(`transition.lua lacks ${iso}`);
-  return lua.replace(marker, `{ ${CATALOG_TERMINAL_STATES.map((state) => `['${state}'] = true`).join(', ')} }`).replace(iso, ISO_TIME_LUA);
-}
+export const TRANSITION_LUA = assembleTransitionScript(readFileSync(new URL('./transition.lua', import.meta.url), 'utf8'));

@@ -28,6 +28,14 @@
  * (fast-check prints it, with the shrunk schedule). EXPLORE_RUNS sets how many schedules (default 2000);
  * a deep run: `EXPLORE_RUNS=100000 npx vitest run test/explore`.
  *
+ * Cancels (docs/contract.md section 4, "Cancelling a transfer") are extra actors: a schedule may draw up
+ * to two, each fired at one point: before the first enqueue, before the gate, between the gate and the
+ * send claim, concurrent with the claim (the claim's command first, the cancel's pipelined behind it),
+ * while a send is in flight (stalled: its answer not yet come), after an answer that came too late
+ * (lost: the lease had run out), or at whatever moment the scheduler releases it among the upstream
+ * calls. Each goes through Ledger.cancel, i.e. the request and script the producer package's cancel()
+ * sends too.
+ *
  * Checked after every schedule (docs/contract.md section 4):
  * - at most one accepted send at the upstream, and never a send while another send's lease is live;
  * - never a send once the ledger left `submitting`;
@@ -38,7 +46,11 @@
  *   holder's), and never a second event of version 1 (an ended sequenceId started again);
  * - a transfer that ends submitted has exactly its one tracking job and no tracker outbox entry left,
  *   one never submitted has neither;
- * - no unexpected error in any runner.
+ * - no unexpected error in any runner;
+ * - never `cancelled` (a cancel's answer or `transfer.cancelled`) together with an accepted send or, the
+ *   ledger intact, any send at all; never `transfer.cancelled` after `transfer.submitted`; a cancel
+ *   that took effect leaves exactly one terminal event, `transfer.cancelled`, and every other cancel
+ *   answer agrees with the events (too-late before the end, already-ended naming the terminal state).
  */
 import fc from 'fast-check';
 import { Queue } from 'bullmq';
@@ -47,7 +59,14 @@ import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from '../../pac
 import { createReconcileHandler } from '../../src/jobs/reconcile/handler.ts';
 import { createSubmitHandler } from '../../src/jobs/submit-transaction/handler.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
-import { Ledger, TransferState, type RecordView, type TransitionRequest, type TransitionResult } from '../../src/ledger/ledger.ts';
+import {
+  Ledger,
+  TransferState,
+  type CancelResult,
+  type RecordView,
+  type TransitionRequest,
+  type TransitionResult,
+} from '../../src/ledger/ledger.ts';
 import { createLogger } from '../../src/logger.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { Trackers } from '../../src/queues/trackers.ts';
@@ -83,6 +102,17 @@ const SEND_DRAWS = [
   'slow-no-answer',
 ] as const;
 const LOOKUP_DRAWS = ['found', 'empty', 'error', 'slow-found', 'found-without-sequence-id'] as const;
+/** Where a cancel actor fires (see the header). */
+const CANCEL_DRAWS = [
+  'before-enqueue',
+  'before-gate',
+  'gate-to-claim',
+  'with-claim',
+  'during-send',
+  'after-lost-answer',
+  'anytime',
+] as const;
+type CancelDraw = (typeof CANCEL_DRAWS)[number];
 type SendDraw = (typeof SEND_DRAWS)[number];
 type LookupDraw = (typeof LOOKUP_DRAWS)[number];
 
@@ -115,6 +145,8 @@ interface Scenario {
    * queues, events) and the producer enqueues the transfer again (null: never).
    */
   wipeAfter: number | null;
+  /** Cancel actors, each fired at its point (at most once; one whose point never comes does not fire). */
+  cancels: CancelDraw[];
 }
 
 /*
@@ -143,6 +175,11 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
   ),
   // A quarter of the schedules lose the ledger somewhere.
   wipeAfter: fc.oneof({ arbitrary: fc.constant(null), weight: 3 }, { arbitrary: fc.nat({ max: 8 }), weight: 1 }),
+  // Half the schedules have a cancel, a few two.
+  cancels: fc.oneof(
+    { arbitrary: fc.constant<CancelDraw[]>([]), weight: 2 },
+    { arbitrary: fc.array(fc.constantFrom(...CANCEL_DRAWS), { minLength: 1, maxLength: 2 }), weight: 2 },
+  ),
 });
 
 const redis = newRedis();
@@ -172,6 +209,14 @@ interface RunReport {
   /** A foreign holder of the sequenceId (see the header). */
   foreign: boolean;
   sequenceId: string;
+  /**
+   * Each cancel that fired: where, its answer, how many events the transfer had just before, and
+   * whether it was made in a life of the ledger that Redis then lost (its events are gone with it).
+   */
+  cancels: Array<{ at: CancelDraw; result: CancelResult; eventsBefore: number; lostLife: boolean }>;
+  /** Sends accepted, and sends made, when Redis lost everything (all of them if it did not). */
+  acceptedAtWipe: number;
+  sendsAtWipe: number;
 }
 
 async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunReport> {
@@ -185,15 +230,30 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
    */
   class LateReplyLedger extends Ledger {
     override async transition(sequenceId: string, request: TransitionRequest): Promise<TransitionResult> {
-      const result = await super.transition(sequenceId, request);
+      const result = await this.#withCancels(request, () => super.transition(sequenceId, request));
       if (result.ok && request.sendInFlight && scenario.lateReplies[lateDraw++])
         await scheduled('lease-reply:late', LEASE_MS + 1, () => undefined);
       return result;
     }
     override async transitionReading<T>(sequenceId: string, request: TransitionRequest, view: RecordView<T>): Promise<TransitionResult<T>> {
-      const result = await super.transitionReading(sequenceId, request, view);
+      const result = await this.#withCancels(request, () => super.transitionReading(sequenceId, request, view));
       if (result.ok && request.sendInFlight && scenario.lateReplies[lateDraw++])
         await scheduled('lease-reply:late', LEASE_MS + 1, () => undefined);
+      return result;
+    }
+    /** Fires the cancels drawn for this point of a runner's transition (the cancel's own transition excepted). */
+    async #withCancels<R>(request: TransitionRequest, run: () => Promise<R>): Promise<R> {
+      if (request.event?.type === 'transfer.cancelled') return run();
+      const gate = request.to === TransferState.RECEIVED || request.to === TransferState.GATED || request.to === TransferState.BLOCKED;
+      if (gate || (request.sendInFlight && request.from.includes('-'))) await fireCancel('before-gate');
+      if (!request.sendInFlight) return run();
+      await fireCancel('gate-to-claim');
+      if (!pendingCancels.includes('with-claim')) return run();
+      // The claim's command goes first, the cancel's right behind it on the same connection: both in
+      // flight at once, Redis runs them in that order.
+      const claim = run();
+      const cancel = fireCancel('with-claim');
+      const [result] = await Promise.all([claim, cancel]);
       return result;
     }
   }
@@ -203,6 +263,23 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   const sequenceId = payload.halfSigned.sequenceId;
   const violations: string[] = [];
   const unexpected: unknown[] = [];
+
+  // ---- the cancel actors ---------------------------------------------------------------------------
+  const pendingCancels: CancelDraw[] = [...scenario.cancels];
+  const cancels: Array<RunReport['cancels'][number] & { life: number }> = [];
+  /** Fires one pending cancel drawn for `at`, if any, through the ledger (the producer's request and script). */
+  const fireCancel = async (at: CancelDraw): Promise<void> => {
+    const index = pendingCancels.indexOf(at);
+    if (index < 0) return;
+    pendingCancels.splice(index, 1);
+    const eventsBefore = (await ledger.events(sequenceId)).length;
+    try {
+      const result = await ledger.cancel(sequenceId, { reason: `explore: cancel ${at}`, by: 'producer' });
+      cancels.push({ at, result, eventsBefore, lostLife: false, life: wipedAt === undefined ? 0 : 1 });
+    } catch (caught) {
+      unexpected.push(caught);
+    }
+  };
 
   // ---- the scripted upstream -------------------------------------------------------------------
   let accepted = 0;
@@ -287,12 +364,18 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       }
       const flight = { leaseUntil: rec?.leaseUntil ?? 0 };
       inFlightSends.add(flight);
+      // A cancel while the send is in flight (stalled: its answer has not come).
+      await fireCancel('during-send');
       const drawn = scenario.sends[sendDraw++] ?? 'accept';
       const draw = scenario.foreign ? foreignDraw(drawn) : drawn;
-      return scheduled(`send:${draw}`, draw.startsWith('slow') ? SLOW : 0, () => {
+      let lost = false;
+      const answer = scheduled(`send:${draw}`, draw.startsWith('slow') ? SLOW : 0, () => {
         inFlightSends.delete(flight);
         // The answer comes after the runner's lease ran out: another runner may have taken over without it.
-        if (flight.leaseUntil <= clock) lostAnswers++;
+        if (flight.leaseUntil <= clock) {
+          lostAnswers++;
+          lost = true;
+        }
         sendCount++;
         options.onRequest?.();
         switch (draw) {
@@ -324,6 +407,10 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
           case '429':
             throw error(CustodyErrorCode.RATE_LIMITED, 429);
         }
+      });
+      // A cancel right after an answer that came too late (lost), before its runner acts on it.
+      return answer.finally(async () => {
+        if (lost) await fireCancel('after-lost-answer');
       });
     },
     async getTransfersBySequenceId(): Promise<Transaction[]> {
@@ -420,12 +507,24 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
 
   // ---- the driver ---------------------------------------------------------------------------------
   const all: Array<Promise<void>> = [];
+  await fireCancel('before-enqueue');
+  for (const _ of scenario.cancels.filter((at) => at === 'anytime')) {
+    // An actor of its own: it fires when the scheduler releases it, among the upstream calls.
+    live++;
+    all.push(
+      scheduled('cancel:anytime', 0, () => undefined)
+        .then(() => fireCancel('anytime'))
+        .finally(() => live--),
+    );
+  }
   for (const [index, runner] of scenario.runners.entries()) {
     // Started one at a time so that even their first Redis steps happen in a chosen order.
     all.push(spawn(runner.duplicate ? `dup-${index}` : 'job-1', payload));
     await quiescent();
   }
   let released = 0;
+  let acceptedAtWipe: number | undefined;
+  let sendsAtWipe: number | undefined;
   let wiped = scenario.wipeAfter === null;
   let reconciled = scenario.reconcileAfter === null;
   let again = !scenario.againAfterEnd;
@@ -437,6 +536,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       // no event any more, enqueues the transfer again. Runners of the old life go on as they were.
       wiped = true;
       wipedAt = clock;
+      acceptedAtWipe = accepted;
+      sendsAtWipe = sendCount;
       const lost = await redis.keys(`${prefix}:*`);
       if (lost.length > 0) await redis.del(...lost);
       all.push(spawn('after-wipe-1', payload));
@@ -462,7 +563,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     if (live === 0 && !again) {
       again = true;
       const ended = await ledger.get(sequenceId);
-      if (ended && ['broadcast', 'rejected', 'blocked', 'failed', 'expired'].includes(ended.state)) {
+      if (ended && ['broadcast', 'rejected', 'blocked', 'failed', 'expired', 'cancelled'].includes(ended.state)) {
         // RETENTION removed the ended transfer's record; the same sequenceId comes again under a new job id.
         await redis.del(keys.transfer(sequenceId), keys.transferPayload(sequenceId));
         sendsBeforeAgain = sendCount;
@@ -502,6 +603,9 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     trackers: trackerJobs,
     outbox,
     sequenceId,
+    cancels: cancels.map(({ life, ...cancel }) => ({ ...cancel, lostLife: wipedAt !== undefined && life === 0 })),
+    acceptedAtWipe: acceptedAtWipe ?? accepted,
+    sendsAtWipe: sendsAtWipe ?? sendCount,
   };
 }
 
@@ -526,6 +630,35 @@ function invariantProblems(report: RunReport): string[] {
   report.events.forEach((event, index) => {
     if (event.version !== index + 1) problems.push(`version ${event.version} at position ${index + 1}`);
   });
+  // Cancels: a cancel and a send never both succeed. A cancel made in a life of the ledger that Redis
+  // then lost is judged by what happened up to the loss (its events went with it; the producer's
+  // enqueueing again afterwards starts a transfer the lost ledger no longer forbids).
+  for (const { at, result, lostLife } of report.cancels) {
+    if (!lostLife || result.outcome !== 'cancelled') continue;
+    if (report.acceptedAtWipe > 0 || report.sendsAtWipe > 0)
+      problems.push(`cancel ${at} took effect although ${report.sendsAtWipe} sends were made before the loss`);
+  }
+  const current = report.cancels.filter((cancel) => !cancel.lostLife);
+  const tookEffect = current.filter((cancel) => cancel.result.outcome === 'cancelled');
+  const cancelledEvent = types.includes('transfer.cancelled');
+  if (tookEffect.length > 1) problems.push(`${tookEffect.length} cancels took effect`);
+  if ((tookEffect.length > 0 || cancelledEvent) && report.accepted > 0) problems.push('cancelled although upstream accepted a send');
+  if ((tookEffect.length > 0 || cancelledEvent) && report.sends > report.sendsAtWipe) problems.push('cancelled although a send was made');
+  if (cancelledEvent && types.includes('transfer.submitted')) problems.push('transfer.cancelled together with transfer.submitted');
+  if (tookEffect.length > 0 !== cancelledEvent) problems.push(`cancel answers ${JSON.stringify(current)} but events ${types.join(', ')}`);
+  if (tookEffect.length > 0 && (terminal.length !== 1 || terminal[0] !== 'transfer.cancelled'))
+    problems.push(`a cancel took effect, terminal events: ${terminal.join(', ') || 'none'}`);
+  for (const { at, result, eventsBefore } of current) {
+    const before = types.slice(0, eventsBefore);
+    const endedBefore = before.find((type) => TERMINAL_EVENTS.has(type));
+    if (result.outcome === 'cancelled' && before.length > 0) problems.push(`cancel ${at} took effect after ${before.join(', ')}`);
+    if (result.outcome === 'too-late' && endedBefore) problems.push(`cancel ${at}: too-late after ${endedBefore}`);
+    if (
+      result.outcome === 'already-ended' &&
+      `transfer.${result.state}` !== (endedBefore ?? types.find((type) => TERMINAL_EVENTS.has(type)))
+    )
+      problems.push(`cancel ${at}: already-ended ${result.state}, events ${types.join(', ')}`);
+  }
   for (const caught of report.unexpected) problems.push(`unexpected error: ${caught instanceof Error ? caught.stack : String(caught)}`);
   // A submitted transfer has exactly its one tracking job (recorded in the outbox by the submitted
   // transition, added by Queue.add, the entry then removed); a transfer never submitted has neither.
@@ -557,6 +690,11 @@ describe('one transfer under explored schedules', () => {
       foreignAfterLostAnswer: 0,
       wiped: 0,
       windowShut: 0,
+      cancels: 0,
+      cancelled: 0,
+      tooLate: 0,
+      alreadyEnded: 0,
+      cancelAt: Object.fromEntries(CANCEL_DRAWS.map((at) => [at, 0])) as Record<CancelDraw, number>,
     };
     await fc.assert(
       fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
@@ -566,6 +704,13 @@ describe('one transfer under explored schedules', () => {
         if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
         if (report.wiped) seen.wiped++;
         if (report.windowShut > 0) seen.windowShut++;
+        for (const { at, result } of report.cancels) {
+          seen.cancels++;
+          seen.cancelAt[at]++;
+          if (result.outcome === 'cancelled') seen.cancelled++;
+          else if (result.outcome === 'too-late') seen.tooLate++;
+          else seen.alreadyEnded++;
+        }
         const types = report.events.map((event) => event.event);
         if (types.includes('transfer.submitted')) seen.submitted++;
         if (types.includes('transfer.failed')) seen.failed++;
@@ -596,7 +741,11 @@ describe('one transfer under explored schedules', () => {
     expect(seen.failed).toBeGreaterThan(0);
     expect(seen.wiped).toBeGreaterThan(0);
     expect(seen.windowShut).toBeGreaterThan(0);
+    expect(seen.cancelled).toBeGreaterThan(0);
+    expect(seen.tooLate).toBeGreaterThan(0);
     if (RUNS >= 1_000) {
+      expect(seen.alreadyEnded).toBeGreaterThan(0);
+      for (const at of CANCEL_DRAWS) expect(seen.cancelAt[at], `cancels fired ${at}`).toBeGreaterThan(0);
       expect(seen.unresolved).toBeGreaterThan(0);
       expect(seen.inUse).toBeGreaterThan(0);
       expect(seen.expired).toBeGreaterThan(0);

@@ -36,6 +36,15 @@ function eventValidator(type: EventType): ValidateFunction {
   return events.get(type)!;
 }
 
+let cancelResult: ValidateFunction | undefined;
+
+/** Whether a cancel's answer validates against schemas/cancel-result.schema.json, and why not. */
+export function checkCancelResultJson(data: unknown): { valid: boolean; errors: string } {
+  cancelResult ??= compile('cancel-result.schema.json');
+  const valid = cancelResult(data);
+  return { valid, errors: describe(cancelResult.errors) };
+}
+
 /** Whether job data validates against schemas/submit-payload.schema.json, and why not. */
 export function checkPayloadJson(data: unknown): { valid: boolean; errors: string } {
   payload ??= compile('submit-payload.schema.json');

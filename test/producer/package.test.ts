@@ -98,9 +98,9 @@ let pack: PackInfo;
 // The consumer another service would write, in plain JavaScript. It prints one JSON line.
 const CONSUMER_MJS = `
 import { createRequire } from 'node:module';
-import { TransferProducer, jobIdFor, InvalidPayloadError } from 'custody-transfer-producer';
+import { TransferProducer, jobIdFor, InvalidPayloadError, InvalidCancelError } from 'custody-transfer-producer';
 
-const { REDIS_URL, PREFIX, EVENTS_STREAM, PAYLOAD } = process.env;
+const { REDIS_URL, PREFIX, EVENTS_STREAM, PAYLOAD, CANCEL_ID } = process.env;
 const payload = JSON.parse(PAYLOAD);
 const sequenceId = payload.halfSigned.sequenceId;
 const producer = new TransferProducer({ connection: REDIS_URL, prefix: PREFIX, eventsStream: EVENTS_STREAM });
@@ -114,11 +114,24 @@ const jobId = await producer.submit(payload);
 const terminal = await producer.waitForTerminal(sequenceId, 30_000);
 const events = [];
 for await (const event of producer.events(sequenceId)) events.push([event.event, event.version]);
+// cancel(): a never-seen sequenceId (cancelled), again (already-ended), the submitted one (too late), a bad reason.
+const cancels = [];
+for (const id of [CANCEL_ID, CANCEL_ID, sequenceId]) {
+  const { outcome, state, version } = await producer.cancel(id, { reason: 'duplicate order, ticket OPS-77' });
+  cancels.push({ outcome, state, version });
+}
+const invalidCancel = await producer.cancel(CANCEL_ID, { reason: 'two\\nlines' }).then(
+  () => undefined,
+  (error) => ({ isTyped: error instanceof InvalidCancelError, code: error.code, paths: error.issues.map((i) => i.path) }),
+);
+const cancelEvents = [];
+for await (const event of producer.events(CANCEL_ID)) cancelEvents.push([event.event, event.version, event.data.by]);
 await producer.close();
 const cjs = Object.keys(createRequire(import.meta.url).cache);
 console.log(JSON.stringify({
   node: process.version, jobId, expectedJobId: jobIdFor(sequenceId), invalid,
   terminal: { event: terminal.event, sequenceId: terminal.sequenceId, txid: terminal.data.txid }, events, cjs,
+  cancels, invalidCancel, cancelEvents,
 }));
 `;
 
@@ -141,7 +154,8 @@ const CONSUMER_TS = `
 import { Redis } from 'ioredis';
 import {
   TransferProducer, jobIdFor, ProducerError, ProducerUnavailableError, InvalidPayloadError, EnqueueError, WaitTimeoutError,
-  TERMINAL_EVENTS, type TransferEvent, type ProducerOptions, type SubmitPayloadInput, type ProducerErrorCode,
+  TERMINAL_EVENTS, InvalidCancelError, type TransferEvent, type ProducerOptions, type SubmitPayloadInput, type ProducerErrorCode,
+  type CancelResult,
 } from 'custody-transfer-producer';
 
 const options: ProducerOptions = { connection: new Redis('redis://127.0.0.1:6379'), prefix: 'bull', submitTimeoutMs: 5_000 };
@@ -179,6 +193,11 @@ export async function main(): Promise<string> {
     if (error instanceof ProducerError) { const code: ProducerErrorCode = error.code; void code; }
   }
   void TERMINAL_EVENTS.has('transfer.broadcast');
+  const cancelled: CancelResult = await producer.cancel('1234567', { reason: 'OPS-77' });
+  if (cancelled.outcome === 'cancelled') { const version: number = cancelled.version; void version; }
+  else if (cancelled.outcome === 'too-late') { const state: string = cancelled.state; void state; }
+  // @ts-expect-error cancel() needs a reason
+  await producer.cancel('1234567', {}).catch((error: unknown) => { if (error instanceof InvalidCancelError) void error.issues; });
   await producer.close();
   await own.close();
   return jobId + expected;
@@ -348,6 +367,7 @@ describe('a plain .mjs consumer of the installed package, against the worker', (
     // An integer-like sequenceId: what jobId = sequenceId could not enqueue.
     const payload = samplePayload({ sequenceId: `${Date.now()}${Math.floor(Math.random() * 1e6)}` });
     const sequenceId = payload.halfSigned.sequenceId;
+    const cancelId = `cancel-${Date.now()}${Math.floor(Math.random() * 1e6)}`;
     const loadLog = join(tmp, `loaded-${version}.log`);
     const result = await run(node, ['--import', './register.mjs', 'consumer.mjs'], {
       cwd: project,
@@ -357,6 +377,7 @@ describe('a plain .mjs consumer of the installed package, against the worker', (
         PREFIX: h.prefix,
         EVENTS_STREAM: h.config.queue.eventsStream,
         PAYLOAD: JSON.stringify(payload),
+        CANCEL_ID: cancelId,
         LOAD_LOG: loadLog,
       }),
     });
@@ -369,6 +390,9 @@ describe('a plain .mjs consumer of the installed package, against the worker', (
       terminal: { event: string; sequenceId: string; txid: string };
       events: Array<[string, number]>;
       cjs: string[];
+      cancels: Array<{ outcome: string; state: string; version?: number }>;
+      invalidCancel: { isTyped: boolean; code: string; paths: string[] };
+      cancelEvents: Array<[string, number, string]>;
     };
     expect(out.node).toBe(version);
     expect(out.invalid).toEqual({ isTyped: true, code: 'INVALID_PAYLOAD', paths: ['walletId'] });
@@ -380,6 +404,16 @@ describe('a plain .mjs consumer of the installed package, against the worker', (
       ['transfer.broadcast', 2],
     ]);
     expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
+    // cancel() of the installed package, decided by the worker's script on the worker's ledger (its epoch exists).
+    expect(out.cancels).toEqual([
+      { outcome: 'cancelled', state: 'cancelled', version: 1 },
+      { outcome: 'already-ended', state: 'cancelled' },
+      { outcome: 'already-ended', state: 'broadcast' },
+    ]);
+    expect(out.invalidCancel).toEqual({ isTyped: true, code: 'INVALID_CANCEL', paths: ['reason'] });
+    expect(out.cancelEvents).toEqual([['transfer.cancelled', 1, 'producer']]);
+    expect(await h.app!.ledger.ended(cancelId)).toEqual({ state: 'cancelled', version: 1 });
+    expect(h.sim.stats().sends[cancelId]).toBeUndefined();
 
     // What the import loaded: the package from the consumer's node_modules, bullmq, ioredis, zod; nothing of the worker.
     const esm = (await readFile(loadLog, 'utf8')).split('\n').filter(Boolean);

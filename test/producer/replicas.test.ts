@@ -2,7 +2,8 @@
  * `minReplicas`: with Redis replicas, a resolved submit is on a replica too (Redis WAIT on the
  * producer's connection after the add), so a failover to that replica keeps the job. When fewer
  * replicas acknowledge in time the submit rejects with NotReplicatedError: the job is on the primary,
- * and submitting again is the safe answer. A primary and one replica on loopback.
+ * and submitting again is the safe answer. cancel() waits the same way: a cancel a failover loses
+ * would let the job send after all. A primary and one replica on loopback.
  */
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +12,8 @@ import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redi
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 import { startReplicas } from '../helpers/replicas.ts';
+import { createKeys } from '../../src/ledger/keys.ts';
+import { Ledger } from '../../src/ledger/ledger.ts';
 
 describe('producer minReplicas', () => {
   let primary: RedisServerHandle;
@@ -51,6 +54,30 @@ describe('producer minReplicas', () => {
     expect(await onPrimary.getJob(jobIdFor(payload.halfSigned.sequenceId))).toBeDefined();
     await onPrimary.close();
     await producer.close();
+  });
+
+  it('cancel(): resolves cancelled once the replica has it; with too few replicas NotReplicatedError, and cancelling again answers', async () => {
+    const prefix = uniquePrefix('producer-replicas');
+    const keys = createKeys(prefix, `${prefix}:transfer-events`);
+    await new Ledger(newRedis({ url: primary.url }), keys, { eventsMaxLen: 1_000, retentionMs: 60_000 }).epoch.init();
+    const replicated = new TransferProducer({ connection: newRedis({ url: primary.url }), prefix, minReplicas: 1 });
+    const sequenceId = samplePayload().halfSigned.sequenceId;
+    expect(await replicated.cancel(sequenceId, { reason: 'OPS-77' })).toMatchObject({ outcome: 'cancelled' });
+    // Resolved: the replica has the cancel (a failover to it keeps it).
+    expect(await newRedis({ url: replica.url }).get(keys.tombstone(sequenceId))).toBe('cancelled:1');
+
+    const short = new TransferProducer({ connection: newRedis({ url: primary.url }), prefix, minReplicas: 2, replicaTimeoutMs: 200 });
+    const other = samplePayload().halfSigned.sequenceId;
+    const error = await short.cancel(other, { reason: 'OPS-78' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(NotReplicatedError);
+    expect(error).toMatchObject({ code: 'NOT_REPLICATED', acknowledged: 1, required: 2, cancel: other });
+    // Decided on the primary: a cancel again (with enough replicas) answers it.
+    expect(await replicated.cancel(other, { reason: 'OPS-78' })).toEqual({ outcome: 'already-ended', state: 'cancelled' });
+    await replicated.close();
+    await short.close();
   });
 
   it('with minReplicas 1 and a second replica listed but paused, rejects: every listed replica must acknowledge', async () => {

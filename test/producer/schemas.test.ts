@@ -7,7 +7,15 @@ import { readdirSync, readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import '../fuzz/fc-seed.ts';
 import { describe, expect, it } from 'vitest';
-import { generateSchemas } from '../../packages/producer/scripts/generate-schemas.ts';
+import {
+  generateSchemas,
+  generateTransitionModule,
+  TRANSITION_LUA_FILE,
+  TRANSITION_MODULE_FILE,
+} from '../../packages/producer/scripts/generate-schemas.ts';
+import { cancelResultSchema } from '../../packages/producer/src/cancel-result.ts';
+import { TRANSITION_LUA as PACKAGE_TRANSITION_LUA, type CancelResult } from '../../packages/producer/src/transition.ts';
+import { TRANSITION_LUA as WORKER_TRANSITION_LUA } from '../../src/ledger/request.ts';
 import {
   checkEventData,
   EVENT_TYPES,
@@ -19,7 +27,7 @@ import {
 import { TERMINAL_STATES } from '../../packages/producer/src/catalog.ts';
 import { parseSubmitPayload } from '../../packages/producer/src/payload.ts';
 import { mutatedPayloadArb, randomPayloadArb, validPayloadArb, MAX_METADATA_BYTES } from '../fuzz/payload-oracle.ts';
-import { assertEventDataMatchesJsonSchema, checkPayloadJson, SCHEMAS_DIR } from '../helpers/json-schemas.ts';
+import { assertEventDataMatchesJsonSchema, checkCancelResultJson, checkPayloadJson, SCHEMAS_DIR } from '../helpers/json-schemas.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 
 const RUNS = { valid: 300, mutated: 1_500, random: 500 } as const;
@@ -40,13 +48,50 @@ describe('the committed JSON Schemas', () => {
 
   it('are one per event type plus the job payload, each with its $id, title and description', () => {
     const paths = ['submit-payload.schema.json', ...EVENT_TYPES.map((type) => `events/${type}.schema.json`)];
-    expect(Object.keys(generateSchemas()).sort()).toEqual([...paths, 'catalog.json'].sort());
+    expect(Object.keys(generateSchemas()).sort()).toEqual([...paths, 'catalog.json', 'cancel-result.schema.json'].sort());
     for (const path of paths) {
       const schema = JSON.parse(readFileSync(new URL(path, SCHEMAS_DIR), 'utf8')) as Record<string, unknown>;
       expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
       expect(schema.$id).toBe(`urn:custody-transfer-producer:schemas/${path}`);
       expect(typeof schema.title === 'string' && schema.title.length > 0, path).toBe(true);
       expect(typeof schema.description === 'string' && schema.description.length > 20, path).toBe(true);
+    }
+  });
+
+  it("ship the worker's transition script as it is now (run `npm run schemas` after changing transition.lua)", () => {
+    const lua = readFileSync(TRANSITION_LUA_FILE, 'utf8');
+    expect(readFileSync(TRANSITION_MODULE_FILE, 'utf8'), 'packages/producer/src/transition-lua.ts is stale: run npm run schemas').toBe(
+      generateTransitionModule(lua),
+    );
+    // One script: what the package's cancel() runs is, byte for byte, what the worker's ledger runs.
+    expect(PACKAGE_TRANSITION_LUA).toBe(WORKER_TRANSITION_LUA);
+    // The generator escapes what a template literal would change.
+    const tricky = 'a `b` ${c} \\d';
+    expect(new Function(`${generateTransitionModule(tricky).replace('export const', 'const')}\nreturn TRANSITION_LUA_SOURCE;`)()).toBe(
+      tricky,
+    );
+  });
+
+  it('describe the cancel result as the package types it: every outcome validates, wrong ones do not', () => {
+    const good: CancelResult[] = [
+      { outcome: 'cancelled', state: 'cancelled', version: 1, streamId: '1-0' },
+      { outcome: 'too-late', state: 'submitting' },
+      { outcome: 'too-late', state: '-', ledger: 'no-epoch-or-recovering' },
+      { outcome: 'already-ended', state: 'cancelled' },
+      { outcome: 'already-ended', state: 'blocked', version: 2 },
+    ];
+    for (const result of good) {
+      expect(checkCancelResultJson(result).valid, JSON.stringify(result)).toBe(true);
+      expect(cancelResultSchema.safeParse(result).success).toBe(true);
+    }
+    for (const result of [
+      { outcome: 'cancelled', state: 'gated', version: 1, streamId: '1-0' },
+      { outcome: 'already-ended', state: 'submitting' },
+      { outcome: 'too-late', state: 'nope' },
+      { outcome: 'maybe', state: 'cancelled' },
+    ]) {
+      expect(checkCancelResultJson(result).valid, JSON.stringify(result)).toBe(false);
+      expect(cancelResultSchema.safeParse(result).success).toBe(false);
     }
   });
 

@@ -2,7 +2,7 @@ import type { PayloadIssue } from './payload.ts';
 
 /** Every error the producer throws on purpose carries one of these codes. */
 export type ProducerErrorCode =
-  'INVALID_PAYLOAD' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'NOT_REPLICATED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
+  'INVALID_PAYLOAD' | 'INVALID_CANCEL' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'NOT_REPLICATED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
 
 /** Base class of the producer's typed errors: `instanceof ProducerError`, then switch on `code`. */
 export abstract class ProducerError extends Error {
@@ -20,7 +20,21 @@ export class InvalidPayloadError extends ProducerError {
   }
 }
 
-export type ProducerOperation = 'submit' | 'events' | 'waitForTerminal';
+/**
+ * The arguments of `cancel()` broke its rules (a sequenceId of section 3; a `reason` of one line, 1-256
+ * characters, no control characters): nothing changed, Redis was not contacted. `issues` names each.
+ */
+export class InvalidCancelError extends ProducerError {
+  readonly code = 'INVALID_CANCEL';
+  readonly issues: PayloadIssue[];
+  constructor(issues: PayloadIssue[]) {
+    super(`invalid cancel: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+    this.name = 'InvalidCancelError';
+    this.issues = issues;
+  }
+}
+
+export type ProducerOperation = 'submit' | 'events' | 'waitForTerminal' | 'cancel';
 
 /**
  * Redis did not answer within the producer's bound (`submitTimeoutMs`), refused the connection, or the
@@ -54,15 +68,24 @@ export class EnqueueError extends ProducerError {
 /**
  * The job was added on the primary, but fewer replicas than `minReplicas` acknowledged it within
  * `replicaTimeoutMs`: a failover now could lose it. Submitting the same payload again is safe (one
- * sequenceId is one transfer, the job id is derived from it) and is what to do.
+ * sequenceId is one transfer, the job id is derived from it) and is what to do. From `cancel()`
+ * (`.cancel` names the sequenceId): the cancel's answer was decided on the primary but may not survive
+ * a failover; cancel again with the same producer until it resolves.
  */
 export class NotReplicatedError extends ProducerError {
   readonly code = 'NOT_REPLICATED';
   readonly jobId: string;
   readonly acknowledged: number;
   readonly required: number;
-  constructor(jobId: string, acknowledged: number, required: number, timeoutMs: number) {
-    super(`job ${jobId} was added, but ${acknowledged} of ${required} replicas acknowledged it within ${timeoutMs} ms: submit again`);
+  /** With `cancel`: the cancel of that sequenceId, not an add (cancel() with `minReplicas`). */
+  readonly cancel: string | undefined;
+  constructor(jobId: string, acknowledged: number, required: number, timeoutMs: number, cancel?: string) {
+    super(
+      cancel === undefined
+        ? `job ${jobId} was added, but ${acknowledged} of ${required} replicas acknowledged it within ${timeoutMs} ms: submit again`
+        : `the cancel of ${cancel} was decided on the primary, but ${acknowledged} of ${required} replicas acknowledged it within ${timeoutMs} ms: a failover now could lose it; cancel again`,
+    );
+    this.cancel = cancel;
     this.name = 'NotReplicatedError';
     this.jobId = jobId;
     this.acknowledged = acknowledged;

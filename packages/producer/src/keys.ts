@@ -15,6 +15,38 @@ export function tombstoneKey(prefix: string, sequenceId: string): string {
   return `${prefix}:ended:${sequenceId}`;
 }
 
+/** The job payload a transfer keeps until it is submitted, apart from its ledger hash. */
+export function transferPayloadKey(prefix: string, sequenceId: string): string {
+  return `${prefix}:transfer-payload:${sequenceId}`;
+}
+
+/** The ledger's indexes and its epoch (the worker's src/ledger/keys.ts derives its keys from these). */
+export function ledgerKeys(prefix: string): { active: string; terminal: string; broadcast: string; trackerOutbox: string; epoch: string } {
+  return {
+    active: `${prefix}:transfers:active`,
+    terminal: `${prefix}:transfers:terminal`,
+    broadcast: `${prefix}:transfers:broadcast`,
+    trackerOutbox: `${prefix}:trackers:pending`,
+    epoch: `${prefix}:ledger:epoch`,
+  };
+}
+
+/** KEYS[1..9] of transition.lua for a transfer, in the script's order (see its header). */
+export function transitionKeys(prefix: string, eventsStream: string, sequenceId: string): string[] {
+  const ledger = ledgerKeys(prefix);
+  return [
+    transferKey(prefix, sequenceId),
+    eventsStream,
+    ledger.active,
+    ledger.terminal,
+    ledger.broadcast,
+    transferPayloadKey(prefix, sequenceId),
+    tombstoneKey(prefix, sequenceId),
+    ledger.trackerOutbox,
+    ledger.epoch,
+  ];
+}
+
 /** EVENTS_STREAM's default for a QUEUE_PREFIX. */
 export function defaultEventsStream(prefix: string): string {
   return `${prefix}:transfer-events`;

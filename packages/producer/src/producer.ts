@@ -2,6 +2,7 @@ import { Queue, type JobsOptions } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import {
   EnqueueError,
+  InvalidCancelError,
   InvalidPayloadError,
   NotReplicatedError,
   ProducerClosedError,
@@ -10,18 +11,32 @@ import {
   WaitTimeoutError,
   type ProducerOperation,
 } from './errors.ts';
-import { parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from './events.ts';
+import { EVENT_DATA_SCHEMAS, parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from './events.ts';
 import { jobIdFor } from './job-id.ts';
-import { defaultEventsStream, tombstoneKey, transferKey } from './keys.ts';
-import { parseEnqueuedPayload, SUBMIT_TRANSACTION, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
+import { defaultEventsStream, tombstoneKey, transferKey, transitionKeys } from './keys.ts';
+import { parseEnqueuedPayload, SUBMIT_TRANSACTION, type PayloadIssue, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
 import { connectionSession, replicaAcknowledgement } from './replicas.ts';
+import type { TransferStateName } from './catalog.ts';
+import { SEQUENCE_ID } from './sequence-id.ts';
+import {
+  cancelOutcome,
+  cancelRequest,
+  encodeRequest,
+  TRANSITION_LUA,
+  type CancelAnswer,
+  type CancelResult,
+  type RequestContext,
+} from './transition.ts';
 
 export type { SubmitPayloadInput, PayloadIssue } from './payload.ts';
 export type { TransferEvent } from './events.ts';
+export type { CancelResult } from './transition.ts';
+export { cancelResultSchema } from './cancel-result.ts';
 export {
   ProducerError,
   InvalidPayloadError,
+  InvalidCancelError,
   ProducerUnavailableError,
   EnqueueError,
   NotReplicatedError,
@@ -35,6 +50,25 @@ export { jobIdFor, sequenceIdOfJobId, JOB_ID_PREFIX } from './job-id.ts';
 export type SubmitReceipt =
   | { outcome: 'enqueued'; sequenceId: string; jobId: string }
   | { outcome: 'ended'; sequenceId: string; ended: { event: TransferEvent['event']; version: number } };
+
+/**
+ * The worker's defaults of the settings a cancel writes with (docs/configuration.md): EVENTS_MAXLEN,
+ * RETENTION and TOMBSTONE_RETENTION. A worker configured otherwise: pass its values as `ledger`.
+ */
+export const LEDGER_DEFAULTS = {
+  eventsMaxLen: 1_000_000,
+  retentionMs: 30 * 24 * 3_600_000,
+  tombstoneRetentionMs: 3650 * 24 * 3_600_000,
+} as const;
+
+/** What `cancel()` takes besides the sequenceId. */
+export interface CancelOptions {
+  /**
+   * Why the transfer is cancelled, published in `transfer.cancelled` (`data.reason`): one line of 1-256
+   * characters, no control characters. Put a ticket reference here, never personal data.
+   */
+  reason: string;
+}
 
 /** Default bound on `submit()` (and on every Redis call of `events`, `waitForTerminal`, `close`). */
 export const DEFAULT_SUBMIT_TIMEOUT_MS = 5_000;
@@ -60,11 +94,17 @@ export interface ProducerOptions {
    * and at least this many, acknowledged the add (Redis `WAIT`), so a failover to any of them keeps
    * the job. Fewer within `replicaTimeoutMs` reject with NotReplicatedError (the job was added on
    * the primary; submit again). On a Redis Cluster, the replicas of the master that holds the
-   * queue's slot.
+   * queue's slot. `cancel()` waits the same way before it answers `cancelled` or `already-ended`.
    */
   minReplicas?: number;
   /** How long `WAIT` may take (default 1000 ms). */
   replicaTimeoutMs?: number;
+  /**
+   * The worker's EVENTS_MAXLEN, RETENTION and TOMBSTONE_RETENTION (ms), which a `cancel()` that takes
+   * effect writes with (how long the cancelled record and its tombstone are kept, the stream's
+   * trimming). Default: the worker's defaults (LEDGER_DEFAULTS).
+   */
+  ledger?: { eventsMaxLen?: number; retentionMs?: number; tombstoneRetentionMs?: number };
 }
 
 export interface EventsOptions {
@@ -112,6 +152,7 @@ export class TransferProducer {
   readonly #timeoutMs: number;
   readonly #minReplicas: number;
   readonly #replicaTimeoutMs: number;
+  readonly #ledger: RequestContext;
   /** Connections of iterations that follow the stream, disconnected by close(). */
   readonly #readers = new Set<Client>();
   /** The wait for readiness of each connection some call is waiting on (see #whenReady). */
@@ -133,6 +174,15 @@ export class TransferProducer {
     if (!Number.isFinite(this.#replicaTimeoutMs) || this.#replicaTimeoutMs <= 0) {
       throw new RangeError(`replicaTimeoutMs must be a positive number, got ${options.replicaTimeoutMs}`);
     }
+    const ledger = { ...LEDGER_DEFAULTS, ...options.ledger };
+    for (const [name, value] of Object.entries(ledger)) {
+      if (!Number.isInteger(value) || value <= 0) throw new RangeError(`ledger.${name} must be a positive whole number, got ${value}`);
+    }
+    this.#ledger = {
+      eventsMaxLen: ledger.eventsMaxLen,
+      retentionMs: ledger.retentionMs,
+      tombstoneTtlMs: ledger.retentionMs + ledger.tombstoneRetentionMs,
+    };
     this.#ownsRedis = typeof options.connection === 'string';
     this.#redis =
       typeof options.connection === 'string'
@@ -246,6 +296,70 @@ export class TransferProducer {
     const at = tombstone.lastIndexOf(':');
     const fromTombstone = terminal(`transfer.${tombstone.slice(0, at)}`);
     return fromTombstone ? { event: fromTombstone, version: Number(tombstone.slice(at + 1)) } : undefined;
+  }
+
+  /**
+   * Cancels the transfer of `sequenceId` before any send of it may have been processed
+   * (docs/contract.md section 4, "Cancelling a transfer"), `by: 'producer'`. Decided by the worker's own
+   * transition script (shipped in this package), in the same atomic step that records a send in flight,
+   * so a cancel and a send never both succeed. Resolves with
+   * - `{ outcome: 'cancelled', state: 'cancelled', version, streamId }`: the transfer had no record yet
+   *   (also a sequenceId never submitted), or was received or gated; `transfer.cancelled` was published
+   *   and no send of that sequenceId will ever be made, by any job;
+   * - `{ outcome: 'too-late', state, ledger? }`: a send was in flight at least once (or the ledger, with
+   *   no epoch or recovering from a loss, cannot vouch that none was); nothing changed;
+   * - `{ outcome: 'already-ended', state, version? }`: it had ended (`cancelled` for a second cancel).
+   * Rejects with InvalidCancelError (`INVALID_CANCEL`, `.issues`) before Redis is contacted when the
+   * sequenceId or reason break their rules; ProducerUnavailableError when Redis is unreachable (the
+   * cancel may have taken effect: cancelling again is safe, and answers `already-ended`, `cancelled` if
+   * it did); with `minReplicas`, NotReplicatedError (`.cancel`) when fewer replicas acknowledged the
+   * cancel in time (cancel again); ProducerClosedError after close().
+   */
+  async cancel(sequenceId: string, options: CancelOptions): Promise<CancelResult> {
+    const issues: PayloadIssue[] = [];
+    if (typeof sequenceId !== 'string' || !SEQUENCE_ID.test(sequenceId)) {
+      issues.push({ path: 'sequenceId', message: 'must be 1-128 of A-Z a-z 0-9 _ -' });
+    }
+    const parsed = EVENT_DATA_SCHEMAS['transfer.cancelled'].safeParse({
+      reason: (options as Partial<CancelOptions> | undefined)?.reason,
+      by: 'producer',
+    });
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) issues.push({ path: issue.path.join('.'), message: issue.message });
+    }
+    if (!parsed.success || issues.length > 0) throw new InvalidCancelError(issues);
+    this.#assertOpen();
+    const encoded = encodeRequest(
+      cancelRequest({ reason: parsed.data.reason, by: 'producer' }),
+      { eventSequenceId: sequenceId, indexMember: sequenceId, clock: undefined, epoch: '' },
+      this.#ledger,
+      [],
+    );
+    const keys = transitionKeys(this.#prefix, this.#keys.events, sequenceId);
+    const session = this.#minReplicas > 0 ? connectionSession(this.#redis, keys[0]!) : '';
+    const reply = await this.#call('cancel', () => this.#redis.eval(TRANSITION_LUA, keys.length, ...keys, encoded));
+    const result = cancelOutcome(sequenceId, decodeAnswer(reply));
+    if (this.#minReplicas > 0 && result.outcome !== 'too-late') {
+      // A cancel a failover loses would let the job send after all: `cancelled` (or `already-ended`,
+      // the answer to a cancel again) only once the replicas have every write of this connection.
+      const { acknowledged, required } = await replicaAcknowledgement(
+        this.#redis,
+        keys[0]!,
+        this.#minReplicas,
+        this.#replicaTimeoutMs,
+        session,
+      ).catch((error: unknown) => {
+        throw this.#unavailable(
+          'cancel',
+          `waiting for replicas to acknowledge the cancel failed: ${(error as Error).message}`,
+          false,
+          error,
+        );
+      });
+      if (acknowledged < required)
+        throw new NotReplicatedError(jobIdFor(sequenceId), acknowledged, required, this.#replicaTimeoutMs, sequenceId);
+    }
+    return result;
   }
 
   /**
@@ -431,7 +545,11 @@ export class TransferProducer {
   #unavailable(operation: ProducerOperation, detail: string, maybeEnqueued: boolean, cause?: unknown): ProducerUnavailableError {
     const last = this.#lastError && this.#lastError !== cause ? ` (last connection error: ${this.#lastError.message})` : '';
     const hint =
-      operation === 'submit' ? `; ${maybeEnqueued ? 'the job may still be added' : 'nothing was enqueued'}, submitting again is safe` : '';
+      operation === 'submit'
+        ? `; ${maybeEnqueued ? 'the job may still be added' : 'nothing was enqueued'}, submitting again is safe`
+        : operation === 'cancel'
+          ? '; the cancel may have taken effect, cancelling again is safe (already-ended, state cancelled, if it did)'
+          : '';
     return new ProducerUnavailableError(operation, `${detail}${last}${hint}`, { maybeEnqueued, cause: cause ?? this.#lastError });
   }
 
@@ -475,6 +593,23 @@ function isConnectionError(error: unknown): boolean {
   return (
     (typeof code === 'string' && CONNECTION_CODES.has(code)) || CONNECTION_NAMES.has(error.name) || CONNECTION_MESSAGES.test(error.message)
   );
+}
+
+/** transition.lua's answer: `{1, version, streamId, fields}` or `{0, state, reason, leaseUntil, now, tombstone}`. */
+function decodeAnswer(reply: unknown): CancelAnswer {
+  const flat = reply as Array<string | number | null | undefined>;
+  if (Number(flat[0]) === 1) return { ok: true, version: Number(flat[1]), streamId: String(flat[2] ?? '') };
+  const reason = String(flat[2]) as Extract<CancelAnswer, { ok: false }>['reason'];
+  const state = String(flat[1]) as Extract<CancelAnswer, { ok: false }>['state'];
+  if (reason !== 'ended' || !flat[5]) return { ok: false, state, reason };
+  const tombstone = String(flat[5]);
+  const at = tombstone.lastIndexOf(':');
+  return {
+    ok: false,
+    state,
+    reason,
+    ended: { state: tombstone.slice(0, at) as TransferStateName, version: Number(tombstone.slice(at + 1)) },
+  };
 }
 
 function fieldOf(fields: string[], name: string): string | undefined {

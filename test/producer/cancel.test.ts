@@ -1,0 +1,179 @@
+/**
+ * TransferProducer.cancel (docs/contract.md section 4, "Cancelling a transfer"): the package sends the
+ * worker's own cancel request to the worker's own transition script (shipped in the package), so what
+ * it decides is what Ledger.cancel decides, in the same atomic step as a send claim. Against the
+ * worker in this process (test/helpers/harness.ts) and the simulator: a cancel that takes effect means
+ * the worker sends nothing for that sequenceId; one that comes after submitted changes nothing.
+ */
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidCancelError, jobIdFor, TransferProducer, type CancelResult } from '../../packages/producer/src/index.ts';
+import { loadConfig } from '../../src/config/config.ts';
+import { createKeys } from '../../src/ledger/keys.ts';
+import { Ledger } from '../../src/ledger/ledger.ts';
+import { QueueName } from '../../src/queues/names.ts';
+import { samplePayload } from '../../tools/sample-payloads.ts';
+import { startHarness, type Harness } from '../helpers/harness.ts';
+import { checkCancelResultJson } from '../helpers/json-schemas.ts';
+import { testRedisUrl } from '../helpers/redis.ts';
+import { until } from '../helpers/wait.ts';
+import { LEDGER_DEFAULTS } from '../../packages/producer/src/producer.ts';
+import { transitionKeys } from '../../packages/producer/src/keys.ts';
+
+const REASON = 'duplicate of order A-1001, ticket OPS-77';
+
+let h: Harness;
+let submitQueue: Queue;
+
+beforeAll(async () => {
+  // The worker starts later (the first test cancels before it runs). Broadcast only when a test sets
+  // the txid: a submitted transfer stays submitted meanwhile.
+  h = await startHarness({ name: 'producer-cancel', worker: false, sim: { settings: { txidAfterMs: 24 * 3_600_000 } } });
+  submitQueue = new Queue(QueueName.SUBMIT, { connection: h.redis, prefix: h.prefix });
+});
+afterAll(async () => {
+  await submitQueue?.close();
+  await h?.close();
+});
+
+const sends = (sequenceId: string) => h.sim.stats().sends[sequenceId]?.accepted ?? 0;
+
+/** The result, after checking it against the shipped JSON Schema (schemas/cancel-result.schema.json). */
+async function cancel(sequenceId: string, reason = REASON): Promise<CancelResult> {
+  const result = await h.producer.cancel(sequenceId, { reason });
+  const json = checkCancelResultJson(JSON.parse(JSON.stringify(result)));
+  expect(json.valid, json.errors).toBe(true);
+  return result;
+}
+
+async function completed(jobId: string): Promise<Record<string, unknown>> {
+  return until(`job ${jobId} completed`, 15_000, async () => {
+    const job = await submitQueue.getJob(jobId);
+    return job && (await job.getState()) === 'completed' ? (job.returnvalue as Record<string, unknown>) : undefined;
+  });
+}
+
+describe('TransferProducer.cancel', () => {
+  it('on a ledger without an epoch (no worker ever ran): too-late, the ledger cannot vouch; nothing written', async () => {
+    const sequenceId = samplePayload().halfSigned.sequenceId;
+    expect(await cancel(sequenceId)).toEqual({ outcome: 'too-late', state: '-', ledger: 'no-epoch-or-recovering' });
+    expect(await h.eventsOf(sequenceId)).toEqual([]);
+  });
+
+  it('before the worker runs: cancelled (by: producer); the worker then sends nothing and publishes nothing more', async () => {
+    // The ledger's epoch exists, as it does once a worker ever ran (or `ledger init`).
+    await new Ledger(h.redis, createKeys(h.prefix, h.config.queue.eventsStream), {
+      eventsMaxLen: h.config.queue.eventsMaxLen,
+      retentionMs: h.config.retention.transfersMs,
+    }).epoch.init();
+    const payload = samplePayload({ metadata: { orderId: 'A-1001' } });
+    const sequenceId = payload.halfSigned.sequenceId;
+    const jobId = await h.producer.submit(payload);
+    expect(await cancel(sequenceId)).toMatchObject({ outcome: 'cancelled', state: 'cancelled', version: 1 });
+
+    await h.startWorker();
+    expect(await completed(jobId)).toMatchObject({ outcome: 'ended', ended: { state: 'cancelled', version: 1 } });
+    expect(jobId).toBe(jobIdFor(sequenceId));
+    const events = await h.eventsOf(sequenceId);
+    expect(events).toMatchObject([
+      { event: 'transfer.cancelled', version: 1, walletId: '', coin: '', data: { reason: REASON, by: 'producer' } },
+    ]);
+    expect(sends(sequenceId)).toBe(0);
+    expect(h.sim.transfer(sequenceId)).toBeUndefined();
+    // The worker's ledger reads the record and tombstone the package wrote, under its own keys.
+    expect(await h.app!.ledger.ended(sequenceId)).toEqual({ state: 'cancelled', version: 1 });
+    expect((await h.producer.waitForTerminal(sequenceId, 1_000)).event).toBe('transfer.cancelled');
+  });
+
+  it('twice: already-ended, state cancelled, nothing published again', async () => {
+    const sequenceId = samplePayload().halfSigned.sequenceId;
+    expect(await cancel(sequenceId)).toMatchObject({ outcome: 'cancelled', version: 1 });
+    // Indexed as the worker's own terminal transitions are: terminal, not active.
+    const keys = createKeys(h.prefix, h.config.queue.eventsStream);
+    expect(await h.redis.zscore(keys.terminal, sequenceId)).not.toBeNull();
+    expect(await h.redis.zscore(keys.active, sequenceId)).toBeNull();
+    expect(await cancel(sequenceId, 'second ask')).toEqual({ outcome: 'already-ended', state: 'cancelled' });
+    // Once RETENTION removed the record, the tombstone answers.
+    await h.redis.del(createKeys(h.prefix, h.config.queue.eventsStream).transfer(sequenceId));
+    expect(await cancel(sequenceId, 'third ask')).toEqual({ outcome: 'already-ended', state: 'cancelled', version: 1 });
+    expect((await h.eventsOf(sequenceId)).map((event) => [event.event, event.version])).toEqual([['transfer.cancelled', 1]]);
+  });
+
+  it('after submitted: too-late, and the transfer goes on to broadcast with its one send', async () => {
+    const payload = samplePayload();
+    const sequenceId = payload.halfSigned.sequenceId;
+    await h.producer.submit(payload);
+    await h.producer.waitForTerminal(sequenceId, 15_000, new Set(['transfer.submitted']));
+    expect(await cancel(sequenceId)).toEqual({ outcome: 'too-late', state: 'submitted' });
+    h.sim.setTxid(sequenceId);
+    expect((await h.producer.waitForTerminal(sequenceId, 15_000)).event).toBe('transfer.broadcast');
+    expect((await h.eventsOf(sequenceId)).map((event) => event.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);
+    expect(sends(sequenceId)).toBe(1);
+    expect(await cancel(sequenceId)).toEqual({ outcome: 'already-ended', state: 'broadcast' });
+  });
+
+  it('refuses an invalid reason or sequenceId with InvalidCancelError before Redis is contacted', async () => {
+    // Every command the producer's connection is asked to send, recorded (BullMQ's own set-up included).
+    const lazy = new Redis(testRedisUrl(), { lazyConnect: true });
+    const producer = new TransferProducer({ connection: lazy, prefix: h.prefix });
+    const sent: string[] = [];
+    const sendCommand = lazy.sendCommand.bind(lazy);
+    lazy.sendCommand = ((command: { name: string }, stream?: unknown) => {
+      sent.push(command.name);
+      return sendCommand(command as never, stream as never);
+    }) as typeof lazy.sendCommand;
+    try {
+      const cases: Array<[string, unknown, string[]]> = [
+        ['ok-1', '', ['reason']],
+        ['ok-1', '   ', ['reason']],
+        ['ok-1', 'two\nlines', ['reason']],
+        ['ok-1', 'x'.repeat(257), ['reason']],
+        ['ok-1', undefined, ['reason']],
+        ['ok-1', 42, ['reason']],
+        ['not a sequence id', REASON, ['sequenceId']],
+        ['', 'bell\u0007', ['sequenceId', 'reason']],
+      ];
+      for (const [sequenceId, reason, paths] of cases) {
+        const error = await producer.cancel(sequenceId, { reason: reason as string }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error, JSON.stringify([sequenceId, reason])).toBeInstanceOf(InvalidCancelError);
+        expect((error as InvalidCancelError).code).toBe('INVALID_CANCEL');
+        expect((error as InvalidCancelError).issues.map((issue) => issue.path)).toEqual(paths);
+      }
+      expect(sent.filter((name) => /^(eval|evalsha|hmget|get|hset|xadd)$/i.test(name))).toEqual([]);
+      // The record shows a cancel that does reach Redis.
+      expect(await producer.cancel(samplePayload().halfSigned.sequenceId, { reason: REASON })).toMatchObject({ outcome: 'cancelled' });
+      expect(sent).toContain('eval');
+    } finally {
+      await producer.close();
+      lazy.disconnect();
+    }
+  });
+
+  it("names the same keys as the worker's ledger, in transition.lua's order", () => {
+    const keys = createKeys(h.prefix, h.config.queue.eventsStream);
+    expect(transitionKeys(h.prefix, h.config.queue.eventsStream, 'seq-1')).toEqual([
+      keys.transfer('seq-1'),
+      keys.events,
+      keys.active,
+      keys.terminal,
+      keys.broadcast,
+      keys.transferPayload('seq-1'),
+      keys.tombstone('seq-1'),
+      keys.trackerOutbox,
+      keys.epoch,
+    ]);
+  });
+
+  it("writes with the worker's defaults of EVENTS_MAXLEN, RETENTION and TOMBSTONE_RETENTION unless told", () => {
+    const defaults = loadConfig({ REDIS_URL: testRedisUrl(), ...h.env, EVENTS_MAXLEN: '', RETENTION: '', TOMBSTONE_RETENTION: '' });
+    expect(LEDGER_DEFAULTS).toEqual({
+      eventsMaxLen: defaults.queue.eventsMaxLen,
+      retentionMs: defaults.retention.transfersMs,
+      tombstoneRetentionMs: defaults.retention.tombstonesMs,
+    });
+  });
+});
