@@ -51,7 +51,9 @@ export interface OAuthTokenOptions {
 
 /** OAuth2 token answer: `expires_in` as a number or numeric text; `token_type`, when given, must say bearer. */
 export const tokenResponseSchema = z.object({
-  access_token: z.string().min(1),
+  // Visible ASCII only (RFC 6750's b64token is a subset): a token of spaces or control characters
+  // could not travel in an Authorization header as given (HTTP trims and refuses them).
+  access_token: z.string().regex(/^[\x21-\x7e]+$/, 'expected a token of visible ASCII characters'),
   expires_in: z
     .union([
       z.number().positive(),
