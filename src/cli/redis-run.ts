@@ -1,4 +1,6 @@
-import type { Config } from '../config/config.ts';
+import type { Config, loadLedgerConfig } from '../config/config.ts';
+import { createKeys } from '../ledger/keys.ts';
+import { Ledger } from '../ledger/ledger.ts';
 import type { RedisClient } from '../redis.ts';
 import { CliError } from './errors.ts';
 import { ExitCode } from './exit-codes.ts';
@@ -33,4 +35,14 @@ function asRedisError(error: unknown, connection: CliRedis): unknown {
   if (!REDIS_ERROR_NAMES.has(error.name) && !CONNECTION_MESSAGES.test(error.message)) return error;
   const cause = connection.lastError() ?? error;
   return new CliError('REDIS_ERROR', `redis: ${cause.message}`, ExitCode.FAILURE);
+}
+
+/** The ledger as the worker has it (its retention, stream length and epoch settings), for commands that change it. */
+export function cliLedger(redis: RedisClient, config: ReturnType<typeof loadLedgerConfig>): Ledger {
+  return new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), {
+    eventsMaxLen: config.queue.eventsMaxLen,
+    retentionMs: config.retention.transfersMs,
+    tombstoneRetentionMs: config.retention.tombstonesMs,
+    epoch: { init: config.ledger.init, recoveryWindowMs: config.ledger.recoveryWindowMs },
+  });
 }

@@ -584,19 +584,23 @@ const ledgerEnvSchema = envSchema.pick({
   LEDGER_INIT: true,
   LEDGER_RECOVERY_WINDOW: true,
   TRACK_DEADLINE: true,
+  REDIS_MIN_REPLICAS: true,
+  REDIS_REPLICA_TIMEOUT: true,
 });
 
 /**
  * What a tool needs to change the ledger the way the worker does (the CLI's `resolve` and `ledger`):
  * the queue settings plus EVENTS_MAXLEN (stream trimming), RETENTION (how long a terminal record is
- * kept) and the epoch's LEDGER_INIT and LEDGER_RECOVERY_WINDOW (default TRACK_DEADLINE), all with the
- * worker's defaults. Every problem of either part is listed.
+ * kept), the epoch's LEDGER_INIT and LEDGER_RECOVERY_WINDOW (default TRACK_DEADLINE), and
+ * REDIS_MIN_REPLICAS / REDIS_REPLICA_TIMEOUT (a cancel waits for the replicas), all with the worker's defaults. Every problem of either part is listed.
  */
 export function loadLedgerConfig(env: NodeJS.ProcessEnv = process.env): Readonly<{
   redis: RedisConnection;
   queue: Config['queue'];
   retention: Pick<Config['retention'], 'transfersMs' | 'tombstonesMs'>;
   ledger: Config['ledger'];
+  /** REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT: what a cancel waits for before it answers. */
+  replicas: { min: number; timeoutMs: number };
 }> {
   const problems: string[] = [];
   let queueConfig: ReturnType<typeof loadQueueConfig> | undefined;
@@ -615,6 +619,7 @@ export function loadLedgerConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     retention: { transfersMs: result.data.RETENTION, tombstonesMs: result.data.TOMBSTONE_RETENTION },
     // As loadConfig has them (the worker's `ledger` section).
     ledger: { init: result.data.LEDGER_INIT, recoveryWindowMs: result.data.LEDGER_RECOVERY_WINDOW ?? result.data.TRACK_DEADLINE },
+    replicas: { min: result.data.REDIS_MIN_REPLICAS, timeoutMs: result.data.REDIS_REPLICA_TIMEOUT },
   });
 }
 

@@ -1,6 +1,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { App } from '../app.ts';
 import type { Config } from '../config/config.ts';
+import { NotReplicatedError } from '../../packages/producer/src/errors.ts';
 import { CANCEL_BY_MAX, CANCEL_TEXT_RULE, isCancelReason } from '../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
 import type { Logger } from '../logger.ts';
@@ -23,7 +24,7 @@ const SCRAPE_REDIS_BUDGET_MS = 1_500;
 
 export interface HttpDeps {
   app: App;
-  config: Pick<Config, 'http'>;
+  config: Pick<Config, 'http' | 'redis'>;
   logger: Logger;
   metrics: Metrics;
 }
@@ -136,7 +137,19 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     if (!isCancelReason(reason)) {
       return reply.code(400).send({ error: 'INVALID_BODY', message: `a JSON object {"reason"}: the reason, ${CANCEL_TEXT_RULE}` });
     }
-    const result = await app.ledger.cancel(sequenceId, { reason, by });
+    const replicas = { min: config.redis.minReplicas, timeoutMs: config.redis.replicaTimeoutMs };
+    const result = await app.ledger.cancel(sequenceId, { reason, by }, replicas).catch((error: unknown) => {
+      if (error instanceof NotReplicatedError) return error;
+      throw error;
+    });
+    if (result instanceof NotReplicatedError) {
+      // Decided on the primary, not yet on enough replicas: a failover could lose it. Cancel again.
+      logger.warn(
+        { sequenceId, acknowledged: result.acknowledged, required: result.required, by },
+        'cancel not acknowledged by the replicas',
+      );
+      return reply.code(503).send({ error: 'NOT_REPLICATED', message: result.message });
+    }
     logger.info({ sequenceId, outcome: result.outcome, state: result.state, by }, 'cancel asked over HTTP');
     return result;
   });

@@ -7,6 +7,8 @@ import type { Keys } from './keys.ts';
 import { CALLS_FIELD, NO_VIEW, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
 import { op } from './operations.ts';
 import { cancelOutcome, type CancelResult } from '../../packages/producer/src/transition.ts';
+import { NotReplicatedError } from '../../packages/producer/src/errors.ts';
+import { jobIdFor } from '../../packages/producer/src/job-id.ts';
 import { LedgerEpoch, type EpochOptions } from './epoch.ts';
 import {
   encodeRequest,
@@ -77,6 +79,12 @@ end
 n = n + 1
 redis.call('SET', KEYS[1], n, 'PX', ARGV[2])
 return {n, 1}`;
+
+/**
+ * REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT for Ledger.cancel: with `min` ≥ 1 a cancel's answer
+ * waits until the replicas have it, else NotReplicatedError (decided on the primary; cancel again).
+ */
+export type CancelReplicas = { min: number; timeoutMs: number };
 
 /** What a cancel did (Ledger.cancel): the producer package's CancelResult, one type for both. */
 export type { CancelResult } from '../../packages/producer/src/transition.ts';
@@ -234,9 +242,18 @@ export class Ledger {
    * send claim and a cancel never both succeed). `data` is checked against transfer.cancelled's schema
    * before anything changes (EventShapeError). See CancelResult for the outcomes.
    */
-  async cancel(sequenceId: string, data: EventData['transfer.cancelled']): Promise<CancelResult> {
+  async cancel(sequenceId: string, data: EventData['transfer.cancelled'], replicas?: CancelReplicas): Promise<CancelResult> {
+    const session = replicas && replicas.min > 0 ? this.session() : '';
     // The outcome is read from the script's answer by the package's cancelOutcome, as its cancel() does.
-    return cancelOutcome(sequenceId, await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW));
+    const result = cancelOutcome(sequenceId, await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW));
+    if (replicas && replicas.min > 0 && result.outcome !== 'too-late') {
+      // A cancel a failover loses would let the job send after all: `cancelled` (or `already-ended`,
+      // the answer to a cancel again) only once the replicas have it, as the producer's cancel() waits.
+      const { acknowledged, required } = await this.replicated(session, replicas.min, replicas.timeoutMs);
+      if (acknowledged < required)
+        throw new NotReplicatedError(jobIdFor(sequenceId), acknowledged, required, replicas.timeoutMs, sequenceId);
+    }
+    return result;
   }
 
   /** How a transfer ended, while its tombstone lives (RETENTION + TOMBSTONE_RETENTION); undefined otherwise. */

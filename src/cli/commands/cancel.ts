@@ -1,13 +1,13 @@
 import { CANCEL_TEXT_RULE, isCancelReason } from '../../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
 import { loadLedgerConfig } from '../../config/config.ts';
-import { createKeys } from '../../ledger/keys.ts';
-import { Ledger, type CancelResult } from '../../ledger/ledger.ts';
+import type { CancelResult } from '../../ledger/ledger.ts';
+import { NotReplicatedError } from '../../../packages/producer/src/errors.ts';
 import { stringOption, type Command } from '../command.ts';
-import { usageError } from '../errors.ts';
+import { CliError, usageError } from '../errors.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { table } from '../format.ts';
-import { withRedis } from '../redis-run.ts';
+import { cliLedger, withRedis } from '../redis-run.ts';
 
 /** What `cancel` prints (stdout, in both modes, whatever the outcome). */
 export type CancelOutput = { sequenceId: string } & CancelResult;
@@ -34,6 +34,8 @@ on stdout), and exits:
   5  already-ended   nothing changed: the transfer had ended before (its terminal state is printed,
                      cancelled for a second cancel), from its record or, once RETENTION removed it,
                      its tombstone
+  1  NOT_REPLICATED  with REDIS_MIN_REPLICAS >= 1, fewer replicas acknowledged the cancel within
+                     REDIS_REPLICA_TIMEOUT: decided on the primary, a failover could lose it; cancel again
   --reason TEXT    required: why, as ${CANCEL_TEXT_RULE} (put a ticket reference here, never
                    personal data); it is published in the event
 Malformed sequenceId, missing or bad --reason: exit 2.
@@ -56,12 +58,14 @@ Examples:
     const config = loadLedgerConfig(env);
 
     const result = await withRedis(config.redis, out, async (redis) => {
-      const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), {
-        eventsMaxLen: config.queue.eventsMaxLen,
-        retentionMs: config.retention.transfersMs,
-        tombstoneRetentionMs: config.retention.tombstonesMs,
+      const ledger = cliLedger(redis, config);
+      return ledger.cancel(sequenceId, { reason, by: 'cli' }, config.replicas).catch((error: unknown) => {
+        if (!(error instanceof NotReplicatedError)) throw error;
+        throw new CliError('NOT_REPLICATED', error.message, ExitCode.FAILURE, [], {
+          acknowledged: error.acknowledged,
+          required: error.required,
+        });
       });
-      return ledger.cancel(sequenceId, { reason, by: 'cli' });
     });
     out.result<CancelOutput>({ sequenceId, ...result }, formatResult);
     if (result.outcome === 'cancelled') return ExitCode.OK;

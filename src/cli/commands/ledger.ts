@@ -1,10 +1,9 @@
 import { loadLedgerConfig } from '../../config/config.ts';
-import { createKeys } from '../../ledger/keys.ts';
-import { Ledger, type EpochState } from '../../ledger/ledger.ts';
+import type { EpochState } from '../../ledger/ledger.ts';
 import type { Command } from '../command.ts';
 import { refused, usageError } from '../errors.ts';
 import { table } from '../format.ts';
-import { withRedis } from '../redis-run.ts';
+import { cliLedger, withRedis } from '../redis-run.ts';
 
 const SUBCOMMANDS = ['status', 'init', 'accept-epoch'] as const;
 type Subcommand = (typeof SUBCOMMANDS)[number];
@@ -71,12 +70,7 @@ Examples:
     const subcommand = parseSubcommand(positionals[0]!);
     const config = loadLedgerConfig(env);
     await withRedis(config.redis, out, async (redis) => {
-      const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), {
-        eventsMaxLen: config.queue.eventsMaxLen,
-        retentionMs: config.retention.transfersMs,
-        tombstoneRetentionMs: config.retention.tombstonesMs,
-        epoch: { init: config.ledger.init, recoveryWindowMs: config.ledger.recoveryWindowMs },
-      });
+      const ledger = cliLedger(redis, config);
       if (subcommand === 'status') {
         out.result(view(await ledger.epoch.refresh()), formatStatus);
         return;

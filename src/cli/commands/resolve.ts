@@ -2,7 +2,6 @@ import { Queue } from 'bullmq';
 import { loadLedgerConfig } from '../../config/config.ts';
 import { FailureCode, type EventType } from '../../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
-import { createKeys } from '../../ledger/keys.ts';
 import { Ledger, TransferState, type TransferRecord, type TransitionRequest, type TransitionResult } from '../../ledger/ledger.ts';
 import { op } from '../../ledger/operations.ts';
 import { QueueName, trackJobId } from '../../queues/names.ts';
@@ -12,7 +11,7 @@ import { stringOption, type Command } from '../command.ts';
 import { CliError, notFound, refused, usageError } from '../errors.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { table } from '../format.ts';
-import { withRedis } from '../redis-run.ts';
+import { cliLedger, withRedis } from '../redis-run.ts';
 
 /** Longest `--reason`: it travels in the event, which consumers store. */
 export const MAX_REASON_LENGTH = 500;
@@ -86,11 +85,7 @@ Examples:
     const config = loadLedgerConfig(env);
 
     const result = await withRedis(config.redis, out, async (redis) => {
-      const ledger = new Ledger(redis, createKeys(config.queue.prefix, config.queue.eventsStream), {
-        eventsMaxLen: config.queue.eventsMaxLen,
-        retentionMs: config.retention.transfersMs,
-        tombstoneRetentionMs: config.retention.tombstonesMs,
-      });
+      const ledger = cliLedger(redis, config);
       const record = await ledger.get(sequenceId);
       if (!record) throw notFound(`no transfer with sequenceId ${sequenceId}`);
       // Checked here for a clear message; the transition below checks again, atomically.
