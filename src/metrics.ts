@@ -44,7 +44,7 @@ function declareMetrics() {
     }),
     upstreamRequests: new Counter({
       name: 'custody_upstream_requests_total',
-      help: 'Custody API requests by endpoint, HTTP status ("none": no answer) and error code when no answer came ("none" when one did).',
+      help: 'Custody API requests by endpoint (the port\'s operation, whichever provider: send, lookup, detail, gate, token), HTTP status ("none": no answer) and error code when no answer came ("none" when one did).',
       labelNames: ['endpoint', 'status', 'code'] as const,
       registers: [registry],
     }),
@@ -247,7 +247,7 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   for (const event of EVENT_TYPES) metrics.transferEvents.inc({ event }, 0);
   for (const step of ['track', 'resolve', 'reconcile']) metrics.ambiguousMatches.inc({ step }, 0);
   for (const source of ['cache', 'upstream']) metrics.travelRuleLookups.inc({ source }, 0);
-  for (const ours of ['true', 'false']) metrics.skippedRecords.inc({ endpoint: 'getTransfer', ours }, 0);
+  for (const ours of ['true', 'false']) metrics.skippedRecords.inc({ endpoint: 'lookup', ours }, 0);
   for (const klass of BUDGET_CLASSES) {
     metrics.budgetUsed.inc({ class: klass }, 0);
     metrics.budgetRefused.inc({ class: klass }, 0);

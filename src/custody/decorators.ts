@@ -11,10 +11,10 @@ import type { CallOptions, CustodyPort, ProviderRateLimit, RequestHooks } from '
 /** The budget class of a request whose caller did not say: a token request goes with sends (budget.ts). */
 export const DEFAULT_CLASS: Readonly<Record<CustodyEndpoint, BudgetClass>> = {
   token: BudgetClass.SEND,
-  sendTransaction: BudgetClass.SEND,
-  isEnabled: BudgetClass.GATE,
-  getWalletTransaction: BudgetClass.ENRICH,
-  getTransfer: BudgetClass.POLL,
+  send: BudgetClass.SEND,
+  gate: BudgetClass.GATE,
+  detail: BudgetClass.ENRICH,
+  lookup: BudgetClass.POLL,
 };
 
 /** Observes one request's outcome (RequestHooks.afterRequest): the upstream metrics. */

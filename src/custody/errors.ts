@@ -32,7 +32,13 @@ export const CustodyErrorCode = {
 
 export type CustodyErrorCode = (typeof CustodyErrorCode)[keyof typeof CustodyErrorCode];
 
-export type CustodyEndpoint = 'token' | 'getTransfer' | 'sendTransaction' | 'getWalletTransaction' | 'isEnabled';
+/**
+ * What a request was for, in the port's own terms (metric and alert labels, errors, the budget's classes),
+ * whichever provider serves it: `send` a half-signed transaction; `lookup` transfers by sequenceId or
+ * txid; `detail` the wallet's view of a transaction; `gate` the travel-rule setting; `token` an access
+ * token request.
+ */
+export type CustodyEndpoint = 'token' | 'send' | 'lookup' | 'detail' | 'gate';
 
 const RETRYABLE: ReadonlySet<CustodyErrorCode> = new Set([
   CustodyErrorCode.TIMEOUT,

@@ -391,7 +391,7 @@ const SAMPLE_DATA: EventData = {
   'transfer.rejected': { code: 'INVALID_PAYLOAD', issues: [{ path: 'coin', message: 'required' }] },
   'transfer.blocked': { code: 'TRAVEL_RULE_REQUIRED', setting: { outgoingTxn: 1, mandatory: true, blockTxn: false } },
   'transfer.cancelled': { reason: 'duplicate order', by: 'cli' },
-  'transfer.failed': { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'sendTransaction: HTTP 422, request refused', attempts: 1 },
+  'transfer.failed': { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'send: HTTP 422, request refused', attempts: 1 },
   'transfer.expired': { code: 'TRACKING_DEADLINE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
   'reconcile.completed': {
     checked: 0,

@@ -307,7 +307,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   const SLOW = LEASE_MS + 1; // an answer that comes after the lease ran out
   const error = (code: CustodyErrorCode, httpStatus?: number, maybeProcessed?: boolean) =>
     new CustodyError(code, `sendTransaction: ${code}`, {
-      endpoint: 'sendTransaction',
+      endpoint: 'send',
       httpStatus,
       maybeProcessed,
       retryAfterMs: code === CustodyErrorCode.RATE_LIMITED ? 10 : undefined,
@@ -418,7 +418,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       const draw = scenario.lookups[lookupDraw++] ?? 'found';
       return scheduled(`lookup:${draw}`, draw === 'slow-found' ? SLOW : 0, () => {
         if (draw === 'error')
-          throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'getTransfer', httpStatus: 503 });
+          throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'lookup', httpStatus: 503 });
         const held = [...(accepted > 0 ? [transaction] : []), ...(scenario.foreign ? [foreignTransaction] : [])];
         // A provider that does not narrow lists the wallet's other send beside whatever the sequenceId holds.
         const others = scenario.narrowed ? [] : [otherOfWallet];

@@ -398,9 +398,9 @@ function checkSetting(value: unknown): void {
 /** The code an answer must map to when the client could read it (docs/upstream-api.md, assumptions: errors). */
 function expectedCode(endpoint: CustodyEndpoint, status: number, body: string): string | undefined {
   if (status === 401) return CustodyErrorCode.UNAUTHORIZED;
-  if (status === 404 && endpoint === 'getTransfer') return 'resolved []'; // "nothing found" (docs/upstream-api.md assumption)
+  if (status === 404 && endpoint === 'lookup') return 'resolved []'; // "nothing found" (docs/upstream-api.md assumption)
   if (status === 404) return CustodyErrorCode.NOT_FOUND;
-  if (status === 409 && endpoint === 'sendTransaction') return CustodyErrorCode.DUPLICATE;
+  if (status === 409 && endpoint === 'send') return CustodyErrorCode.DUPLICATE;
   if (status === 429) return CustodyErrorCode.RATE_LIMITED;
   if (status === 408 || status >= 500) return CustodyErrorCode.UNAVAILABLE;
   if (status < 200 || status >= 300) return CustodyErrorCode.REJECTED;
@@ -452,7 +452,7 @@ function checkOutcome(
     checkValue(outcome.value);
     if (reply.status >= 200 && reply.status < 300) return;
     // Only a get-transfer "nothing found" resolves on an error status: as an empty list.
-    expect(endpoint === 'getTransfer' && outcome.value, `resolved on HTTP ${reply.status}`).toEqual([]);
+    expect(endpoint === 'lookup' && outcome.value, `resolved on HTTP ${reply.status}`).toEqual([]);
     expect(
       reply.status === 404 || /not\s*found|no\s+(transfers?|transactions?|records?|results?|data)\b|does\s+not\s+exist/i.test(bodyText),
       `resolved on HTTP ${reply.status}`,
@@ -515,26 +515,26 @@ describe('custody client fed random and broken upstream answers', () => {
     check: (value: unknown) => void;
   }> = [
     {
-      endpoint: 'getTransfer',
+      endpoint: 'lookup',
       valid: () => answers.getTransfer,
       call: (client) => client.getTransfersBySequenceId({ walletId: 310, coin: 'eth' }, 'fuzz-sequence'),
       check: checkTransactions,
     },
     {
-      endpoint: 'sendTransaction',
+      endpoint: 'send',
       valid: () => answers.sendTransaction,
       // The answer must name the sequenceId that was sent (the client refuses one about another transfer).
       call: (client) => client.sendTransaction(310, sampleSend(answers.sequenceId)),
       check: checkSubmitted,
     },
     {
-      endpoint: 'getWalletTransaction',
+      endpoint: 'detail',
       valid: () => answers.getWalletTransaction,
       call: (client) => client.getWalletTransaction(310, answers.txid),
       check: checkWalletTransaction,
     },
     {
-      endpoint: 'isEnabled',
+      endpoint: 'gate',
       valid: () => answers.isEnabled,
       call: (client) => client.getTravelRuleSetting(),
       check: checkSetting,

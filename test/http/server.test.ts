@@ -72,9 +72,9 @@ describe('HTTP server', () => {
       /custody_worker_jobs_total\{queue="submit-transaction",outcome="completed"\} [1-9]/,
       /custody_worker_job_duration_seconds_bucket\{le="[^"]+",queue="submit-transaction",outcome="completed"\}/,
       /custody_worker_queue_jobs\{queue="track-transfer",state="completed"\} [1-9]/,
-      /custody_upstream_requests_total\{endpoint="sendTransaction",status="200",code="none"\} [1-9]/,
-      /custody_upstream_requests_total\{endpoint="getTransfer",status="200",code="none"\} [1-9]/,
-      /custody_upstream_request_duration_seconds_bucket\{le="[^"]+",endpoint="isEnabled",status="200"\}/,
+      /custody_upstream_requests_total\{endpoint="send",status="200",code="none"\} [1-9]/,
+      /custody_upstream_requests_total\{endpoint="lookup",status="200",code="none"\} [1-9]/,
+      /custody_upstream_request_duration_seconds_bucket\{le="[^"]+",endpoint="gate",status="200"\}/,
       /custody_transfer_events_total\{event="transfer.submitted"\} [1-9]/,
       /custody_transfer_events_total\{event="transfer.broadcast"\} [1-9]/,
       /custody_travel_rule_lookups_total\{source="(cache|upstream)"\} [1-9]/,
@@ -96,8 +96,8 @@ describe('HTTP server', () => {
     await expect(h.app!.custody.getTransfersBySequenceId({ walletId: 310, coin: 'eth' }, 'error-probe')).rejects.toThrow();
     h.sim.setFault('getTransfer', { sequence: [] });
     const text = await (await fetch(`${base}/metrics`)).text();
-    expect(text).toMatch(/custody_upstream_requests_total\{endpoint="getTransfer",status="none",code="CUSTODY_[A-Z_]+"\} [1-9]/);
-    expect(text).toMatch(/custody_upstream_requests_total\{endpoint="getTransfer",status="5[0-9][0-9]",code="none"\} [1-9]/);
+    expect(text).toMatch(/custody_upstream_requests_total\{endpoint="lookup",status="none",code="CUSTODY_[A-Z_]+"\} [1-9]/);
+    expect(text).toMatch(/custody_upstream_requests_total\{endpoint="lookup",status="5[0-9][0-9]",code="none"\} [1-9]/);
     // No label mixes the two: every status is a number or "none", every code CUSTODY_* or "none".
     for (const [, status, code] of text.matchAll(/custody_upstream_requests_total\{endpoint="[^"]+",status="([^"]+)",code="([^"]+)"\}/g)) {
       expect(status).toMatch(/^(\d{3}|none)$/);
@@ -115,7 +115,7 @@ describe('HTTP server', () => {
     await h.redis.hset(keys.transfer('stale-probe'), 'state', 'received');
     await h.redis.zadd(keys.active, Number(seconds) * 1000 - 20 * 60_000, 'stale-probe');
     const text = await (await fetch(`${base}/metrics`)).text();
-    expect(text).toMatch(/custody_upstream_skipped_records_total\{endpoint="getTransfer",ours="false"\} [1-9]/);
+    expect(text).toMatch(/custody_upstream_skipped_records_total\{endpoint="lookup",ours="false"\} [1-9]/);
     expect(text).toMatch(/custody_transfers_stale\{state="received"\} 1\n/);
     expect(text).toMatch(/custody_transfers_stale\{state="submitting"\} 0\n/);
     await h.redis.zrem(keys.active, 'stale-probe');

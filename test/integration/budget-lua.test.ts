@@ -73,18 +73,18 @@ describe('request budget: the Lua script against the pure rules', () => {
     const record = `${prefix}:transfer:seq-1`;
     const redis = newRedis();
     await redis.hset(record, 'state', 'submitted');
-    await b.take('getTransfer', 'poll', 'seq-1', undefined, { key: record, field: 'calls' });
+    await b.take('lookup', 'poll', 'seq-1', undefined, { key: record, field: 'calls' });
     await a.pause(1_500);
     // b read the pause state at its first call: it learns of a's 429 at its next read, 250 ms on.
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const refused = await b.take('getTransfer', 'poll', 'seq-1').then(
+    const refused = await b.take('lookup', 'poll', 'seq-1').then(
       () => undefined,
       (error: unknown) => error,
     );
     expect(refused).toMatchObject({ code: 'CUSTODY_RATE_LIMITED', budgetRefused: true, maybeProcessed: false });
     expect((refused as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
     // A send waits for the end of the pause instead of being refused.
-    await b.take('sendTransaction', 'send', 'seq-1', undefined, { key: record, field: 'calls' });
+    await b.take('send', 'send', 'seq-1', undefined, { key: record, field: 'calls' });
     await until('both calls counted', 2_000, async () => ((await redis.hget(record, 'calls')) === '2' ? true : undefined));
   });
 

@@ -65,7 +65,7 @@ describe('a provider 429 with a long Retry-After', () => {
 
     expect(line).toMatchObject({
       level: 'warn',
-      endpoint: 'sendTransaction',
+      endpoint: 'send',
       retryAfter: String(ASKED_SEC),
       askedMs: ASKED_SEC * 1000,
       pauseMs: MAX_PAUSE_MS,

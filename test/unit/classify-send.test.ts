@@ -3,7 +3,7 @@ import { classifySendFailure, type SendFailureKind } from '../../src/transfers/c
 import { CustodyError, CustodyErrorCode, type CustodyErrorCode as Code } from '../../src/custody/errors.ts';
 
 const send = (code: Code, details: { httpStatus?: number; maybeProcessed?: boolean; retryAfterMs?: number } = {}) =>
-  new CustodyError(code, `sendTransaction: ${code}`, { endpoint: 'sendTransaction', ...details });
+  new CustodyError(code, `sendTransaction: ${code}`, { endpoint: 'send', ...details });
 
 const FIRST = { unknownSince: undefined };
 const AFTER_UNKNOWN = { unknownSince: 1_700_000_000_000 };

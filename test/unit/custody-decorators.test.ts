@@ -44,24 +44,24 @@ function fakePort(answer: { status: number } = { status: 200 }) {
   const list = [] as ListedTransfers;
   const port: CustodyPort = {
     async sendTransaction(_walletId, request, options) {
-      await call('sendTransaction', 'sendTransaction', options, { klass: BudgetClass.SEND, member: request.halfSigned.sequenceId });
+      await call('send', 'send', options, { klass: BudgetClass.SEND, member: request.halfSigned.sequenceId });
       const sequenceId = request.halfSigned.sequenceId;
       return { id: 1, sequenceId, destinationAddress: '0x1', amount: '1', [EXACT_AMOUNT]: '1' } satisfies AcceptedSend;
     },
     async getTransfersBySequenceId(_wallet, sequenceId, options) {
-      await call('getTransfersBySequenceId', 'getTransfer', options, { klass: BudgetClass.POLL, member: sequenceId });
+      await call('getTransfersBySequenceId', 'lookup', options, { klass: BudgetClass.POLL, member: sequenceId });
       return list;
     },
     async getTransfersByTxId(_wallet, txId, options) {
-      await call('getTransfersByTxId', 'getTransfer', options, { klass: BudgetClass.VERIFY, member: txId });
+      await call('getTransfersByTxId', 'lookup', options, { klass: BudgetClass.VERIFY, member: txId });
       return list;
     },
     async getWalletTransaction(_walletId, txid, options) {
-      await call('getWalletTransaction', 'getWalletTransaction', options, { klass: BudgetClass.ENRICH, member: txid });
+      await call('detail', 'detail', options, { klass: BudgetClass.ENRICH, member: txid });
       return { txid };
     },
     async getTravelRuleSetting(options) {
-      await call('getTravelRuleSetting', 'isEnabled', options, { klass: BudgetClass.GATE, member: '' });
+      await call('getTravelRuleSetting', 'gate', options, { klass: BudgetClass.GATE, member: '' });
       return { outgoingTxn: 0, mandatory: false, blockTxn: false };
     },
     async close() {
@@ -109,34 +109,34 @@ describe('withRequestHooks', () => {
     const { trace: _trace, ...hooks } = recording('d', log);
     await callEverything(withRequestHooks(fake.port, hooks));
     expect(fake.seen.map((s) => s.call)).toEqual([
-      'sendTransaction',
+      'send',
       'getTransfersBySequenceId',
       'getTransfersByTxId',
-      'getWalletTransaction',
+      'detail',
       'getTravelRuleSetting',
     ]);
     expect(fake.seen.every((s) => s.options?.hooks !== undefined)).toBe(true);
     expect(log).toEqual([
       'd before token -',
       'd after token 200',
-      'd before sendTransaction send/seq-1',
-      'd after sendTransaction 200',
+      'd before send send/seq-1',
+      'd after send 200',
       'd before token -',
       'd after token 200',
-      'd before getTransfer poll/seq-1',
-      'd after getTransfer 200',
+      'd before lookup poll/seq-1',
+      'd after lookup 200',
       'd before token -',
       'd after token 200',
-      'd before getTransfer verify/0xabc',
-      'd after getTransfer 200',
+      'd before lookup verify/0xabc',
+      'd after lookup 200',
       'd before token -',
       'd after token 200',
-      'd before getWalletTransaction enrich/0xabc',
-      'd after getWalletTransaction 200',
+      'd before detail enrich/0xabc',
+      'd after detail 200',
       'd before token -',
       'd after token 200',
-      'd before isEnabled gate/',
-      'd after isEnabled 200',
+      'd before gate gate/',
+      'd after gate 200',
     ]);
   });
 
@@ -169,16 +169,16 @@ describe('withRequestHooks', () => {
       'inner after token 429',
       'inner } token',
       'caller } token',
-      'caller span isEnabled {',
-      'inner span isEnabled {',
-      'caller before isEnabled gate/',
-      'inner before isEnabled gate/',
-      'caller 429 isEnabled 2000',
-      'inner 429 isEnabled 2000',
-      'caller after isEnabled 429',
-      'inner after isEnabled 429',
-      'inner } isEnabled',
-      'caller } isEnabled',
+      'caller span gate {',
+      'inner span gate {',
+      'caller before gate gate/',
+      'inner before gate gate/',
+      'caller 429 gate 2000',
+      'inner 429 gate 2000',
+      'caller after gate 429',
+      'inner after gate 429',
+      'inner } gate',
+      'caller } gate',
     ]);
   });
 
@@ -265,33 +265,33 @@ describe('decorate: budget, metrics, tracing', () => {
     expect(takes).toEqual([
       // A token request has no tag: it goes with sends, on nobody's behalf.
       ['token', DEFAULT_CLASS.token, '', undefined, undefined, false],
-      ['getTransfer', BudgetClass.POLL, 'seq-1', undefined, { key: 'transfer:seq-1', field: 'calls' }, true],
+      ['lookup', BudgetClass.POLL, 'seq-1', undefined, { key: 'transfer:seq-1', field: 'calls' }, true],
       ['token', BudgetClass.SEND, '', undefined, undefined, false],
       // Counted by the caller on the record itself: the budget does not count it again.
-      ['getTransfer', BudgetClass.SETTLE, 'seq-2', undefined, undefined, false],
+      ['lookup', BudgetClass.SETTLE, 'seq-2', undefined, undefined, false],
       ['token', BudgetClass.SEND, '', undefined, undefined, false],
-      ['isEnabled', BudgetClass.GATE, '', undefined, undefined, false],
+      ['gate', BudgetClass.GATE, '', undefined, undefined, false],
       ['token', BudgetClass.SEND, '', undefined, undefined, false],
-      ['sendTransaction', BudgetClass.SEND, 'seq-1', signal, { key: 'transfer:seq-1', field: 'calls' }, false],
+      ['send', BudgetClass.SEND, 'seq-1', signal, { key: 'transfer:seq-1', field: 'calls' }, false],
     ]);
     expect(observed).toEqual([
       'token 200 none',
-      'getTransfer 200 none',
+      'lookup 200 none',
       'token 200 none',
-      'getTransfer 200 none',
+      'lookup 200 none',
       'token 200 none',
-      'isEnabled 200 none',
+      'gate 200 none',
       'token 200 none',
-      'sendTransaction 200 none',
+      'send 200 none',
     ]);
-    expect(spans).toEqual(['token', 'getTransfer', 'token', 'getTransfer', 'token', 'isEnabled', 'token', 'sendTransaction']);
+    expect(spans).toEqual(['token', 'lookup', 'token', 'lookup', 'token', 'gate', 'token', 'send']);
   });
 
   it('only what is given: metrics alone take no budget slot and open no span', async () => {
     const fake = fakePort();
     const observed: string[] = [];
     await decorate(fake.port, { metrics: (endpoint, status) => observed.push(`${endpoint} ${status}`) }).getWalletTransaction(310, '0xabc');
-    expect(observed).toEqual(['token 200', 'getWalletTransaction 200']);
+    expect(observed).toEqual(['token 200', 'detail 200']);
     expect(fake.seen[0]!.options?.hooks?.trace).toBeUndefined();
     expect(decorate(fake.port, {})).toBe(fake.port);
   });
@@ -302,19 +302,19 @@ describe('decorate: budget, metrics, tracing', () => {
     const hooks = budgetHooks(until.budget, {
       onPause: (pauseMs, asked, outcome) => reports.push({ pauseMs, endpoint: asked.endpoint, ...outcome }),
     });
-    hooks.onRateLimited!(2_000, { endpoint: 'getTransfer', retryAfter: '2', askedMs: 2_000 });
+    hooks.onRateLimited!(2_000, { endpoint: 'lookup', retryAfter: '2', askedMs: 2_000 });
     const error = new Error('redis away');
     const failing = fakeBudget(() => Promise.reject(error));
     budgetHooks(failing.budget, { onPause: (pauseMs, asked, outcome) => reports.push({ pauseMs, endpoint: asked.endpoint, ...outcome }) })
-      .onRateLimited!(500, { endpoint: 'sendTransaction', retryAfter: undefined, askedMs: 1_000 });
+      .onRateLimited!(500, { endpoint: 'send', retryAfter: undefined, askedMs: 1_000 });
     // Nothing unhandled either without a report.
     budgetHooks(failing.budget).onRateLimited!(500, { endpoint: 'token', retryAfter: undefined, askedMs: 500 });
     await new Promise((resolve) => setImmediate(resolve));
     expect(until.pauses).toEqual([2_000]);
     expect(failing.pauses).toEqual([500, 500]);
     expect(reports).toEqual([
-      { pauseMs: 2_000, endpoint: 'getTransfer', until: 1_234 },
-      { pauseMs: 500, endpoint: 'sendTransaction', error },
+      { pauseMs: 2_000, endpoint: 'lookup', until: 1_234 },
+      { pauseMs: 500, endpoint: 'send', error },
     ]);
   });
 });

@@ -61,7 +61,7 @@ describe('what an answer to sendTransaction proves (the table)', () => {
     for (const status of ALL_STATUSES.filter((s) => s < 200 || s >= 300)) {
       let error: unknown;
       try {
-        throwForStatus('sendTransaction', { status, headers: {}, text: '{"success":false,"message":"x"}' });
+        throwForStatus('send', { status, headers: {}, text: '{"success":false,"message":"x"}' });
       } catch (caught) {
         error = caught;
       }
@@ -85,7 +85,7 @@ describe('what an answer to sendTransaction proves (the table)', () => {
     ['2xx with success:false', CustodyErrorCode.REJECTED, { httpStatus: 200 }, 'not-taken'],
     ['response larger than the bound', CustodyErrorCode.BAD_RESPONSE, {}, 'maybe-processed'],
   ] as const)('%s: %s proves %s', (_name, code, details, proof) => {
-    const error = new CustodyError(code, 'x', { endpoint: 'sendTransaction', ...details });
+    const error = new CustodyError(code, 'x', { endpoint: 'send', ...details });
     expect(error.proof).toBe(proof);
   });
 

@@ -197,11 +197,11 @@ describe('custody client against the simulator', () => {
     await c.getTravelRuleSetting({ hooks });
     expect(log).toEqual([
       ...['span token', 'before token -', 'after token 200'],
-      ...['span sendTransaction', 'before sendTransaction send', 'after sendTransaction 401'],
+      ...['span send', 'before send send', 'after send 401'],
       ...['span token', 'before token -', 'after token 200'],
-      ...['span sendTransaction', 'before sendTransaction send', 'after sendTransaction 200'],
-      ...['span getTransfer', 'before getTransfer poll', 'after getTransfer 200'],
-      ...['span isEnabled', 'before isEnabled gate', 'after isEnabled 200'],
+      ...['span send', 'before send send', 'after send 200'],
+      ...['span lookup', 'before lookup poll', 'after lookup 200'],
+      ...['span gate', 'before gate gate', 'after gate 200'],
     ]);
   });
 
@@ -229,7 +229,7 @@ describe('custody client fault mapping', () => {
     const error = await failure(client().getTransfersBySequenceId(WALLET, newSequenceId()));
     expect(error.code).toBe(code);
     expect(error.retryable).toBe(retryable);
-    expect(error.endpoint).toBe('getTransfer');
+    expect(error.endpoint).toBe('lookup');
   });
 
   it.each(cases)('%s on is-enabled → %s', async (kind, code) => {
@@ -254,7 +254,7 @@ describe('custody client fault mapping', () => {
     const c = withRequestHooks(client({ maxPauseMs: 2_000 }), { onRateLimited: (pauseMs, asked) => seen.push({ pauseMs, ...asked }) });
     const error = await failure(c.sendTransaction(310, sampleSend(newSequenceId())));
     expect(error.retryAfterMs).toBe(2_000);
-    expect(seen).toEqual([{ pauseMs: 2_000, endpoint: 'sendTransaction', retryAfter: '3600', askedMs: 3_600_000 }]);
+    expect(seen).toEqual([{ pauseMs: 2_000, endpoint: 'send', retryAfter: '3600', askedMs: 3_600_000 }]);
   });
 
   it('a time-out after processing says the send may have gone out, and it did', async () => {

@@ -32,7 +32,7 @@ class MinimalAdapter implements CustodyPort {
 
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<ListedTransfers> {
     const response = await this.#transport.request({
-      endpoint: 'getTransfer',
+      endpoint: 'lookup',
       url: this.#url,
       method: 'POST',
       headers: { authorization: this.#authorization, accept: 'application/json', 'content-type': 'application/json' },
@@ -43,7 +43,7 @@ class MinimalAdapter implements CustodyPort {
       hooks: options.hooks,
     });
     if (response.status !== 200)
-      throw new CustodyError(CustodyErrorCode.UNAVAILABLE, `getTransfer: HTTP ${response.status}`, { endpoint: 'getTransfer' });
+      throw new CustodyError(CustodyErrorCode.UNAVAILABLE, `getTransfer: HTTP ${response.status}`, { endpoint: 'lookup' });
     const body = JSON.parse(response.text) as unknown;
     const list = Array.isArray(body) ? body : ((body as { data?: unknown[] }).data ?? []);
     return list as ListedTransfer[];
@@ -124,7 +124,7 @@ describe('a second adapter wrapped by the decorators', () => {
     expect(sim.requestCount() - requestsBefore).toBe(CALLS);
     expect(admitted).toEqual(Array.from({ length: CALLS }, () => BudgetClass.SETTLE));
     expect(refused).toEqual([]);
-    expect(requests).toEqual(Array.from({ length: CALLS }, () => ({ endpoint: 'getTransfer', status: '200', code: 'none' })));
+    expect(requests).toEqual(Array.from({ length: CALLS }, () => ({ endpoint: 'lookup', status: '200', code: 'none' })));
   });
 
   it('undecorated, the same adapter takes no slot', async () => {

@@ -160,7 +160,7 @@ describe('get-transfer lists', () => {
     answer = () => json([transaction({ id: '60000001', outputs: [{ address: '0xAbCdEf', amount: 0.01234567 }] }), transaction()]);
     const list = await client().getTransfersBySequenceId(WALLET, SEQ);
     expect(list.map((tx) => tx.id)).toEqual(['70000001']);
-    expect(skipped).toEqual([{ endpoint: 'getTransfer', record: { index: 0, paths: ['outputs.0.amount'], ours: false } }]);
+    expect(skipped).toEqual([{ endpoint: 'lookup', record: { index: 0, paths: ['outputs.0.amount'], ours: false } }]);
   });
 
   it('says so when the skipped record is the one carrying the sequenceId looked for', async () => {
@@ -168,7 +168,7 @@ describe('get-transfer lists', () => {
     const list = await client().getTransfersBySequenceId(WALLET, SEQ);
     expect(list).toHaveLength(0);
     expect((list as TransactionList)[UNREADABLE]).toBe(1);
-    expect(skipped).toEqual([{ endpoint: 'getTransfer', record: { index: 0, paths: ['txid'], ours: true } }]);
+    expect(skipped).toEqual([{ endpoint: 'lookup', record: { index: 0, paths: ['txid'], ours: true } }]);
   });
 
   it('reads a txid that is null, absent or empty as "not broadcast yet"', async () => {

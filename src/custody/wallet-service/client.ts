@@ -106,15 +106,15 @@ export class CustodyClient implements CustodyPort {
    * whole call (rate-limit wait, token requests, the send, a 401 and its retry) ends at one deadline.
    */
   async sendTransaction(walletId: number | string, body: SendTransactionBody, options: SendOptions = {}): Promise<SubmittedTransfer> {
-    const path = `/api/wallet/${encodeURIComponent(walletPathId('sendTransaction', walletId))}/sendTransaction`;
+    const path = `/api/wallet/${encodeURIComponent(walletPathId('send', walletId))}/sendTransaction`;
     const payload = JSON.stringify({
       txHex: body.txHex,
       halfSigned: { txBase64: body.halfSigned.txBase64, txHex: body.halfSigned.txHex, sequenceId: body.halfSigned.sequenceId },
     });
     const record = await this.#withBearer(
-      'sendTransaction',
+      'send',
       (authorization) => ({
-        endpoint: 'sendTransaction',
+        endpoint: 'send',
         url: new URL(this.#baseUrl + path),
         method: 'POST',
         headers: { authorization, accept: 'application/json', 'content-type': 'application/json' },
@@ -131,8 +131,8 @@ export class CustodyClient implements CustodyPort {
     );
     if (record.sequenceId !== body.halfSigned.sequenceId) {
       // An accepted answer about another transfer: garbage for this one, and the send may have gone out.
-      throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, 'sendTransaction: the answer names another sequenceId', {
-        endpoint: 'sendTransaction',
+      throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, 'send: the answer names another sequenceId', {
+        endpoint: 'send',
         httpStatus: 200,
         maybeProcessed: true,
       });
@@ -142,12 +142,12 @@ export class CustodyClient implements CustodyPort {
 
   /** 4.3. A 404 is CUSTODY_NOT_FOUND; the caller decides whether that means "not yet". */
   async getWalletTransaction(walletId: number | string, txid: string, options: CallOptions = {}): Promise<WalletTransaction> {
-    if (!TXID.test(txid)) throw invalid('getWalletTransaction', 'txid must be one plain token of letters, digits and ._:-');
-    const path = `/api/wallet/${encodeURIComponent(walletPathId('getWalletTransaction', walletId))}/txid/${encodeURIComponent(txid)}`;
+    if (!TXID.test(txid)) throw invalid('detail', 'txid must be one plain token of letters, digits and ._:-');
+    const path = `/api/wallet/${encodeURIComponent(walletPathId('detail', walletId))}/txid/${encodeURIComponent(txid)}`;
     const answer = await this.#withBearer(
-      'getWalletTransaction',
+      'detail',
       (authorization) => ({
-        endpoint: 'getWalletTransaction',
+        endpoint: 'detail',
         url: new URL(this.#baseUrl + path),
         method: 'GET',
         headers: { authorization, accept: 'application/json' },
@@ -164,7 +164,7 @@ export class CustodyClient implements CustodyPort {
   /** 4.4. The rule applies when `outgoingTxn === 1 && mandatory` (see travelRuleApplies). */
   async getTravelRuleSetting(options: CallOptions = {}): Promise<TravelRuleSetting> {
     const response = await this.#transport.request({
-      endpoint: 'isEnabled',
+      endpoint: 'gate',
       url: new URL(`${this.#sdkUrl}/api/travel-rule/is-enabled`),
       method: 'POST',
       headers: { authorization: this.#basic, accept: 'application/json' },
@@ -172,7 +172,7 @@ export class CustodyClient implements CustodyPort {
       budget: options.budget ?? { klass: BudgetClass.GATE, member: '' },
       hooks: options.hooks,
     });
-    return readResponse('isEnabled', response, isEnabledResponseSchema).data;
+    return readResponse('gate', response, isEnabledResponseSchema).data;
   }
 
   async close(): Promise<void> {
@@ -187,13 +187,13 @@ export class CustodyClient implements CustodyPort {
   async #getTransfer(body: object, options: CallOptions, budget: BudgetTag, sequenceId?: string): Promise<Transaction[]> {
     let list: unknown[];
     try {
-      list = readResponse('getTransfer', await this.#request(body, options, budget), transactionListSchema);
+      list = readResponse('lookup', await this.#request(body, options, budget), transactionListSchema);
     } catch (error) {
       if (isNotFound(error)) return [];
       throw error;
     }
     const { transactions, skipped } = parseTransactionList(list, sequenceId);
-    if (skipped.length > 0) this.#onSkippedRecords?.('getTransfer', skipped);
+    if (skipped.length > 0) this.#onSkippedRecords?.('lookup', skipped);
     return transactions;
   }
 
@@ -202,7 +202,7 @@ export class CustodyClient implements CustodyPort {
       signal,
       budget,
       hooks,
-      endpoint: 'getTransfer',
+      endpoint: 'lookup',
       url: this.#getTransferUrl,
       method: 'POST',
       headers: { authorization: this.#basic, accept: 'application/json', 'content-type': 'application/json' },
@@ -285,14 +285,14 @@ function walletPathId(endpoint: CustodyEndpoint, walletId: number | string): str
 
 function walletBody(wallet: WalletRef): { coin: string; walletId: number } {
   const id = String(wallet.walletId);
-  if (!WALLET_ID.test(id) || !Number.isSafeInteger(Number(id))) throw invalid('getTransfer', 'walletId must be digits only');
-  if (!/^[a-z0-9._-]{1,32}$/.test(wallet.coin)) throw invalid('getTransfer', 'coin must be a lowercase asset code');
+  if (!WALLET_ID.test(id) || !Number.isSafeInteger(Number(id))) throw invalid('lookup', 'walletId must be digits only');
+  if (!/^[a-z0-9._-]{1,32}$/.test(wallet.coin)) throw invalid('lookup', 'coin must be a lowercase asset code');
   return { coin: wallet.coin, walletId: Number(id) };
 }
 
 function nonEmpty(name: string, value: string): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > 256) {
-    throw invalid('getTransfer', `${name} must be a non-empty string of at most 256 characters`);
+    throw invalid('lookup', `${name} must be a non-empty string of at most 256 characters`);
   }
   return value;
 }

@@ -12,7 +12,7 @@ export function throwForStatus(endpoint: CustodyEndpoint, response: TransportRes
   const what = `${endpoint}: HTTP ${status}`;
   if (status === 401) throw new CustodyError(CustodyErrorCode.UNAUTHORIZED, `${what}, credentials refused`, details);
   if (status === 404) throw new CustodyError(CustodyErrorCode.NOT_FOUND, `${what}, not found`, details);
-  if (status === 409 && endpoint === 'sendTransaction') {
+  if (status === 409 && endpoint === 'send') {
     throw new CustodyError(CustodyErrorCode.DUPLICATE, `${what}, sequenceId conflict`, details);
   }
   if (status === 429) {
