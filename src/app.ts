@@ -136,11 +136,15 @@ export async function createApp(
     [QueueName.RECONCILE]: new Queue(QueueName.RECONCILE, { connection, prefix, telemetry }),
   } satisfies Record<QueueName, Queue>;
 
-  const travelRule = new TravelRuleCache(redis, custody, keys, {
-    ttlMs: config.submit.travelRuleCacheTtlMs,
-    refreshTimeoutMs: config.custody.timeoutMs + 1_000,
-    onLookup: (source) => metrics.travelRuleLookups.inc({ source }),
-  });
+  // A provider without the gate capability never blocks and is never asked (port.ts: getTravelRuleSetting).
+  const gateSetting = custody.getTravelRuleSetting?.bind(custody);
+  const travelRule = gateSetting
+    ? new TravelRuleCache(redis, { getTravelRuleSetting: gateSetting }, keys, {
+        ttlMs: config.submit.travelRuleCacheTtlMs,
+        refreshTimeoutMs: config.custody.timeoutMs + 1_000,
+        onLookup: (source) => metrics.travelRuleLookups.inc({ source }),
+      })
+    : { setting: async () => null };
 
   const trackers = new Trackers(queues[QueueName.TRACK], ledger, config.track.pollMinMs);
   const submitHandler = createSubmitHandler({

@@ -69,7 +69,7 @@ export function withRequestHooks(port: CustodyPort, hooks: Partial<RequestHooks>
     getTransfersBySequenceId: (wallet, sequenceId, options) => port.getTransfersBySequenceId(wallet, sequenceId, add(options)),
     getTransfersByTxId: (wallet, txId, options) => port.getTransfersByTxId(wallet, txId, add(options)),
     getWalletTransaction: (walletId, txid, options) => port.getWalletTransaction(walletId, txid, add(options)),
-    getTravelRuleSetting: (options) => port.getTravelRuleSetting(add(options)),
+    ...(port.getTravelRuleSetting ? { getTravelRuleSetting: (options?: CallOptions) => port.getTravelRuleSetting!(add(options)) } : {}),
     close: () => port.close(),
   };
 }

@@ -178,6 +178,11 @@ export interface CustodyPort {
   getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options?: CallOptions): Promise<ListedTransfers>;
   getTransfersByTxId(wallet: WalletRef, txId: string, options?: CallOptions): Promise<ListedTransfers>;
   getWalletTransaction(walletId: number | string, txid: string, options?: CallOptions): Promise<WalletTransaction>;
-  getTravelRuleSetting(options?: CallOptions): Promise<TravelRuleSetting>;
+  /**
+   * The travel-rule gate, a capability: a provider that answers "does the travel rule apply, with what
+   * setting" has it; one that does not gate leaves it out, and then no transfer is blocked and no gate
+   * request is made (docs/providers.md says what its users do instead).
+   */
+  getTravelRuleSetting?(options?: CallOptions): Promise<TravelRuleSetting>;
   close(): Promise<void>;
 }

@@ -27,7 +27,7 @@ export interface TravelRuleCacheOptions {
  */
 export class TravelRuleCache {
   readonly #redis: Redis | Cluster;
-  readonly #custody: Pick<CustodyPort, 'getTravelRuleSetting'>;
+  readonly #custody: Required<Pick<CustodyPort, 'getTravelRuleSetting'>>;
   readonly #key: string;
   readonly #lockKey: string;
   readonly #options: TravelRuleCacheOptions;
@@ -38,7 +38,7 @@ export class TravelRuleCache {
 
   constructor(
     redis: Redis | Cluster,
-    custody: Pick<CustodyPort, 'getTravelRuleSetting'>,
+    custody: Required<Pick<CustodyPort, 'getTravelRuleSetting'>>,
     keys: { travelRule: string; travelRuleLock: string },
     options: TravelRuleCacheOptions,
   ) {

@@ -113,7 +113,7 @@ export const op = {
     };
   },
 
-  block(decision: GateDecision): TransitionRequest {
+  block(decision: GateDecision & { setting: NonNullable<GateDecision['setting']> }): TransitionRequest {
     return {
       from: [TransferState.RECEIVED],
       to: TransferState.BLOCKED,

@@ -71,7 +71,8 @@ export const CALLS_FIELD = 'calls';
 
 /** The travel-rule decision recorded on a transfer (what the setting said, when, and the outcome). */
 export interface GateDecision {
-  setting: { outgoingTxn: number; mandatory: boolean; blockTxn: boolean };
+  /** The provider's travel-rule setting as read; null when the provider does not gate (never blocks). */
+  setting: { outgoingTxn: number; mandatory: boolean; blockTxn: boolean } | null;
   settingFetchedAt: string;
   checkedAt: string;
   applies: boolean;

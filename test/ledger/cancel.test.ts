@@ -24,7 +24,7 @@ let seq = 0;
 const id = () => `cancel-${++seq}-a88a1846-b23d-f7e8-2344-f2bddb0c16f9`;
 
 const CANCEL: EventData['transfer.cancelled'] = { reason: 'duplicate order A-1001, ticket OPS-77', by: 'cli' };
-const DECISION: GateDecision = {
+const DECISION: GateDecision & { setting: NonNullable<GateDecision['setting']> } = {
   setting: { outgoingTxn: 0, mandatory: false, blockTxn: false },
   settingFetchedAt: '2026-11-23T10:15:02.120Z',
   checkedAt: '2026-11-23T10:15:02.120Z',

@@ -99,7 +99,7 @@ async function callEverything(port: CustodyPort, options?: CallOptions): Promise
   await port.getTransfersBySequenceId(WALLET, 'seq-1', options);
   await port.getTransfersByTxId(WALLET, '0xabc', options);
   await port.getWalletTransaction(310, '0xabc', options);
-  await port.getTravelRuleSetting(options);
+  await port.getTravelRuleSetting!(options);
 }
 
 describe('withRequestHooks', () => {
@@ -157,7 +157,7 @@ describe('withRequestHooks', () => {
     const fake = fakePort({ status: 429 });
     const log: string[] = [];
     const decorated = withRequestHooks(fake.port, recording('inner', log));
-    await decorated.getTravelRuleSetting({ hooks: recording('caller', log) });
+    await decorated.getTravelRuleSetting!({ hooks: recording('caller', log) });
     expect(log).toEqual([
       'caller span token {',
       'inner span token {',
@@ -259,7 +259,7 @@ describe('decorate: budget, metrics, tracing', () => {
     });
     await decorated.getTransfersBySequenceId(WALLET, 'seq-1', { budget: { klass: BudgetClass.POLL, member: 'seq-1', dispensed: true } });
     await decorated.getTransfersBySequenceId(WALLET, 'seq-2', { budget: { klass: BudgetClass.SETTLE, member: 'seq-2', counted: true } });
-    await decorated.getTravelRuleSetting();
+    await decorated.getTravelRuleSetting!();
     const signal = new AbortController().signal;
     await decorated.sendTransaction(310, SEND, { signal });
     expect(takes).toEqual([

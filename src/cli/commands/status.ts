@@ -78,5 +78,6 @@ function formatGate(gate: unknown): string {
   if (typeof decision.outcome !== 'string') return show(gate);
   const applies = decision.applies === true ? 'rule applies' : 'rule does not apply';
   const reference = decision.reference === true ? ', reference given' : decision.applies === true ? ', no reference' : '';
-  return `${decision.outcome} (${applies}${reference}; setting ${show(decision.setting)}; checked ${show(decision.checkedAt)})`;
+  const setting = decision.setting === null ? 'none: the provider does not gate' : show(decision.setting);
+  return `${decision.outcome} (${applies}${reference}; setting ${setting}; checked ${show(decision.checkedAt)})`;
 }

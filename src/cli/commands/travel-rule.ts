@@ -1,7 +1,8 @@
 import { travelRuleApplies, type TravelRuleSetting } from '../../custody/port.ts';
 import type { Command } from '../command.ts';
 import { withCustody } from '../custody.ts';
-import { usageError } from '../errors.ts';
+import { CliError, usageError } from '../errors.ts';
+import { ExitCode } from '../exit-codes.ts';
 import { table } from '../format.ts';
 
 /** The setting without `dataJson`: the originator's name and identity document are never printed. */
@@ -27,7 +28,16 @@ Example:
     if (values.wallet !== undefined) {
       throw usageError('travel-rule takes no --wallet: the setting belongs to the calling application (upstream API 4.4), not to a wallet');
     }
-    const setting = await withCustody(env, out, (client) => client.getTravelRuleSetting());
+    const setting = await withCustody(env, out, async (client) => {
+      if (!client.getTravelRuleSetting) {
+        throw new CliError(
+          'NO_GATE',
+          'this custody provider does not gate on the travel rule: no transfer is ever blocked (docs/providers.md)',
+          ExitCode.REFUSED,
+        );
+      }
+      return client.getTravelRuleSetting();
+    });
     const { dataJson: _originator, ...printed } = setting;
     out.result({ applies: travelRuleApplies(setting), setting: printed }, formatSetting);
   },

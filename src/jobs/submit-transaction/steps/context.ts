@@ -9,7 +9,8 @@ import type { GateSetting } from '../../../custody/travel-rule-cache.ts';
 
 export interface SubmitDeps {
   ledger: Ledger;
-  travelRule: { setting(): Promise<GateSetting> };
+  /** The gate's setting; `null` from a provider that does not gate (the port has no getTravelRuleSetting). */
+  travelRule: { setting(): Promise<GateSetting | null> };
   custody: Pick<CustodyPort, 'sendTransaction' | 'getTransfersBySequenceId'>;
   /**
    * Whether a lookup by sequenceId answers only with that transfer, for a wallet (LookupNarrowing):

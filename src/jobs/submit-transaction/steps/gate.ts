@@ -11,12 +11,13 @@ import { changed, storedPayload, type Run, type Step } from './context.ts';
 import { leaseStart, sendTaken } from './send.ts';
 
 /** The travel-rule decision for a payload under a setting (the text of its time is the process's clock). */
-export function decide(setting: GateSetting, payload: SubmitPayload, now: number): GateDecision {
-  const applies = travelRuleApplies(setting);
+export function decide(setting: GateSetting | null, payload: SubmitPayload, now: number): GateDecision {
+  // A provider that does not gate (setting null): the rule never applies here, nothing is blocked.
+  const applies = setting !== null && travelRuleApplies(setting);
   const hasReference = payload.travelRule?.reference !== undefined;
   return {
-    setting: { outgoingTxn: setting.outgoingTxn, mandatory: setting.mandatory, blockTxn: setting.blockTxn },
-    settingFetchedAt: setting.fetchedAt,
+    setting: setting && { outgoingTxn: setting.outgoingTxn, mandatory: setting.mandatory, blockTxn: setting.blockTxn },
+    settingFetchedAt: setting?.fetchedAt ?? '',
     checkedAt: new Date(now).toISOString(),
     applies,
     reference: hasReference,
@@ -33,7 +34,7 @@ export function decide(setting: GateSetting, payload: SubmitPayload, now: number
  */
 export async function startFresh(run: Run, jobId: string, payload: SubmitPayload): Promise<Step | null> {
   const { deps } = run;
-  let setting: GateSetting;
+  let setting: GateSetting | null;
   try {
     setting = await deps.travelRule.setting();
   } catch {
@@ -54,7 +55,7 @@ export async function startFresh(run: Run, jobId: string, payload: SubmitPayload
 export async function gate(run: Run, record: TransferRecord): Promise<Step> {
   const { deps } = run;
   const payload = storedPayload(record);
-  let setting: GateSetting;
+  let setting: GateSetting | null;
   try {
     setting = await deps.travelRule.setting();
   } catch (error) {
@@ -71,8 +72,8 @@ export async function gate(run: Run, record: TransferRecord): Promise<Step> {
     throw new RetryLater(delayMs, code);
   }
   const decision = decide(setting, payload, (deps.now ?? Date.now)());
-  if (decision.outcome === 'blocked') {
-    const blocked = await deps.ledger.transition(record.sequenceId, op.block(decision));
+  if (decision.outcome === 'blocked' && decision.setting !== null) {
+    const blocked = await deps.ledger.transition(record.sequenceId, op.block({ ...decision, setting: decision.setting }));
     run.log.info({ setting: decision.setting }, 'transfer blocked by the travel rule');
     return changed(blocked);
   }
