@@ -62,6 +62,12 @@ export interface CustodyErrorDetails {
   upstreamMessage?: string;
   /** Overrides the default of `maybeProcessed` (see there). */
   maybeProcessed?: boolean;
+  /**
+   * What the answer proves about a send, by the adapter's own table, when its provider's answers do not
+   * mean what the first provider's statuses mean (BitGo refuses a reused sequenceId with a 400: `conflict`,
+   * not `not-taken`). Wins over the status-derived proof.
+   */
+  proof?: SendProof;
   /** Refused by our own request budget (budget.ts): nothing was sent, the provider said nothing. */
   budgetRefused?: boolean;
   cause?: unknown;
@@ -96,7 +102,7 @@ export class CustodyError extends Error {
     this.httpStatus = details.httpStatus;
     this.retryAfterMs = details.retryAfterMs;
     this.upstreamMessage = details.upstreamMessage;
-    this.proof = proofOfAnswer(answerOf(code, details));
+    this.proof = details.proof ?? proofOfAnswer(answerOf(code, details));
     this.maybeProcessed = this.proof === 'maybe-processed';
     this.budgetRefused = details.budgetRefused === true;
   }

@@ -174,10 +174,10 @@ export function travelRuleApplies(setting: Pick<TravelRuleSetting, 'outgoingTxn'
  * about a send; the submit path decides money from that alone.
  */
 export interface CustodyPort {
-  sendTransaction(walletId: number | string, request: SendRequest, options?: SendOptions): Promise<AcceptedSend>;
+  sendTransaction(wallet: WalletRef, request: SendRequest, options?: SendOptions): Promise<AcceptedSend>;
   getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options?: CallOptions): Promise<ListedTransfers>;
   getTransfersByTxId(wallet: WalletRef, txId: string, options?: CallOptions): Promise<ListedTransfers>;
-  getWalletTransaction(walletId: number | string, txid: string, options?: CallOptions): Promise<WalletTransaction>;
+  getWalletTransaction(wallet: WalletRef, txid: string, options?: CallOptions): Promise<WalletTransaction>;
   /**
    * The travel-rule gate, a capability: a provider that answers "does the travel rule apply, with what
    * setting" has it; one that does not gate leaves it out, and then no transfer is blocked and no gate

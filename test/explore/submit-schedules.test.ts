@@ -340,7 +340,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   let windowShut = 0;
   let quietLookups = 0;
   const custody = {
-    async sendTransaction(_walletId: number | string, _body: unknown, options: { onRequest?: () => void; beforeWrite?: () => void } = {}) {
+    async sendTransaction(_wallet: unknown, _body: unknown, options: { onRequest?: () => void; beforeWrite?: () => void } = {}) {
       // The moment the request would be written: the runner's own last check (it throws: nothing written).
       options.beforeWrite?.();
       // What the ledger says at the moment a send starts: this runner must hold a live lease on a

@@ -95,10 +95,10 @@ const SEND = { txHex: 'aa', halfSigned: { txBase64: 'qg==', txHex: 'aa', sequenc
 
 /** Every call of the port, once. */
 async function callEverything(port: CustodyPort, options?: CallOptions): Promise<void> {
-  await port.sendTransaction(310, SEND, options);
+  await port.sendTransaction(WALLET, SEND, options);
   await port.getTransfersBySequenceId(WALLET, 'seq-1', options);
   await port.getTransfersByTxId(WALLET, '0xabc', options);
-  await port.getWalletTransaction(310, '0xabc', options);
+  await port.getWalletTransaction(WALLET, '0xabc', options);
   await port.getTravelRuleSetting!(options);
 }
 
@@ -147,7 +147,7 @@ describe('withRequestHooks', () => {
     const onRequest = () => {};
     const budget: BudgetTag = { klass: BudgetClass.SETTLE, member: 'seq-1', counted: true, dispensed: false };
     const decorated = withRequestHooks(fake.port, { afterRequest: () => {} });
-    await decorated.sendTransaction(310, SEND, { signal, beforeWrite, onRequest, budget, keepRaw: false });
+    await decorated.sendTransaction(WALLET, SEND, { signal, beforeWrite, onRequest, budget, keepRaw: false });
     expect(fake.seen[0]!.options).toMatchObject({ signal, beforeWrite, onRequest, budget, keepRaw: false });
     await decorated.close();
     expect(fake.closed()).toBe(1);
@@ -186,7 +186,7 @@ describe('withRequestHooks', () => {
     const fake = fakePort();
     const log: string[] = [];
     const decorated = withRequestHooks(withRequestHooks(fake.port, recording('inner', log)), recording('outer', log));
-    await decorated.getWalletTransaction(310, '0xabc');
+    await decorated.getWalletTransaction(WALLET, '0xabc');
     expect(log.slice(0, 6)).toEqual([
       'outer span token {',
       'inner span token {',
@@ -261,7 +261,7 @@ describe('decorate: budget, metrics, tracing', () => {
     await decorated.getTransfersBySequenceId(WALLET, 'seq-2', { budget: { klass: BudgetClass.SETTLE, member: 'seq-2', counted: true } });
     await decorated.getTravelRuleSetting!();
     const signal = new AbortController().signal;
-    await decorated.sendTransaction(310, SEND, { signal });
+    await decorated.sendTransaction(WALLET, SEND, { signal });
     expect(takes).toEqual([
       // A token request has no tag: it goes with sends, on nobody's behalf.
       ['token', DEFAULT_CLASS.token, '', undefined, undefined, false],
@@ -290,7 +290,10 @@ describe('decorate: budget, metrics, tracing', () => {
   it('only what is given: metrics alone take no budget slot and open no span', async () => {
     const fake = fakePort();
     const observed: string[] = [];
-    await decorate(fake.port, { metrics: (endpoint, status) => observed.push(`${endpoint} ${status}`) }).getWalletTransaction(310, '0xabc');
+    await decorate(fake.port, { metrics: (endpoint, status) => observed.push(`${endpoint} ${status}`) }).getWalletTransaction(
+      WALLET,
+      '0xabc',
+    );
     expect(observed).toEqual(['token 200', 'detail 200']);
     expect(fake.seen[0]!.options?.hooks?.trace).toBeUndefined();
     expect(decorate(fake.port, {})).toBe(fake.port);

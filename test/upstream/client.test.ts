@@ -252,7 +252,7 @@ describe('custody client fault mapping', () => {
     sim.setFault('sendTransaction', { sequence: ['429'] });
     const seen: unknown[] = [];
     const c = withRequestHooks(client({ maxPauseMs: 2_000 }), { onRateLimited: (pauseMs, asked) => seen.push({ pauseMs, ...asked }) });
-    const error = await failure(c.sendTransaction(310, sampleSend(newSequenceId())));
+    const error = await failure(c.sendTransaction({ walletId: 310, coin: 'eth' }, sampleSend(newSequenceId())));
     expect(error.retryAfterMs).toBe(2_000);
     expect(seen).toEqual([{ pauseMs: 2_000, endpoint: 'send', retryAfter: '3600', askedMs: 3_600_000 }]);
   });

@@ -1,11 +1,11 @@
 import type { WalletTransaction } from '../../custody/port.ts';
-import type { Command } from '../command.ts';
+import { stringOption, type Command } from '../command.ts';
 import { custodyOptions, txidArgument, walletArgument, withCustody } from '../custody.ts';
 import { show, table } from '../format.ts';
 
 export const walletTransactionCommand: Command = {
   name: 'wallet-transaction',
-  synopsis: 'wallet-transaction --wallet ID --txid TXID',
+  synopsis: 'wallet-transaction --wallet ID --txid TXID [--coin COIN]',
   summary: 'upstream API 4.3: one wallet transaction',
   help: `Calls get single wallet transaction (upstream API 4.3, Bearer auth) and prints the record. Upstream's 404
 exits 3.
@@ -13,17 +13,19 @@ exits 3.
 Options:
   --wallet ID     wallet id (digits)
   --txid TXID     transaction hash
+  --coin COIN     the asset code, for a provider whose path names it (not needed by this one)
 
 Needs the worker's CUSTODY_* configuration (CUSTODY_BASE_URL, CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN, ...).
 
 Example:
   custody-worker wallet-transaction --wallet 310 --txid 0x5f1c... --json`,
-  options: { wallet: custodyOptions.wallet, txid: custodyOptions.txid },
+  options: { wallet: custodyOptions.wallet, coin: custodyOptions.coin, txid: custodyOptions.txid },
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, out, env }) {
     const walletId = walletArgument(values);
     const txid = txidArgument(values);
-    const record = await withCustody(env, out, (client) => client.getWalletTransaction(walletId, txid));
+    const wallet = { walletId, coin: stringOption(values, 'coin') ?? '' };
+    const record = await withCustody(env, out, (client) => client.getWalletTransaction(wallet, txid));
     out.result(record, formatWalletTransaction);
   },
 };

@@ -41,6 +41,11 @@ export interface CustodyClientOptions extends TransportOptions {
 export type SendTransactionBody = SendRequest;
 
 const WALLET_ID = /^\d{1,20}$/;
+
+/** This provider's send and wallet-transaction paths name the wallet alone (its coin is not in them): a bare id is enough. */
+function walletIdOf(wallet: WalletRef | number | string): number | string {
+  return typeof wallet === 'object' ? wallet.walletId : wallet;
+}
 /** 2.4 keys whose JSON numbers are read with their own text: the amount decides a match. */
 const EXACT_KEYS: ReadonlySet<string> = new Set(['amount']);
 /** An upstream message that says "nothing found" (a `success: false` answer to a lookup). */
@@ -105,8 +110,12 @@ export class CustodyClient implements CustodyPort {
    * 4.2. A 409 becomes CUSTODY_DUPLICATE: that sequenceId was accepted before. With `options.signal` the
    * whole call (rate-limit wait, token requests, the send, a 401 and its retry) ends at one deadline.
    */
-  async sendTransaction(walletId: number | string, body: SendTransactionBody, options: SendOptions = {}): Promise<SubmittedTransfer> {
-    const path = `/api/wallet/${encodeURIComponent(walletPathId('send', walletId))}/sendTransaction`;
+  async sendTransaction(
+    wallet: WalletRef | number | string,
+    body: SendTransactionBody,
+    options: SendOptions = {},
+  ): Promise<SubmittedTransfer> {
+    const path = `/api/wallet/${encodeURIComponent(walletPathId('send', walletIdOf(wallet)))}/sendTransaction`;
     const payload = JSON.stringify({
       txHex: body.txHex,
       halfSigned: { txBase64: body.halfSigned.txBase64, txHex: body.halfSigned.txHex, sequenceId: body.halfSigned.sequenceId },
@@ -141,9 +150,9 @@ export class CustodyClient implements CustodyPort {
   }
 
   /** 4.3. A 404 is CUSTODY_NOT_FOUND; the caller decides whether that means "not yet". */
-  async getWalletTransaction(walletId: number | string, txid: string, options: CallOptions = {}): Promise<WalletTransaction> {
+  async getWalletTransaction(wallet: WalletRef | number | string, txid: string, options: CallOptions = {}): Promise<WalletTransaction> {
     if (!TXID.test(txid)) throw invalid('detail', 'txid must be one plain token of letters, digits and ._:-');
-    const path = `/api/wallet/${encodeURIComponent(walletPathId('detail', walletId))}/txid/${encodeURIComponent(txid)}`;
+    const path = `/api/wallet/${encodeURIComponent(walletPathId('detail', walletIdOf(wallet)))}/txid/${encodeURIComponent(txid)}`;
     const answer = await this.#withBearer(
       'detail',
       (authorization) => ({

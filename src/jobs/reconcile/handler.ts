@@ -247,7 +247,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
           match,
         );
         if (found.kind === 'ambiguous') deps.onAmbiguous?.('reconcile');
-        const walletTx = await deps.custody.getWalletTransaction(record.walletId, record.txid, { budget }).catch((error: unknown) => {
+        const walletTx = await deps.custody.getWalletTransaction(wallet, record.txid, { budget }).catch((error: unknown) => {
           if (isCustodyError(error) && error.budgetRefused) throw error;
           return null;
         });

@@ -207,7 +207,7 @@ export function createTrackHandler(deps: TrackDeps) {
     const sequenceId = record.sequenceId;
     let walletTransaction: WalletTransaction | null = null;
     try {
-      walletTransaction = await deps.custody.getWalletTransaction(record.walletId, transaction.txid, {
+      walletTransaction = await deps.custody.getWalletTransaction({ walletId: record.walletId, coin: record.coin }, transaction.txid, {
         budget: { klass: BudgetClass.ENRICH, member: sequenceId, dispensed: true },
       });
     } catch (error) {

@@ -108,7 +108,7 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
   const deadline = new Deadline(Math.max(0, started + deps.sendDeadlineMs - monotonic(run)));
   try {
     accepted = await deps.custody.sendTransaction(
-      payload.walletId,
+      { walletId: payload.walletId, coin: payload.coin },
       { txHex: payload.txHex, halfSigned: payload.halfSigned },
       { signal: deadline.signal, onRequest: () => requests++, beforeWrite, keepRaw: false },
     );
