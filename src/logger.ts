@@ -27,6 +27,10 @@ export const REDACT_PATHS = [
   '*.access_token',
   '*.token',
   'custody.accessToken',
+  // BITGO_ACCESS_TOKEN as the config holds it (custody.bitgo.accessToken) and wherever an adapter's options carry it.
+  'bitgo.accessToken',
+  'custody.bitgo.accessToken',
+  '*.bitgo.accessToken',
   'password',
   '*.password',
   'user',

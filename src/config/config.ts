@@ -37,6 +37,25 @@ const optionalHttpUrl = () =>
 
 const requiredSecret = () => z.preprocess((v) => (v === '' ? undefined : v), z.string({ error: 'required' }));
 
+/** The custody providers the worker can talk to (CUSTODY_PROVIDER); the first is the default. */
+export const CUSTODY_PROVIDERS = ['wallet-service', 'bitgo'] as const;
+export type CustodyProvider = (typeof CUSTODY_PROVIDERS)[number];
+
+const custodyProvider = z.preprocess(
+  (v) => (v === undefined || v === '' ? CUSTODY_PROVIDERS[0] : v),
+  z.enum(CUSTODY_PROVIDERS, `must be one of ${CUSTODY_PROVIDERS.join(', ')}`),
+);
+
+/**
+ * A variable of the provider not chosen: not read at all (neither required nor checked), whatever it
+ * holds. `value` is what the config carries in its place.
+ */
+const ignored = <T>(value: T) =>
+  z
+    .unknown()
+    .optional()
+    .transform((): T => value);
+
 const integer = (fallback: number, min: number, max: number) =>
   z.preprocess(
     (v) => (v === undefined || v === '' ? String(fallback) : v),
@@ -133,6 +152,7 @@ const envSchema = z.object({
   EVENTS_STREAM: text(),
   EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
 
+  CUSTODY_PROVIDER: custodyProvider,
   CUSTODY_SDK_URL: httpUrl('an http(s) URL'),
   CUSTODY_BASE_URL: httpUrl('an http(s) URL'),
   CUSTODY_CLIENT_ID: requiredSecret(),
@@ -145,6 +165,8 @@ const envSchema = z.object({
   CUSTODY_MAX_RPS: integer(0, 0, 1_000_000),
   CUSTODY_MAX_PAUSE: duration('10m', 1_000),
   CUSTODY_CONNECTIONS: integer(64, 1, 4096),
+  BITGO_BASE_URL: httpUrl('an http(s) URL'),
+  BITGO_ACCESS_TOKEN: requiredSecret(),
 
   HTTP_HOST: z.preprocess((v) => (v === undefined || v === '' ? '127.0.0.1' : v), z.string()),
   HTTP_PORT: integer(3000, 0, 65535),
@@ -180,6 +202,56 @@ const envSchema = z.object({
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalHttpUrl(),
   OTEL_SERVICE_NAME: z.preprocess((v) => (v === undefined || v === '' ? 'custody-transfer-worker' : v), z.string().max(256)),
 });
+
+/** The variables only the wallet-service provider reads (docs/upstream-api.md). */
+type WalletServiceVariable =
+  | 'CUSTODY_SDK_URL'
+  | 'CUSTODY_BASE_URL'
+  | 'CUSTODY_CLIENT_ID'
+  | 'CUSTODY_CLIENT_SECRET'
+  | 'CUSTODY_TOKEN_URL'
+  | 'CUSTODY_TOKEN_AUDIENCE'
+  | 'CUSTODY_ACCESS_TOKEN';
+/** The variables only the BitGo provider reads. */
+type BitgoVariable = 'BITGO_BASE_URL' | 'BITGO_ACCESS_TOKEN';
+
+/** The wallet-service provider's variables, ignored: empty placeholders in the config. */
+const walletServiceIgnored = {
+  CUSTODY_SDK_URL: ignored(''),
+  CUSTODY_BASE_URL: ignored(''),
+  CUSTODY_CLIENT_ID: ignored(''),
+  CUSTODY_CLIENT_SECRET: ignored(''),
+  CUSTODY_TOKEN_URL: ignored(undefined),
+  CUSTODY_TOKEN_AUDIENCE: ignored(undefined),
+  CUSTODY_ACCESS_TOKEN: ignored(undefined),
+} satisfies Record<WalletServiceVariable, z.ZodType>;
+/** The BitGo provider's variables, ignored: the config's `custody.bitgo` is undefined. */
+const bitgoIgnored = {
+  BITGO_BASE_URL: ignored(undefined),
+  BITGO_ACCESS_TOKEN: ignored(undefined),
+} satisfies Record<BitgoVariable, z.ZodType>;
+
+/** The parsed environment, whichever provider: the one not chosen has its variables' placeholders. */
+type EnvValues = Omit<z.infer<typeof envSchema>, BitgoVariable> & {
+  BITGO_BASE_URL: string | undefined;
+  BITGO_ACCESS_TOKEN: string | undefined;
+};
+
+/**
+ * envSchema as CUSTODY_PROVIDER chooses it: each provider's own variables are read (and required) only
+ * when it is the one chosen. With an unknown provider neither's are read, so that the CUSTODY_PROVIDER
+ * problem is not buried under those of variables the operator may not have meant to set.
+ */
+function schemaFor(provider: unknown): z.ZodType<EnvValues> {
+  switch (provider) {
+    case 'wallet-service':
+      return envSchema.extend(bitgoIgnored);
+    case 'bitgo':
+      return envSchema.extend(walletServiceIgnored);
+    default:
+      return envSchema.extend({ ...walletServiceIgnored, ...bitgoIgnored });
+  }
+}
 
 /** An environment variable the worker reads: a key of envSchema. */
 export type ConfigVariable = keyof typeof envSchema.shape;
@@ -228,13 +300,24 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
     meaning: "the events stream (on a cluster it must carry the prefix's hash tag)",
   },
   EVENTS_MAXLEN: { default: '`1000000`', meaning: 'approximate length the stream is trimmed to (`XADD MAXLEN ~`); at least 1000' },
-  CUSTODY_SDK_URL: { default: 'required', meaning: 'base of get-transfer and is-enabled (Basic auth)' },
-  CUSTODY_BASE_URL: { default: 'required', meaning: 'base of sendTransaction and get-wallet-transaction (Bearer auth)' },
-  CUSTODY_CLIENT_ID: { default: 'required', meaning: 'client credentials' },
-  CUSTODY_CLIENT_SECRET: { default: 'required', meaning: 'client credentials' },
+  CUSTODY_PROVIDER: {
+    default: '`wallet-service`',
+    meaning:
+      'the custody provider: `wallet-service` (docs/upstream-api.md; reads the `CUSTODY_*` variables below) or `bitgo` (reads `BITGO_BASE_URL` and `BITGO_ACCESS_TOKEN`, and ignores `CUSTODY_SDK_URL` to `CUSTODY_ACCESS_TOKEN`); anything else is a configuration error. The time-outs, `CUSTODY_MAX_RPS`, `CUSTODY_MAX_PAUSE` and `CUSTODY_CONNECTIONS` apply to either',
+  },
+  CUSTODY_SDK_URL: { default: 'required with `wallet-service`', meaning: 'base of get-transfer and is-enabled (Basic auth)' },
+  CUSTODY_BASE_URL: {
+    default: 'required with `wallet-service`',
+    meaning: 'base of sendTransaction and get-wallet-transaction (Bearer auth)',
+  },
+  CUSTODY_CLIENT_ID: { default: 'required with `wallet-service`', meaning: 'client credentials' },
+  CUSTODY_CLIENT_SECRET: { default: 'required with `wallet-service`', meaning: 'client credentials' },
   CUSTODY_TOKEN_URL: { default: 'unset', meaning: 'OAuth2 client-credentials token endpoint' },
   CUSTODY_TOKEN_AUDIENCE: { default: 'unset', meaning: '`audience` of the token request' },
-  CUSTODY_ACCESS_TOKEN: { default: 'unset', meaning: 'fixed bearer token instead of `CUSTODY_TOKEN_URL` (one of the two is required)' },
+  CUSTODY_ACCESS_TOKEN: {
+    default: 'unset',
+    meaning: 'fixed bearer token instead of `CUSTODY_TOKEN_URL` (with `wallet-service`, one of the two is required)',
+  },
   CUSTODY_TIMEOUT: {
     default: '`15s`',
     meaning:
@@ -248,6 +331,12 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
       "longest pause a provider's 429 imposes: every request class of every process stops for the answer's `Retry-After`, at most this long; each 429 logs one warn line naming the endpoint, the `Retry-After` asked and the pause applied, and `custody_upstream_paused_until_seconds` shows when the pause ends. At least `1s`",
   },
   CUSTODY_CONNECTIONS: { default: '`64`', meaning: 'keep-alive connections per custody origin' },
+  BITGO_BASE_URL: {
+    default: 'required with `bitgo`',
+    meaning:
+      "BitGo's origin (http(s), no query string; a trailing `/` is dropped); requests go to `<BITGO_BASE_URL>/api/v2/<coin>/wallet/<walletId>/…`",
+  },
+  BITGO_ACCESS_TOKEN: { default: 'required with `bitgo`', meaning: "BitGo's access token, sent as a bearer token" },
   HTTP_HOST: { default: '`127.0.0.1`', meaning: 'the HTTP server' },
   HTTP_PORT: { default: '`3000`', meaning: 'the HTTP server' },
   DASHBOARD_USER: { default: 'unset', meaning: 'dashboard Basic auth; required when `HTTP_HOST` is not loopback' },
@@ -326,7 +415,7 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
 function crossProblems(env: NodeJS.ProcessEnv): string[] {
   const set = (name: string) => env[name] !== undefined && env[name] !== '';
   const problems: string[] = [];
-  if (!set('CUSTODY_TOKEN_URL') && !set('CUSTODY_ACCESS_TOKEN')) {
+  if ((env.CUSTODY_PROVIDER || CUSTODY_PROVIDERS[0]) === 'wallet-service' && !set('CUSTODY_TOKEN_URL') && !set('CUSTODY_ACCESS_TOKEN')) {
     problems.push('CUSTODY_TOKEN_URL: one of CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN is required');
   }
   if (set('REDIS_CLUSTER_NODES') && set('REDIS_SENTINELS')) {
@@ -391,7 +480,7 @@ export function isLoopback(host: string): boolean {
   return host === '::1';
 }
 
-function build(env: z.infer<typeof envSchema>) {
+function build(env: EnvValues) {
   const prefix = env.QUEUE_PREFIX;
   return {
     redis: {
@@ -409,6 +498,8 @@ function build(env: z.infer<typeof envSchema>) {
       eventsMaxLen: env.EVENTS_MAXLEN,
     },
     custody: {
+      /** Which adapter src/custody/provider.ts builds. With `bitgo` the wallet-service fields below are empty (not read). */
+      provider: env.CUSTODY_PROVIDER,
       sdkUrl: env.CUSTODY_SDK_URL,
       baseUrl: env.CUSTODY_BASE_URL,
       clientId: env.CUSTODY_CLIENT_ID,
@@ -422,6 +513,8 @@ function build(env: z.infer<typeof envSchema>) {
       /** A 429's Retry-After above this is read as this: the longest pause of every request class. */
       maxPauseMs: env.CUSTODY_MAX_PAUSE,
       connections: env.CUSTODY_CONNECTIONS,
+      /** The BitGo provider's settings; undefined unless CUSTODY_PROVIDER is `bitgo`. */
+      bitgo: bitgoSettings(env),
     },
     http: {
       host: env.HTTP_HOST,
@@ -477,6 +570,12 @@ function build(env: z.infer<typeof envSchema>) {
   };
 }
 
+function bitgoSettings(env: EnvValues): { baseUrl: string; accessToken: string } | undefined {
+  if (env.CUSTODY_PROVIDER !== 'bitgo' || env.BITGO_BASE_URL === undefined || env.BITGO_ACCESS_TOKEN === undefined) return undefined;
+  // The origin, without a trailing slash, so that `${baseUrl}/api/v2/...` has one.
+  return { baseUrl: env.BITGO_BASE_URL.replace(/\/+$/, ''), accessToken: env.BITGO_ACCESS_TOKEN };
+}
+
 export type Config = ReturnType<typeof build>;
 
 /** Thrown by loadConfig; `problems` holds one line per variable, never a value. */
@@ -491,7 +590,7 @@ export class ConfigError extends Error {
 
 /** Parses the environment once. Only this module reads the environment. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
-  const result = envSchema.safeParse(env);
+  const result = schemaFor(custodyProvider.safeParse(env.CUSTODY_PROVIDER).data).safeParse(env);
   const problems = result.success ? [] : result.error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
   problems.push(...crossProblems(env));
   if (result.success && result.data.TRACK_POLL_MAX < result.data.TRACK_POLL_MIN) {

@@ -1,7 +1,8 @@
 /**
- * The one place a custody provider is built: its adapter from the CUSTODY_* configuration, decorated
- * with the request budget, the metrics and the tracing (decorators.ts). The worker (src/app.ts) and the
- * CLI (src/cli/custody.ts) get their CustodyPort here; a second provider is one more line here.
+ * The one place a custody provider is built: the adapter CUSTODY_PROVIDER names (wallet-service from
+ * the CUSTODY_* configuration, bitgo from BITGO_*), decorated with the request budget, the metrics and
+ * the tracing (decorators.ts). The worker (src/app.ts) and the CLI (src/cli/custody.ts) get their
+ * CustodyPort here; a provider is one more case here.
  * Domain code never imports this file: it is given a CustodyPort (ESLint).
  */
 import type { Config } from '../config/config.ts';
@@ -21,11 +22,26 @@ export interface CustodyPortOptions extends Decorations {
 
 /** The configured provider behind the port, with those of the budget, metrics and tracing given. */
 export function createCustodyPort(config: CustodyConfig, options: CustodyPortOptions = {}): CustodyPort {
-  const adapter = new CustodyClient({ ...config, onSkippedRecords: options.onSkippedRecords });
-  return decorate(adapter, options);
+  return decorate(createAdapter(config, options), options);
+}
+
+/** The adapter CUSTODY_PROVIDER names, undecorated. */
+function createAdapter(config: CustodyConfig, options: CustodyPortOptions): CustodyPort {
+  switch (config.provider) {
+    case 'wallet-service':
+      return new CustodyClient({ ...config, onSkippedRecords: options.onSkippedRecords });
+    case 'bitgo':
+      // TODO(integration): replace this line with the BitGo adapter (src/custody/bitgo/), built from config.bitgo.
+      throw new Error('CUSTODY_PROVIDER=bitgo: adapter not wired yet');
+  }
 }
 
 /** What the provider's configuration holds that must never be printed, as it could appear (the CLI redacts these). */
 export function custodySecrets(config: CustodyConfig): Array<string | undefined> {
-  return [config.clientSecret, config.accessToken, basicAuthorization(config.clientId, config.clientSecret).replace(/^Basic /, '')];
+  switch (config.provider) {
+    case 'wallet-service':
+      return [config.clientSecret, config.accessToken, basicAuthorization(config.clientId, config.clientSecret).replace(/^Basic /, '')];
+    case 'bitgo':
+      return [config.bitgo?.accessToken];
+  }
 }

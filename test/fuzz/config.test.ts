@@ -10,7 +10,7 @@ import { CONFIG_VARIABLES, ConfigError, loadConfig, loadQueueConfig } from '../.
 
 const RUNS = 2_000;
 
-const SECRET_VARIABLES = ['CUSTODY_CLIENT_SECRET', 'CUSTODY_ACCESS_TOKEN'] as const;
+const SECRET_VARIABLES = ['CUSTODY_CLIENT_SECRET', 'CUSTODY_ACCESS_TOKEN', 'BITGO_ACCESS_TOKEN'] as const;
 
 /** Secrets with a marker in front, so a leak cannot be a coincidence with the text of a message. */
 const secretArb = fc
@@ -61,6 +61,8 @@ const valueArb = fc.oneof(
     '0.0.0.0',
     '::1',
     'localhost',
+    'bitgo',
+    'wallet-service',
   ),
   fc.integer().map(String),
   fc.double().map(String),
@@ -74,6 +76,8 @@ const envArb = fc
     secret: secretArb,
     token: secretArb,
     tokenMode: fc.constantFrom('token-url', 'access-token', 'both', 'neither'),
+    // CUSTODY_PROVIDER=bitgo with its token (the same secret text as CUSTODY_ACCESS_TOKEN's), or unset.
+    bitgo: fc.boolean(),
     // On a cluster the rules across variables (hash tags of QUEUE_PREFIX and EVENTS_STREAM) apply too.
     cluster: fc.boolean(),
     overrides: fc.dictionary(fc.constantFrom(...CONFIG_VARIABLES), valueArb, { maxKeys: 6 }),
@@ -90,7 +94,7 @@ const envArb = fc
       maxKeys: 2,
     }),
   })
-  .map(({ secret, token, tokenMode, cluster, overrides, pasted, extra }) => {
+  .map(({ secret, token, tokenMode, bitgo, cluster, overrides, pasted, extra }) => {
     const env: Record<string, string> = {};
     for (const [key, value] of Object.entries(extra))
       Object.defineProperty(env, key, { value, enumerable: true, writable: true, configurable: true });
@@ -102,6 +106,7 @@ const envArb = fc
     });
     if (tokenMode === 'token-url' || tokenMode === 'both') env.CUSTODY_TOKEN_URL = 'https://auth.example.com/oauth/token';
     if (tokenMode === 'access-token' || tokenMode === 'both') env.CUSTODY_ACCESS_TOKEN = token;
+    if (bitgo) Object.assign(env, { CUSTODY_PROVIDER: 'bitgo', BITGO_BASE_URL: 'https://app.bitgo-test.com', BITGO_ACCESS_TOKEN: token });
     if (cluster)
       Object.assign(env, { REDIS_CLUSTER_NODES: '127.0.0.1:7000,127.0.0.1:7001', QUEUE_PREFIX: '{wtx}', EVENTS_STREAM: '{wtx}:events' });
     for (const [key, value] of Object.entries(overrides)) if (!(SECRET_VARIABLES as readonly string[]).includes(key)) env[key] = value;
@@ -118,7 +123,7 @@ const envArb = fc
     }
     return {
       env,
-      secrets: [secret, ...(env.CUSTODY_ACCESS_TOKEN === token ? [token] : [])],
+      secrets: [secret, ...(env.CUSTODY_ACCESS_TOKEN === token || env.BITGO_ACCESS_TOKEN === token ? [token] : [])],
       pastedToken: pasted.some((p) => p.which === 'token') ? token : undefined,
     };
   });

@@ -4,7 +4,9 @@
  *
  * Readings where the contract leaves a choice (kept in line with the README):
  * - a walletId number must be a safe integer (a larger JSON number is not exactly the integer sent);
- *   a walletId string is digits only (leading zeros allowed) whose value is a positive safe integer;
+ *   a walletId string is digits only (leading zeros allowed) whose value is a positive safe integer,
+ *   or BitGo's wallet id: exactly 32 lowercase hex characters (kept as the string). A string of digits
+ *   only is always read by the first rule, even 32 long (so 32 digits above the safe range are refused);
  * - sizes: hex and base64 limits count the whole field (a `0x` prefix included; ASCII, so characters
  *   are bytes); `reference` counts Unicode code points; metadata counts UTF-8 bytes of its JSON text;
  * - `0x` is the only prefix (`0X` is not); base64 is the standard alphabet with `=` padding to a
@@ -22,6 +24,9 @@ export const MAX_METADATA_BYTES = 4096;
 const LOWER = 'abcdefghijklmnopqrstuvwxyz';
 const DIGITS = '0123456789';
 const HEX_DIGITS = `${DIGITS}abcdefABCDEF`;
+const LOWER_HEX_DIGITS = `${DIGITS}abcdef`;
+/** The length of BitGo's wallet id. */
+export const BITGO_WALLET_ID_LENGTH = 32;
 const COIN_CHARS = `${LOWER}${DIGITS}._-`;
 const SEQUENCE_CHARS = `${LOWER}${LOWER.toUpperCase()}${DIGITS}_-`;
 const BASE64_CHARS = `${LOWER.toUpperCase()}${LOWER}${DIGITS}+/`;
@@ -43,9 +48,17 @@ function own(object: Record<string, unknown>, key: string): unknown {
 
 function validWalletId(value: unknown): boolean {
   if (typeof value === 'number') return Number.isSafeInteger(value) && value > 0;
-  if (typeof value !== 'string' || value.length === 0 || !every(value, DIGITS)) return false;
-  const n = Number(value);
-  return Number.isSafeInteger(n) && n > 0;
+  if (typeof value !== 'string' || value.length === 0) return false;
+  if (every(value, DIGITS)) {
+    const n = Number(value);
+    return Number.isSafeInteger(n) && n > 0;
+  }
+  return isBitgoWalletId(value);
+}
+
+/** BitGo's wallet id, the walletId form kept as text: 32 lowercase hex characters, not digits only. */
+export function isBitgoWalletId(value: unknown): value is string {
+  return typeof value === 'string' && value.length === BITGO_WALLET_ID_LENGTH && every(value, LOWER_HEX_DIGITS) && !every(value, DIGITS);
 }
 
 function validCoin(value: unknown): boolean {
@@ -143,6 +156,10 @@ const validWalletIdArb = fc.oneof(
   fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
   fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }).map(String),
   fc.tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 99_999 })).map(([zeros, n]) => `${'0'.repeat(zeros)}${n}`),
+  // BitGo's wallet id: 32 lowercase hex, at least one a-f (32 digits are the integer form).
+  fc
+    .tuple(charsOf(LOWER_HEX_DIGITS, BITGO_WALLET_ID_LENGTH - 1, BITGO_WALLET_ID_LENGTH - 1), fc.constantFrom(...'abcdef'), fc.nat(31))
+    .map(([rest, letter, at]) => `${rest.slice(0, at)}${letter}${rest.slice(at)}`),
 );
 const smallJson = fc.jsonValue({ maxDepth: 2 });
 const validMetadataArb = fc.dictionary(fc.string({ maxLength: 12 }), smallJson, { maxKeys: 5 });
@@ -207,6 +224,18 @@ const trickyStrings = fc.constantFrom(
   '9007199254740991',
   '9007199254740992',
   '0000000000000000',
+  // walletId: BitGo's 32 lowercase hex, and the texts next to it.
+  '0123456789abcdef0123456789abcdef',
+  '0123456789ABCDEF0123456789ABCDEF',
+  '0123456789abcdef0123456789abcde',
+  '0123456789abcdef0123456789abcdef0',
+  '0x0123456789abcdef0123456789abcd',
+  ' 0123456789abcdef0123456789abcde',
+  'f'.repeat(32),
+  'g'.repeat(32),
+  '1'.repeat(32),
+  `${'0'.repeat(31)}7`,
+  `${'0'.repeat(16)}9007199254740991`,
   'a'.repeat(32),
   'a'.repeat(33),
   'A'.repeat(128),

@@ -14,7 +14,15 @@ import { QueueName } from '../../src/queues/names.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { until } from '../helpers/wait.ts';
-import { isValidSequenceId, jsonCopy, mutatedPayloadArb, payloadProblems, randomPayloadArb, validPayloadArb } from './payload-oracle.ts';
+import {
+  isBitgoWalletId,
+  isValidSequenceId,
+  jsonCopy,
+  mutatedPayloadArb,
+  payloadProblems,
+  randomPayloadArb,
+  validPayloadArb,
+} from './payload-oracle.ts';
 
 const SAMPLES = Array.from({ length: 4 }, () => jsonCopy(samplePayload()) as Record<string, unknown>);
 
@@ -64,9 +72,14 @@ function checkAgainstOracle(payload: unknown): void {
     expect(result!.ok ? 'accepted' : result!.issues).toBe('accepted');
     if (!result!.ok) return;
     const parsed = result!.payload;
-    // Normalised and faithful: nothing changes on the way in except the walletId's type.
-    expect(Number.isSafeInteger(parsed.walletId) && parsed.walletId > 0).toBe(true);
-    expect(parsed.walletId).toBe(Number(own(payload, 'walletId')));
+    // Normalised and faithful: nothing changes on the way in except the walletId's type (BitGo's id stays text).
+    const walletId = own(payload, 'walletId');
+    if (isBitgoWalletId(walletId)) {
+      expect(parsed.walletId).toBe(walletId);
+    } else {
+      expect(typeof parsed.walletId === 'number' && Number.isSafeInteger(parsed.walletId) && parsed.walletId > 0).toBe(true);
+      expect(parsed.walletId).toBe(Number(walletId));
+    }
     expect(parsed.coin).toBe(own(payload, 'coin'));
     expect(parsed.txHex).toBe(own(payload, 'txHex'));
     const halfSigned = own(payload, 'halfSigned');

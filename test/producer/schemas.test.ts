@@ -139,6 +139,49 @@ function decidesLikeZod(value: unknown): void {
   expect(json.valid, `zod: ${JSON.stringify(zod.issues)}; data: ${JSON.stringify(copy.json).slice(0, 300)}`).toBe(onlyTheSize);
 }
 
+/** A BitGo wallet id (32 lowercase hex characters). */
+const BITGO_WALLET = '59cd72485007a239fb00282ed480da1f';
+
+describe("walletId: a positive integer, or BitGo's 32-hex wallet id", () => {
+  const withWallet = (walletId: unknown) => ({ ...samplePayload(), walletId });
+  const walletOf = (walletId: unknown) => {
+    const parsed = parseSubmitPayload(withWallet(walletId));
+    return parsed.ok ? { ok: true as const, walletId: parsed.payload.walletId } : { ok: false as const, issues: parsed.issues };
+  };
+  const refusal = { ok: false, issues: [{ path: 'walletId', message: 'must be a positive integer or a 32-hex wallet id' }] };
+
+  it('accepts 32 lowercase hex characters and keeps them as the string', () => {
+    expect(walletOf(BITGO_WALLET)).toEqual({ ok: true, walletId: BITGO_WALLET });
+    expect(walletOf('f'.repeat(32))).toEqual({ ok: true, walletId: 'f'.repeat(32) });
+    expect(walletOf(`${'0'.repeat(31)}a`)).toEqual({ ok: true, walletId: `${'0'.repeat(31)}a` });
+  });
+
+  it('refuses 31 or 33 hex characters, uppercase hex, a 0x prefix and spaces', () => {
+    for (const walletId of [
+      BITGO_WALLET.slice(1),
+      `${BITGO_WALLET}a`,
+      BITGO_WALLET.toUpperCase(),
+      `${BITGO_WALLET.slice(0, 31)}F`,
+      `0x${BITGO_WALLET.slice(2)}`,
+      ` ${BITGO_WALLET.slice(1)}`,
+      `${BITGO_WALLET.slice(0, 31)}g`,
+    ]) {
+      expect(walletOf(walletId), walletId).toEqual(refusal);
+    }
+  });
+
+  it('still normalises a string of digits to the number, and refuses what it refused, whatever the length', () => {
+    expect(walletOf('310')).toEqual({ ok: true, walletId: 310 });
+    expect(walletOf('00310')).toEqual({ ok: true, walletId: 310 });
+    expect(walletOf(310)).toEqual({ ok: true, walletId: 310 });
+    // 32 digits are the integer form, never a hex id: a number when it is one, refused when too large.
+    expect(walletOf(`${'0'.repeat(29)}310`)).toEqual({ ok: true, walletId: 310 });
+    expect(walletOf('1'.repeat(32))).toEqual(refusal);
+    expect(walletOf('0'.repeat(32))).toEqual(refusal);
+    expect(walletOf('9007199254740992')).toEqual(refusal);
+  });
+});
+
 describe('schemas/submit-payload.schema.json decides like the worker', () => {
   const SAMPLES = Array.from({ length: 4 }, () => JSON.parse(JSON.stringify(samplePayload())) as Record<string, unknown>);
 
@@ -161,6 +204,14 @@ describe('schemas/submit-payload.schema.json decides like the worker', () => {
       withWallet(0),
       withWallet(1.5),
       withWallet(-3),
+      // BitGo's wallet id: 32 lowercase hex; digits only is the integer form, whatever the length.
+      withWallet(BITGO_WALLET),
+      withWallet(BITGO_WALLET.toUpperCase()),
+      withWallet(BITGO_WALLET.slice(1)),
+      withWallet(`${BITGO_WALLET}0`),
+      withWallet('1'.repeat(32)),
+      withWallet(`${'0'.repeat(31)}7`),
+      withWallet(`0x${BITGO_WALLET.slice(2)}`),
       withBase64('AA=='),
       withBase64('AAA='),
       withBase64('AAAA'),

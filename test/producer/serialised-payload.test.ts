@@ -66,4 +66,20 @@ describe('TransferProducer validates the payload as BullMQ stores it', () => {
     await producer.submit(viaToJson);
     expect((await queue.getJob(jobIdFor(viaToJson.halfSigned.sequenceId)))?.data.metadata).toEqual({ orderId: 'B-2' });
   });
+
+  it("enqueues BitGo's 32-hex wallet id as the string, and a string of digits as the number", async () => {
+    const walletId = '59cd72485007a239fb00282ed480da1f';
+    const hex = samplePayload({ walletId });
+    await producer.submit(hex);
+    const job = await queue.getJob(jobIdFor(hex.halfSigned.sequenceId));
+    expect(job?.data.walletId).toBe(walletId);
+    expect(parseSubmitPayload(job?.data)).toMatchObject({ ok: true, payload: { walletId } });
+    const digits = samplePayload({ walletId: '0310' });
+    await producer.submit(digits);
+    expect((await queue.getJob(jobIdFor(digits.halfSigned.sequenceId)))?.data.walletId).toBe(310);
+    await expect(producer.submit(samplePayload({ walletId: walletId.toUpperCase() }))).rejects.toMatchObject({
+      code: 'INVALID_PAYLOAD',
+      issues: [{ path: 'walletId', message: 'must be a positive integer or a 32-hex wallet id' }],
+    });
+  });
 });

@@ -199,6 +199,79 @@ describe('configuration', () => {
     }
   });
 
+  describe('CUSTODY_PROVIDER', () => {
+    const BITGO_TOKEN = 'v2x-bitgo-access-token-value';
+    const bitgo = { CUSTODY_PROVIDER: 'bitgo', BITGO_BASE_URL: 'https://app.bitgo-test.com', BITGO_ACCESS_TOKEN: BITGO_TOKEN };
+
+    it('defaults to wallet-service, with its variables required as before', () => {
+      const config = loadConfig(valid);
+      expect(config.custody).toMatchObject({
+        provider: 'wallet-service',
+        sdkUrl: 'https://sdk.example.com/v1',
+        baseUrl: 'https://api.example.com',
+        clientId: 'client-1',
+        clientSecret: SECRET,
+        accessToken: TOKEN,
+        bitgo: undefined,
+      });
+      expect(loadConfig({ ...valid, CUSTODY_PROVIDER: 'wallet-service' }).custody).toEqual(config.custody);
+      expect(loadConfig({ ...valid, CUSTODY_PROVIDER: '' }).custody.provider).toBe('wallet-service');
+      // The BitGo variables are not read for wallet-service, not even when malformed.
+      expect(loadConfig({ ...valid, BITGO_BASE_URL: 'not a url', BITGO_ACCESS_TOKEN: 'x' }).custody.bitgo).toBeUndefined();
+      const lines = problems({ CUSTODY_PROVIDER: 'wallet-service' });
+      expect(lines.map((line) => line.slice(0, line.indexOf(':')))).toEqual([
+        'CUSTODY_SDK_URL',
+        'CUSTODY_BASE_URL',
+        'CUSTODY_CLIENT_ID',
+        'CUSTODY_CLIENT_SECRET',
+        'CUSTODY_TOKEN_URL',
+      ]);
+    });
+
+    it('with bitgo, needs BITGO_BASE_URL and BITGO_ACCESS_TOKEN and none of the wallet-service variables', () => {
+      const config = loadConfig({ ...bitgo, CUSTODY_TIMEOUT: '2s', CUSTODY_MAX_RPS: '20', CUSTODY_CONNECTIONS: '8' });
+      expect(config.custody).toMatchObject({
+        provider: 'bitgo',
+        bitgo: { baseUrl: 'https://app.bitgo-test.com', accessToken: BITGO_TOKEN },
+        // The shared tuning applies to either provider.
+        timeoutMs: 2_000,
+        connectTimeoutMs: 5_000,
+        maxRps: 20,
+        maxPauseMs: 600_000,
+        connections: 8,
+        tokenUrl: undefined,
+        accessToken: undefined,
+      });
+      expect(Object.isFrozen(config.custody.bitgo)).toBe(true);
+      // The wallet-service variables are ignored, even malformed; a trailing slash of the origin is dropped.
+      const ignoring = loadConfig({ ...valid, ...bitgo, CUSTODY_SDK_URL: 'not a url', BITGO_BASE_URL: 'http://127.0.0.1:4100/' });
+      expect(ignoring.custody).toMatchObject({ provider: 'bitgo', sdkUrl: '', clientSecret: '', accessToken: undefined });
+      expect(ignoring.custody.bitgo?.baseUrl).toBe('http://127.0.0.1:4100');
+    });
+
+    it('with bitgo, names each missing or malformed BitGo variable', () => {
+      const { BITGO_ACCESS_TOKEN: _, ...noToken } = bitgo;
+      expect(problems(noToken)).toEqual(['BITGO_ACCESS_TOKEN: required']);
+      expect(problems({ ...bitgo, BITGO_ACCESS_TOKEN: '' })).toEqual(['BITGO_ACCESS_TOKEN: required']);
+      expect(problems({ CUSTODY_PROVIDER: 'bitgo' })).toEqual(['BITGO_BASE_URL: required', 'BITGO_ACCESS_TOKEN: required']);
+      for (const url of ['app.bitgo.com', 'ftp://app.bitgo.com', 'https://app.bitgo.com/?x=1']) {
+        const lines = problems({ ...bitgo, BITGO_BASE_URL: url });
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toMatch(/^BITGO_BASE_URL: must /);
+      }
+      const secretLines = problems({ ...bitgo, BITGO_BASE_URL: BITGO_TOKEN }).join('\n');
+      expect(secretLines).not.toContain(BITGO_TOKEN);
+    });
+
+    it('refuses any other provider, naming CUSTODY_PROVIDER', () => {
+      for (const value of ['other', 'BitGo', 'wallet_service', ' bitgo']) {
+        expect(problems({ ...valid, CUSTODY_PROVIDER: value })).toEqual(['CUSTODY_PROVIDER: must be one of wallet-service, bitgo']);
+      }
+      // Alone, not buried under the problems of either provider's variables.
+      expect(problems({ CUSTODY_PROVIDER: 'other' })).toEqual(['CUSTODY_PROVIDER: must be one of wallet-service, bitgo']);
+    });
+  });
+
   it('never prints a secret value, whatever is wrong', () => {
     const lines = problems({
       ...valid,

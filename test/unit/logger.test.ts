@@ -40,6 +40,16 @@ describe('log redaction', () => {
     expect(out).not.toContain(Buffer.from(`id:${SECRET}`).toString('base64'));
   });
 
+  it("hides BITGO_ACCESS_TOKEN where the config and an adapter's options hold it", () => {
+    const { logger, text } = capture();
+    logger.info({ custody: { provider: 'bitgo', bitgo: { baseUrl: 'https://bitgo.example.com', accessToken: TOKEN } } }, 'config');
+    logger.info({ bitgo: { accessToken: TOKEN } }, 'options');
+    logger.info({ options: { bitgo: { accessToken: TOKEN } } }, 'nested');
+    const out = text();
+    expect(out).toContain('https://bitgo.example.com');
+    expect(out).not.toContain(TOKEN);
+  });
+
   it('hides the person inside a submitted record, as JSON text or parsed', () => {
     const { logger, text } = capture();
     const raw = JSON.stringify({ txHex: '02f8', halfSigned: {}, user, sequenceId: 's-1' });

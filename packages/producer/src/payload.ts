@@ -45,6 +45,15 @@ function positiveIntegerText(max: number): string {
 }
 
 /**
+ * BitGo's wallet id with its length checked apart (32): lowercase hex with at least one letter, so that a
+ * text of digits only is always the positive-integer form (one reading, no lookahead for JSON Schema).
+ */
+const BITGO_WALLET_ID = /^[0-9]*[a-f][0-9a-f]*$/;
+
+/** What a walletId text that is neither form is told (zod reports one of the string forms' checks). */
+const WALLET_ID_MESSAGE = 'must be a positive integer or a 32-hex wallet id';
+
+/**
  * The `submit-transaction` job (docs/contract.md section 3), parsed at the edge. Unknown fields are dropped.
  * The schema only ever grows by optional fields, so jobs enqueued before a deploy still validate.
  */
@@ -57,14 +66,20 @@ export const submitPayloadSchema = z
           z
             .string()
             // Leading zeros are still a string of digits (docs/contract.md section 3); past them, 16 digits hold every safe integer.
-            .regex(/^0*\d{1,16}$/, 'must be a positive integer')
+            .regex(/^0*\d{1,16}$/, WALLET_ID_MESSAGE)
             .transform(Number)
-            .refine((n) => n > 0 && Number.isSafeInteger(n), 'must be a positive integer')
+            .refine((n) => n > 0 && Number.isSafeInteger(n), WALLET_ID_MESSAGE)
             .meta({ pattern: positiveIntegerText(Number.MAX_SAFE_INTEGER) }),
+          // BitGo's wallet id (CUSTODY_PROVIDER=bitgo), kept as the text. Digits only is the rule above's, whatever the
+          // length: a 32-digit text is read as a number (or refused) exactly as before, never as a hex id.
+          z.string().length(32, WALLET_ID_MESSAGE).regex(BITGO_WALLET_ID, WALLET_ID_MESSAGE),
         ],
-        { error: 'must be a positive integer' },
+        { error: WALLET_ID_MESSAGE },
       )
-      .meta({ description: 'A positive integer; a string of digits is accepted and normalised' }),
+      .meta({
+        description:
+          "A positive integer (a string of digits is accepted and normalised to the number), or BitGo's wallet id: 32 lowercase hex characters, at least one of them a-f, kept as the string (a text of digits only, even 32 long, is the integer form)",
+      }),
     coin: z
       .string({ error: 'required' })
       .regex(/^[a-z0-9._-]{1,32}$/, 'must be 1-32 of a-z 0-9 . _ -')
