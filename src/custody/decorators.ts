@@ -70,6 +70,7 @@ export function withRequestHooks(port: CustodyPort, hooks: Partial<RequestHooks>
     getTransfersByTxId: (wallet, txId, options) => port.getTransfersByTxId(wallet, txId, add(options)),
     getWalletTransaction: (walletId, txid, options) => port.getWalletTransaction(walletId, txid, add(options)),
     ...(port.getTravelRuleSetting ? { getTravelRuleSetting: (options?: CallOptions) => port.getTravelRuleSetting!(add(options)) } : {}),
+    walletProblem: (wallet) => port.walletProblem(wallet),
     close: () => port.close(),
   };
 }

@@ -184,5 +184,11 @@ export interface CustodyPort {
    * request is made (docs/providers.md says what its users do instead).
    */
   getTravelRuleSetting?(options?: CallOptions): Promise<TravelRuleSetting>;
+  /**
+   * What is wrong with this wallet for this provider (the form of its id, its coin), as a message for
+   * `transfer.rejected`; undefined when the provider can serve it. Asked before anything else is done
+   * with a job, so a wallet id of another provider's form is rejected, never sent.
+   */
+  walletProblem(wallet: WalletRef): string | undefined;
   close(): Promise<void>;
 }

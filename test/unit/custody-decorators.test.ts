@@ -64,6 +64,7 @@ function fakePort(answer: { status: number } = { status: 200 }) {
       await call('getTravelRuleSetting', 'gate', options, { klass: BudgetClass.GATE, member: '' });
       return { outgoingTxn: 0, mandatory: false, blockTxn: false };
     },
+    walletProblem: () => undefined,
     async close() {
       closed += 1;
     },

@@ -61,6 +61,10 @@ class MinimalAdapter implements CustodyPort {
   sendTransaction(): never {
     throw new Error('not implemented');
   }
+  walletProblem(): string | undefined {
+    return undefined;
+  }
+
   close(): Promise<void> {
     return this.#transport.close();
   }

@@ -184,6 +184,13 @@ export class CustodyClient implements CustodyPort {
     return readResponse('gate', response, isEnabledResponseSchema).data;
   }
 
+  walletProblem(wallet: WalletRef): string | undefined {
+    // This provider's wallet ids are positive integers (docs/upstream-api.md 2.3); the payload keeps a
+    // BitGo-form id (32 hex) as text, which is another provider's.
+    if (typeof wallet.walletId === 'number') return undefined;
+    return "must be a positive integer: CUSTODY_PROVIDER=wallet-service takes this provider's wallet ids, not a 32-hex BitGo id";
+  }
+
   async close(): Promise<void> {
     await this.#transport.close();
   }

@@ -40,6 +40,9 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const jobId = String(job.id);
     const parsed = parseSubmitPayload(job.data);
     if (!parsed.ok) return reject(jobId, job.data, parsed.issues);
+    // A wallet id of another provider's form (CUSTODY_PROVIDER): rejected like any invalid payload.
+    const walletProblem = deps.custody.walletProblem?.({ walletId: parsed.payload.walletId, coin: parsed.payload.coin });
+    if (walletProblem !== undefined) return reject(jobId, job.data, [{ path: 'walletId', message: walletProblem }]);
 
     const run: Run = { deps, owner: newRunner(), log };
     const payload = parsed.payload;

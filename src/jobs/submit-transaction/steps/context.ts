@@ -11,7 +11,7 @@ export interface SubmitDeps {
   ledger: Ledger;
   /** The gate's setting; `null` from a provider that does not gate (the port has no getTravelRuleSetting). */
   travelRule: { setting(): Promise<GateSetting | null> };
-  custody: Pick<CustodyPort, 'sendTransaction' | 'getTransfersBySequenceId'>;
+  custody: Pick<CustodyPort, 'sendTransaction' | 'getTransfersBySequenceId'> & Partial<Pick<CustodyPort, 'walletProblem'>>;
   /**
    * Whether a lookup by sequenceId answers only with that transfer, for a wallet (LookupNarrowing):
    * only then does a single `send` record without a sequenceId identify the transfer.
