@@ -57,10 +57,21 @@ function walletPath(endpoint: CustodyEndpoint, wallet: WalletRef): { path: strin
   return { path: `/api/v2/${segment(wallet.coin)}/wallet/${walletId}`, walletId };
 }
 
-/** One path segment: percent-encoded, and a segment of dots encoded too, so URL parsing never resolves it as `.` or `..`. */
+/** One path segment, percent-encoded. */
 function segment(value: string): string {
-  const encoded = encodeURIComponent(value);
-  return /^\.+$/.test(encoded) ? encoded.replaceAll('.', '%2E') : encoded;
+  return encodeURIComponent(value);
+}
+
+/**
+ * A sequenceId fits one path segment: non-empty, at most 256 characters, and not `.` or `..`, which URL
+ * parsing resolves as dot-segments even percent-encoded (`/transfer/sequenceId/..` would become
+ * `/transfer/`, another route).
+ */
+function checkSequenceId(endpoint: CustodyEndpoint, sequenceId: unknown): string {
+  if (typeof sequenceId !== 'string' || sequenceId.length === 0 || sequenceId.length > 256 || sequenceId === '.' || sequenceId === '..') {
+    throw invalid(endpoint, 'sequenceId must be a non-empty string of at most 256 characters, not . or ..');
+  }
+  return sequenceId;
 }
 
 export class BitgoClient implements CustodyPort {
@@ -90,10 +101,7 @@ export class BitgoClient implements CustodyPort {
    */
   async sendTransaction(wallet: WalletRef, request: SendRequest, options: SendOptions = {}): Promise<AcceptedSend> {
     const { path, walletId } = walletPath('send', wallet);
-    const sequenceId = request.halfSigned?.sequenceId;
-    if (typeof sequenceId !== 'string' || sequenceId.length === 0 || sequenceId.length > 256) {
-      throw invalid('send', 'halfSigned.sequenceId must be a non-empty string of at most 256 characters');
-    }
+    const sequenceId = checkSequenceId('send', request.halfSigned?.sequenceId);
     const txHex = request.halfSigned.txHex;
     if (typeof txHex !== 'string' || !/^[0-9a-fA-F]+$/.test(txHex)) throw invalid('send', 'halfSigned.txHex must be hex');
     const response = await this.#request(
@@ -122,9 +130,7 @@ export class BitgoClient implements CustodyPort {
    */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<ListedTransfers> {
     const { path, walletId } = walletPath('lookup', wallet);
-    if (typeof sequenceId !== 'string' || sequenceId.length === 0 || sequenceId.length > 256) {
-      throw invalid('lookup', 'sequenceId must be a non-empty string of at most 256 characters');
-    }
+    checkSequenceId('lookup', sequenceId);
     const url = `${path}/transfer/sequenceId/${segment(sequenceId)}`;
     const transfer = await this.#getTransfer('lookup', url, options, { klass: BudgetClass.POLL, member: sequenceId });
     if (transfer === undefined) return [];
