@@ -145,8 +145,9 @@ export class BitgoClient implements CustodyPort {
   }
 
   /**
-   * Reconciliation's verification: `GET /api/v2/{coin}/wallet/{walletId}/transfer/{txid}` (api.yaml
-   * `v2.wallet.gettransfer`, "transferId: a transfer or transaction id"; sdk-core `wallet.getTransfer`).
+   * Reconciliation's verification: `GET /api/v2/{coin}/wallet/{walletId}/transfer/{txid}`
+   * (docs/bitgo-api.md section 6: BitGo's API reference `v2.wallet.gettransfer`, "transferId: a
+   * transfer or transaction id"; sdk-core `wallet.getTransfer`).
    * 200 → the wallet's transfer of that transaction; 404 → none.
    */
   async getTransfersByTxId(wallet: WalletRef, txId: string, options: CallOptions = {}): Promise<ListedTransfers> {

@@ -283,7 +283,7 @@ class BitgoServer {
   }
 
   /**
-   * api.yaml v2.wallet.gettransfer: `transferId` is "a transfer or transaction id"; the answer is the
+   * BitGo's API reference v2.wallet.gettransfer (docs/bitgo-api.md section 6): `transferId` is "a transfer or transaction id"; the answer is the
    * transfer (200). 404 for an id or txid the wallet does not know (the API overview's "Requested
    * resource does not exist"), as for a sequenceId.
    */

@@ -192,7 +192,7 @@ export class BitgoState {
   }
 
   /**
-   * The wallet's transfer with this transfer id, or whose txid is shown and equal to `id` (api.yaml
+   * The wallet's transfer with this transfer id, or whose txid is shown and equal to `id` (BitGo's API reference
    * v2.wallet.gettransfer: "a transfer or transaction id").
    */
   findByIdOrTxid(walletId: string, id: string, now: number): BitgoTransfer | undefined {
