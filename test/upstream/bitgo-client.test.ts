@@ -270,17 +270,25 @@ describe('BitGo adapter against a scripted server', () => {
     ...extra,
   });
 
-  it('sends { sequenceId, txHex } with the bearer token to /api/v2/{coin}/wallet/{walletId}/tx/send', async () => {
+  it('sends { sequenceId, txHex } (hex as given, 0x or not) with the bearer token to /api/v2/{coin}/wallet/{walletId}/tx/send', async () => {
     const sequenceId = newSequenceId();
     answer = { status: 200, body: JSON.stringify({ transfer: transfer(sequenceId), tx: '02f8', status: 'signed' }) };
     const request = sampleSend(sequenceId);
     await client({ baseUrl: `${url}/` }).sendTransaction(WALLET, request);
+    const prefixed = { ...request, halfSigned: { ...request.halfSigned, txHex: `0x${request.halfSigned.txHex}` } };
+    await client({ baseUrl: url }).sendTransaction(WALLET, prefixed);
     expect(received).toEqual([
       {
         method: 'POST',
         path: `/api/v2/hteth/wallet/${WALLET.walletId}/tx/send`,
         authorization: `Bearer ${sim.accessToken}`,
         body: JSON.stringify({ sequenceId, txHex: request.halfSigned.txHex }),
+      },
+      {
+        method: 'POST',
+        path: `/api/v2/hteth/wallet/${WALLET.walletId}/tx/send`,
+        authorization: `Bearer ${sim.accessToken}`,
+        body: JSON.stringify({ sequenceId, txHex: `0x${request.halfSigned.txHex}` }),
       },
     ]);
   });

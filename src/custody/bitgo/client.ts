@@ -103,7 +103,8 @@ export class BitgoClient implements CustodyPort {
     const { path, walletId } = walletPath('send', wallet);
     const sequenceId = checkSequenceId('send', request.halfSigned?.sequenceId);
     const txHex = request.halfSigned.txHex;
-    if (typeof txHex !== 'string' || !/^[0-9a-fA-F]+$/.test(txHex)) throw invalid('send', 'halfSigned.txHex must be hex');
+    // docs/contract.md: non-empty hex with an optional 0x; sent as given (BitGo's txHex is "the half-signed transaction as hex").
+    if (typeof txHex !== 'string' || !/^(0x)?[0-9a-fA-F]+$/.test(txHex)) throw invalid('send', 'halfSigned.txHex must be hex');
     const response = await this.#request(
       'send',
       'POST',
