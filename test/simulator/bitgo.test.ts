@@ -76,7 +76,7 @@ describe('BitGo simulator: auth and paths', () => {
     expect((await send(sequenceId, { headers: auth('another-token') })).status).toBe(401);
     expect((await lookup(sequenceId, { headers: { authorization: `Basic ${sim.accessToken}` } })).status).toBe(401);
     expect(sim.stats().transfers).toBe(0);
-    expect(sim.stats().requests).toEqual({ sendTransaction: { '401': 2 }, transferBySequenceId: { '401': 1 } });
+    expect(sim.stats().requests).toEqual({ sendTransaction: { '401': 2 }, transferBySequenceId: { '401': 1 }, getTransfer: {} });
   });
 
   it('refuses a wallet id that is not 32 lowercase hex (400 InvalidWalletId with context.id)', async () => {
@@ -226,6 +226,50 @@ describe('BitGo simulator: get transfer by sequenceId', () => {
   });
 });
 
+describe('BitGo simulator: get transfer by transfer id or txid', () => {
+  async function getTransfer(id: string, options: { headers?: Record<string, string>; wallet?: string; coin?: string } = {}) {
+    const res = await fetch(
+      `${sim.apiBase}/${options.coin ?? COIN}/wallet/${options.wallet ?? WALLET}/transfer/${encodeURIComponent(id)}`,
+      {
+        headers: options.headers ?? auth(),
+      },
+    );
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  it('answers the transfer by its id at once, and by its txid once the txid shows; 404 otherwise', async () => {
+    sim.updateSettings({ approvalAfterMs: 60_000 });
+    const sequenceId = newSequenceId();
+    expect((await send(sequenceId)).status).toBe(202);
+    const { id, txid } = sim.transfer(sequenceId)!;
+    expect(txid).toBe('');
+    expect(await getTransfer(id)).toMatchObject({ status: 200, body: { id, sequenceId, state: 'pendingApproval' } });
+    const drawn = `0x${'cd'.repeat(32)}`;
+    expect((await getTransfer(drawn)).status).toBe(404);
+    sim.setTxid(sequenceId, drawn);
+    expect(await getTransfer(drawn)).toMatchObject({ status: 200, body: { id, sequenceId, state: 'signed', txid: drawn } });
+    // another wallet or coin does not see it; an unknown id is 404 in the envelope
+    expect((await getTransfer(drawn, { wallet: 'b'.repeat(32) })).status).toBe(404);
+    expect((await getTransfer(drawn, { coin: 'tbtc' })).status).toBe(404);
+    const unknown = await getTransfer('f'.repeat(32));
+    expect(unknown.status).toBe(404);
+    expectEnvelope(unknown.body, 'NotFound');
+    expect((await getTransfer(id, { headers: {} })).status).toBe(401);
+    expect(sim.stats().requests.getTransfer).toEqual({ '200': 2, '404': 4, '401': 1 });
+  });
+
+  it('serves the fault plans on getTransfer', async () => {
+    const sequenceId = newSequenceId();
+    await send(sequenceId);
+    expect((await control('PUT', 'faults/getTransfer', { sequence: ['5xx', 'malformed'] })).status).toBe(200);
+    const { id } = sim.transfer(sequenceId)!;
+    expect((await getTransfer(id)).status).toBe(503);
+    const res = await fetch(`${sim.apiBase}/${COIN}/wallet/${WALLET}/transfer/${id}`, { headers: auth() });
+    expect(res.status).toBe(200);
+    await expect(res.json()).rejects.toThrow();
+  });
+});
+
 describe('BitGo simulator: 429s, faults and stats', () => {
   it('answers 429 in the error envelope past maxRps, with Retry-After only when retryAfterSec is set', async () => {
     sim.updateSettings({ maxRps: 1 });
@@ -253,7 +297,7 @@ describe('BitGo simulator: 429s, faults and stats', () => {
     expect(sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
 
     expect((await control('PUT', 'faults/sendTransaction', { sequence: ['success-false'] })).status).toBe(400);
-    expect((await control('PUT', 'faults/getTransfer', { sequence: ['429'] })).status).toBe(400);
+    expect((await control('PUT', 'faults/isEnabled', { sequence: ['429'] })).status).toBe(400);
     expect((await control('GET', 'faults')).body).toEqual({ sendTransaction: { sequence: ['429', '5xx', 'ok'], consumed: 3 } });
   });
 
@@ -273,7 +317,7 @@ describe('BitGo simulator: 429s, faults and stats', () => {
     await lookup(sequenceId, { headers: {} });
     const stats = (await control('GET', 'stats')).body;
     expect(stats).toEqual({
-      requests: { sendTransaction: { '200': 1, '400': 1 }, transferBySequenceId: { '200': 1, '404': 1, '401': 1 } },
+      requests: { sendTransaction: { '200': 1, '400': 1 }, transferBySequenceId: { '200': 1, '404': 1, '401': 1 }, getTransfer: {} },
       sends: { [sequenceId]: { accepted: 1, duplicates: 1 } },
       transfers: 1,
     });

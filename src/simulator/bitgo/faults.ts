@@ -13,12 +13,14 @@ import type { BitgoEndpoint } from './settings.ts';
 const SCHEMA_BREAKING: Record<BitgoEndpoint, unknown> = {
   sendTransaction: { transfer: { id: 12345, state: 7, sequenceId: null }, txid: 42, status: true },
   transferBySequenceId: { id: null, coin: 7, state: ['signed'], txid: 12345, sequenceId: 1 },
+  getTransfer: { id: null, coin: 7, state: ['signed'], txid: 12345, sequenceId: 1 },
 };
 
 /** Truncated JSON: what a proxy cutting a body short would deliver. */
 const MALFORMED: Record<BitgoEndpoint, string> = {
   sendTransaction: '{"transfer":{"id":"5f1e0c9b2a7d4e3f8a6b1c0d9e8f7a6b","coin":"hteth","state":"sig',
   transferBySequenceId: '{"id":"5f1e0c9b2a7d4e3f8a6b1c0d9e8f7a6b","coin":"hteth","txid":"0x4f3a',
+  getTransfer: '{"id":"5f1e0c9b2a7d4e3f8a6b1c0d9e8f7a6b","coin":"hteth","txid":"0x4f3a',
 };
 
 /** 401 as the simulator answers it; `x-auth-required: true` is what sdk-api reads as an invalid token. */

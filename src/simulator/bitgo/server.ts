@@ -1,6 +1,6 @@
 /**
- * The BitGo simulator: the two endpoints of docs/bitgo-api.md (send a half-signed transaction; get a
- * transfer by sequenceId) behind a bearer token, with the `/_sim/` control API of ../control-routes.ts
+ * The BitGo simulator: the endpoints of docs/bitgo-api.md (send a half-signed transaction; get a
+ * transfer by sequenceId; get a transfer by transfer id or txid) behind a bearer token, with the `/_sim/` control API of ../control-routes.ts
  * (loopback only, like the wallet-service simulator's). `npm run simulator -- --provider bitgo`
  * starts it (../main.ts).
  */
@@ -54,7 +54,8 @@ const MAX_REQUEST_ID = 128;
 
 type Route =
   | { endpoint: 'sendTransaction'; coin: string; walletId: string }
-  | { endpoint: 'transferBySequenceId'; coin: string; walletId: string; sequenceId: string };
+  | { endpoint: 'transferBySequenceId'; coin: string; walletId: string; sequenceId: string }
+  | { endpoint: 'getTransfer'; coin: string; walletId: string; id: string };
 
 function matchRoute(method: string | undefined, path: string): Route | undefined {
   const parts = path.split('/').map((part) => decodeSegment(part));
@@ -67,6 +68,9 @@ function matchRoute(method: string | undefined, path: string): Route | undefined
   }
   if (method === 'GET' && parts.length === 9 && parts[6] === 'transfer' && parts[7] === 'sequenceId' && parts[8] !== '') {
     return { endpoint: 'transferBySequenceId', coin, walletId, sequenceId: parts[8]! };
+  }
+  if (method === 'GET' && parts.length === 8 && parts[6] === 'transfer' && parts[7] !== '' && parts[7] !== 'sequenceId') {
+    return { endpoint: 'getTransfer', coin, walletId, id: parts[7]! };
   }
   return undefined;
 }
@@ -230,9 +234,14 @@ class BitgoServer {
       return bitgoError(400, 'InvalidWalletId', 'invalid wallet id', requestId, { context: { id: route.walletId.slice(0, 64) } });
     }
     if (!COIN.test(route.coin)) return bitgoError(400, 'InvalidCoin', `invalid coin: ${route.coin.slice(0, 64)}`, requestId);
-    return route.endpoint === 'sendTransaction'
-      ? this.send(route.coin, route.walletId, text, requestId, now)
-      : this.transferBySequenceId(route.coin, route.walletId, route.sequenceId, requestId, now);
+    switch (route.endpoint) {
+      case 'sendTransaction':
+        return this.send(route.coin, route.walletId, text, requestId, now);
+      case 'transferBySequenceId':
+        return this.transferBySequenceId(route.coin, route.walletId, route.sequenceId, requestId, now);
+      case 'getTransfer':
+        return this.getTransfer(route.coin, route.walletId, route.id, requestId, now);
+    }
   }
 
   private send(coin: string, walletId: string, text: string, requestId: string, now: number): Answer {
@@ -271,6 +280,17 @@ class BitgoServer {
     const transfer = this.state.find(walletId, sequenceId);
     if (!transfer || transfer.coin !== coin) return bitgoError(404, 'NotFound', 'transfer not found', requestId);
     return json(this.current.partialContent ? 206 : 200, transferRecord(this.state, transfer, now));
+  }
+
+  /**
+   * BitGo's API reference v2.wallet.gettransfer (docs/bitgo-api.md section 6): `transferId` is "a transfer or transaction id"; the answer is the
+   * transfer (200). 404 for an id or txid the wallet does not know (the API overview's "Requested
+   * resource does not exist"), as for a sequenceId.
+   */
+  private getTransfer(coin: string, walletId: string, id: string, requestId: string, now: number): Answer {
+    const transfer = this.state.findByIdOrTxid(walletId, id, now);
+    if (!transfer || transfer.coin !== coin) return bitgoError(404, 'NotFound', 'transfer not found', requestId);
+    return json(200, transferRecord(this.state, transfer, now));
   }
 }
 

@@ -5,10 +5,10 @@
 import { FAULT_KINDS, SettingsError } from '../settings.ts';
 import type { FaultKind, FaultPlan } from '../settings.ts';
 
-/** The two endpoints the worker uses (docs/bitgo-api.md sections 2 and 3), named after the SDK's methods. */
-export type BitgoEndpoint = 'sendTransaction' | 'transferBySequenceId';
+/** The endpoints the worker uses (docs/bitgo-api.md sections 2, 3 and 6), named after the SDK's methods. */
+export type BitgoEndpoint = 'sendTransaction' | 'transferBySequenceId' | 'getTransfer';
 
-export const BITGO_ENDPOINTS: readonly BitgoEndpoint[] = ['sendTransaction', 'transferBySequenceId'];
+export const BITGO_ENDPOINTS: readonly BitgoEndpoint[] = ['sendTransaction', 'transferBySequenceId', 'getTransfer'];
 
 /**
  * The fault kinds of ../faults.ts a BitGo simulator serves: all but 'success-false' (BitGo's bodies
@@ -27,7 +27,7 @@ export interface BitgoSettings {
   /** Wait before answering, every endpoint. */
   latencyMs: number;
   /**
-   * A request limit over both endpoints: past it (a token bucket of this rate holding one second's
+   * A request limit over all endpoints: past it (a token bucket of this rate holding one second's
    * worth) the answer is 429. 0: no limit.
    */
   maxRps: number;

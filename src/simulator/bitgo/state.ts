@@ -191,6 +191,19 @@ export class BitgoState {
     return this.byWallet.get(walletId)?.get(sequenceId);
   }
 
+  /**
+   * The wallet's transfer with this transfer id, or whose txid is shown and equal to `id` (BitGo's API reference
+   * v2.wallet.gettransfer: "a transfer or transaction id").
+   */
+  findByIdOrTxid(walletId: string, id: string, now: number): BitgoTransfer | undefined {
+    for (const transfer of this.byWallet.get(walletId)?.values() ?? []) {
+      if (transfer.id === id) return transfer;
+      const txid = this.shownTxid(transfer, now);
+      if (txid !== '' && txid === id) return transfer;
+    }
+    return undefined;
+  }
+
   first(sequenceId: string): BitgoTransfer | undefined {
     return this.bySequenceId.get(sequenceId);
   }

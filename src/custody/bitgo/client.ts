@@ -1,0 +1,309 @@
+/**
+ * The BitGo v2 adapter of the custody port (docs/bitgo-api.md). Every method checks its inputs before
+ * any request is made, reads the answer with zod (schemas.ts) and throws CustodyError with the proof of
+ * this adapter's own table (responses.ts, BITGO_SEND_PROOF). Every request carries the call's
+ * `options.hooks` (custody/port.ts, RequestHooks) through the generic transport, which runs them.
+ *
+ * Auth is a fixed access token, `Authorization: Bearer <token>` on every request: there is no token
+ * endpoint, so a 401 is final for the call (nothing to renew). The token appears in no error.
+ *
+ * No travel-rule gate: BitGo does not gate on the travel rule in this API, so getTravelRuleSetting is
+ * left out (the port's gate is optional: no transfer is blocked, no gate request is made).
+ */
+import { BudgetClass } from '../budget.ts';
+import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } from '../errors.ts';
+import { Transport, type TransportOptions, type TransportResponse } from '../http/transport.ts';
+import {
+  EXACT_AMOUNT,
+  type AcceptedSend,
+  type BudgetTag,
+  type CallOptions,
+  type CustodyPort,
+  type ListedTransfer,
+  type ListedTransfers,
+  type SendOptions,
+  type SendRequest,
+  type WalletRef,
+  type WalletTransaction,
+} from '../port.ts';
+import { badResponse, errorForStatus, readBody } from './responses.ts';
+import { pendingApprovalSchema, recipientEntries, sendAnswerSchema, transferSchema, type BitgoTransfer } from './schemas.ts';
+
+export interface BitgoClientOptions extends TransportOptions {
+  /** BitGo's origin (e.g. https://app.bitgo.com); paths start with `/api/v2`. */
+  baseUrl: string;
+  /** A long-lived access token, sent as a bearer token as given. */
+  accessToken: string;
+}
+
+/** 32 lowercase hex (api.yaml `WalletIdString`). */
+const WALLET_ID = /^[0-9a-f]{32}$/;
+/** A lowercase coin or token ticker (btc, tbtc, hteth, hteth:usdc); api.yaml `CoinString` gives no pattern. */
+const COIN = /^[a-z0-9][a-z0-9:_.-]{0,63}$/;
+/** A txid is one plain token: starts alphanumeric (so never `.` or `..`), no slash, no percent. */
+const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
+/**
+ * A BitGo id (transfer, pending approval): the get-transfer route takes "a transfer or transaction id"
+ * in one path segment, so a txid of this shape would be read as a transfer id: refused.
+ */
+const BITGO_ID = /^[0-9a-f]{32}$/;
+
+/** `${coin}/wallet/${walletId}` with both checked, before any request. */
+function walletPath(endpoint: CustodyEndpoint, wallet: WalletRef): { path: string; walletId: string } {
+  const walletId = String(wallet.walletId);
+  if (typeof wallet.walletId !== 'string' || !WALLET_ID.test(walletId))
+    throw invalid(endpoint, 'walletId must be 32 lowercase hex characters');
+  if (typeof wallet.coin !== 'string' || !COIN.test(wallet.coin)) throw invalid(endpoint, 'coin must be a lowercase coin or token code');
+  return { path: `/api/v2/${segment(wallet.coin)}/wallet/${walletId}`, walletId };
+}
+
+/** One path segment, percent-encoded. */
+function segment(value: string): string {
+  return encodeURIComponent(value);
+}
+
+/**
+ * A sequenceId fits one path segment: non-empty, at most 256 characters, and not `.` or `..`, which URL
+ * parsing resolves as dot-segments even percent-encoded (`/transfer/sequenceId/..` would become
+ * `/transfer/`, another route).
+ */
+function checkSequenceId(endpoint: CustodyEndpoint, sequenceId: unknown): string {
+  if (typeof sequenceId !== 'string' || sequenceId.length === 0 || sequenceId.length > 256 || sequenceId === '.' || sequenceId === '..') {
+    throw invalid(endpoint, 'sequenceId must be a non-empty string of at most 256 characters, not . or ..');
+  }
+  return sequenceId;
+}
+
+export class BitgoClient implements CustodyPort {
+  readonly #transport: Transport;
+  readonly #baseUrl: string;
+  readonly #authorization: string;
+
+  constructor(options: BitgoClientOptions) {
+    if (!options.accessToken) throw new Error('BitgoClient needs an access token');
+    this.#transport = new Transport(options);
+    this.#baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.#authorization = `Bearer ${options.accessToken}`;
+  }
+
+  /**
+   * docs/bitgo-api.md section 2: `POST /api/v2/{coin}/wallet/{walletId}/tx/send`.
+   *
+   * The body is `{ sequenceId, txHex }`, with `txHex` the half-signed transaction as hex
+   * (`request.halfSigned.txHex`). BitGo takes exactly one of `txHex` and `halfSigned`; its `halfSigned`
+   * is a per-chain object (`recipients`, `expireTime`, `operationHash`, `signature`… api.yaml
+   * `HalfSigned`) the port does not carry (the port's `halfSigned` is the first provider's
+   * `{ txBase64, txHex, sequenceId }`), so sending it would invent fields. `txHex` is exactly what we
+   * have, and the simulator takes it.
+   *
+   * 200 → the transfer (must carry our sequenceId); 202 → accepted, waiting for approval; 400
+   * `DuplicateSequenceIdError` → DUPLICATE with proof `conflict`; everything else by BITGO_SEND_PROOF.
+   */
+  async sendTransaction(wallet: WalletRef, request: SendRequest, options: SendOptions = {}): Promise<AcceptedSend> {
+    const { path, walletId } = walletPath('send', wallet);
+    const sequenceId = checkSequenceId('send', request.halfSigned?.sequenceId);
+    const txHex = request.halfSigned.txHex;
+    // docs/contract.md: non-empty hex with an optional 0x; sent as given (BitGo's txHex is "the half-signed transaction as hex").
+    if (typeof txHex !== 'string' || !/^(0x)?[0-9a-fA-F]+$/.test(txHex)) throw invalid('send', 'halfSigned.txHex must be hex');
+    const response = await this.#request(
+      'send',
+      'POST',
+      `${path}/tx/send`,
+      options,
+      { klass: BudgetClass.SEND, member: sequenceId },
+      {
+        sequenceId,
+        txHex,
+      },
+    );
+    const error = errorForStatus('send', response);
+    if (error) throw error;
+    return response.status === 202
+      ? acceptedPendingApproval(response, sequenceId)
+      : acceptedTransfer(response, sequenceId, walletId, options);
+  }
+
+  /**
+   * docs/bitgo-api.md section 3: `GET /api/v2/{coin}/wallet/{walletId}/transfer/sequenceId/{sequenceId}`.
+   * 200 or 206 (the transfer without inputs/outputs) → one transfer; 404 → none (an assumption of the
+   * doc: BitGo documents no answer for an unknown sequenceId). A transfer that does not carry our
+   * sequenceId identifies nothing: BAD_RESPONSE.
+   */
+  async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<ListedTransfers> {
+    const { path, walletId } = walletPath('lookup', wallet);
+    checkSequenceId('lookup', sequenceId);
+    const url = `${path}/transfer/sequenceId/${segment(sequenceId)}`;
+    const transfer = await this.#getTransfer('lookup', url, options, { klass: BudgetClass.POLL, member: sequenceId });
+    if (transfer === undefined) return [];
+    if (transfer.sequenceId !== sequenceId) {
+      throw badResponse(
+        'lookup',
+        200,
+        transfer.sequenceId === undefined ? 'the transfer carries no sequenceId' : 'the transfer names another sequenceId',
+      );
+    }
+    return [listed(transfer, walletId)];
+  }
+
+  /**
+   * Reconciliation's verification: `GET /api/v2/{coin}/wallet/{walletId}/transfer/{txid}`
+   * (docs/bitgo-api.md section 6: BitGo's API reference `v2.wallet.gettransfer`, "transferId: a
+   * transfer or transaction id"; sdk-core `wallet.getTransfer`).
+   * 200 → the wallet's transfer of that transaction; 404 → none.
+   */
+  async getTransfersByTxId(wallet: WalletRef, txId: string, options: CallOptions = {}): Promise<ListedTransfers> {
+    const { path, walletId } = walletPath('lookup', wallet);
+    checkTxid('lookup', txId);
+    const transfer = await this.#getTransfer('lookup', `${path}/transfer/${segment(txId)}`, options, {
+      klass: BudgetClass.VERIFY,
+      member: txId,
+    });
+    if (transfer === undefined) return [];
+    if (!sameTxid(transfer.txid, txId)) throw badResponse('lookup', 200, 'the transfer names another txid');
+    return [listed(transfer, walletId)];
+  }
+
+  /**
+   * Enrichment: the wallet's view of a transaction, read from the same documented route as
+   * getTransfersByTxId (`GET …/transfer/{txid}`, labelled `detail`): the transfer with its `txid`, the
+   * rest riding along. sdk-core's `wallet.getTransaction({ txHash })` (`GET …/tx/{txHash}`) exists, but
+   * its answer's shape is documented nowhere this project has (the SDK returns it as is). 404 is
+   * NOT_FOUND: the caller decides whether that means "not yet".
+   */
+  async getWalletTransaction(wallet: WalletRef, txid: string, options: CallOptions = {}): Promise<WalletTransaction> {
+    const { path } = walletPath('detail', wallet);
+    checkTxid('detail', txid);
+    const url = `${path}/transfer/${segment(txid)}`;
+    const response = await this.#request('detail', 'GET', url, options, { klass: BudgetClass.ENRICH, member: txid });
+    const error = errorForStatus('detail', response);
+    if (error) throw error;
+    const transfer = readBody('detail', response, transferSchema);
+    if (!sameTxid(transfer.txid, txid)) throw badResponse('detail', response.status, 'the transfer names another txid');
+    return transfer;
+  }
+
+  async close(): Promise<void> {
+    await this.#transport.close();
+  }
+
+  /** One get-transfer request: the transfer, or undefined on 404. */
+  async #getTransfer(endpoint: CustodyEndpoint, path: string, options: CallOptions, budget: BudgetTag): Promise<BitgoTransfer | undefined> {
+    const response = await this.#request(endpoint, 'GET', path, options, budget);
+    const error = errorForStatus(endpoint, response);
+    if (isCustodyError(error, CustodyErrorCode.NOT_FOUND)) return undefined;
+    if (error) throw error;
+    return readBody(endpoint, response, transferSchema);
+  }
+
+  #request(
+    endpoint: CustodyEndpoint,
+    method: 'GET' | 'POST',
+    path: string,
+    options: CallOptions,
+    budget: BudgetTag,
+    body?: object,
+  ): Promise<TransportResponse> {
+    const headers: Record<string, string> = { authorization: this.#authorization, accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    return this.#transport.request({
+      endpoint,
+      url: new URL(this.#baseUrl + path),
+      method,
+      headers,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: options.signal,
+      onDispatch: options.onRequest,
+      beforeWrite: options.beforeWrite,
+      budget: options.budget ?? budget,
+      hooks: options.hooks,
+    });
+  }
+}
+
+/**
+ * The send's 200: the transfer, which must carry our sequenceId (else the answer is about another
+ * transfer: garbage for this one, and the send may have gone out).
+ *
+ * `destinationAddress` and `amount`: BitGo's answer has no such fields; the transfer's `entries` are
+ * balance changes per address. When exactly one entry is a recipient (recipientEntries: a positive
+ * change on an address not of this wallet, not change, not PayGo), its address and `valueString` are
+ * them: base units as integer text, exact, never through a double. Otherwise (no readable recipient,
+ * as for a send of `txHex` alone before BitGo has decoded it, or several recipients) both are `''`:
+ * "not stated", never a guess. The ledger stores '' as absent, and the tracking matcher then decides
+ * by the sequenceId every BitGo transfer carries.
+ */
+function acceptedTransfer(response: TransportResponse, sequenceId: string, walletId: string, options: SendOptions): AcceptedSend {
+  const answer = readBody('send', response, sendAnswerSchema);
+  const { transfer } = answer;
+  if (transfer.sequenceId !== sequenceId) {
+    throw badResponse(
+      'send',
+      response.status,
+      transfer.sequenceId === undefined ? 'the transfer carries no sequenceId' : 'the answer names another sequenceId',
+    );
+  }
+  const recipients = recipientEntries(transfer.entries, walletId);
+  const only = recipients.length === 1 ? recipients[0]! : undefined;
+  const txid = transfer.txid !== '' ? transfer.txid : typeof answer.txid === 'string' ? answer.txid : '';
+  const { entries: _entries, ...rest } = transfer;
+  return {
+    ...rest,
+    id: transfer.id,
+    sequenceId,
+    txid,
+    destinationAddress: only?.address ?? '',
+    amount: only?.valueString ?? '',
+    [EXACT_AMOUNT]: only?.valueString ?? '',
+    ...(options.keepRaw === false || answer.tx === undefined ? {} : { raw: answer.tx }),
+  };
+}
+
+/**
+ * The send's 202: accepted, waiting for an approval (BITGO_SEND_PROOF; never "not taken"). The answer
+ * names the pending approval, not the transfer: `id` is the pending approval's (also under
+ * `pendingApproval`), `state` is `pendingApproval` and there is no txid. Destination and amount come
+ * from the request's recipients when exactly one is readable, else `''` as for a 200.
+ */
+function acceptedPendingApproval(response: TransportResponse, sequenceId: string): AcceptedSend {
+  const approval = readBody('send', response, pendingApprovalSchema);
+  const { recipients, unreadableRecipients } = approval.info;
+  const only = recipients.length === 1 && unreadableRecipients === 0 ? recipients[0]! : undefined;
+  const { info: _info, state: approvalState, ...rest } = approval;
+  return {
+    ...rest,
+    id: approval.id,
+    sequenceId,
+    state: 'pendingApproval',
+    pendingApproval: approval.id,
+    approvalState,
+    txid: '',
+    destinationAddress: only?.address ?? '',
+    amount: only?.amount ?? '',
+    [EXACT_AMOUNT]: only?.amount ?? '',
+  };
+}
+
+/**
+ * A transfer as the port lists it: `outputs` are its recipient entries (address, and base units as
+ * integer text); everything else (state, entries, values) rides along.
+ */
+function listed(transfer: BitgoTransfer, walletId: string): ListedTransfer {
+  const outputs = recipientEntries(transfer.entries, walletId).map((entry) => ({ address: entry.address, amount: entry.valueString }));
+  return { ...transfer, outputs };
+}
+
+/** Hex txids (with or without 0x) compare without regard to letter case; any other form exactly. */
+function sameTxid(a: string, b: string): boolean {
+  if (a === b) return true;
+  return /^(0x)?[0-9a-f]+$/i.test(a) && /^(0x)?[0-9a-f]+$/i.test(b) && a.toLowerCase() === b.toLowerCase();
+}
+
+function checkTxid(endpoint: CustodyEndpoint, txid: string): void {
+  if (typeof txid !== 'string' || !TXID.test(txid)) throw invalid(endpoint, 'txid must be one plain token of letters, digits and ._:-');
+  if (BITGO_ID.test(txid))
+    throw invalid(endpoint, 'txid has the shape of a BitGo id, which the transfer route would read as a transfer id');
+}
+
+function invalid(endpoint: CustodyEndpoint, message: string): CustodyError {
+  return new CustodyError(CustodyErrorCode.INVALID_REQUEST, `${endpoint}: ${message}`, { endpoint, maybeProcessed: false });
+}
