@@ -115,14 +115,18 @@ export interface SendRequest {
   halfSigned: { txBase64: string; txHex: string; sequenceId: string };
 }
 
-/** The record a provider answers an accepted send with. */
+/**
+ * The record a provider answers an accepted send with. Destination and amount are there when the
+ * provider states them (the first provider always does; BitGo only when one recipient is readable):
+ * tracking then may match by them, and by the sequenceId or record id always.
+ */
 export interface AcceptedSend {
   id: number | string;
   sequenceId: string;
-  destinationAddress: string;
-  /** As the provider typed it; the exact decimal text is under EXACT_AMOUNT. */
-  amount: number | string;
-  [EXACT_AMOUNT]: string;
+  destinationAddress?: string;
+  /** As the provider typed it, in the provider's unit; the exact decimal text is under EXACT_AMOUNT. */
+  amount?: number | string;
+  [EXACT_AMOUNT]?: string;
   /** The provider's echo of the request, without any person; absent when not asked for. */
   raw?: unknown;
   [key: string]: unknown;

@@ -10,6 +10,7 @@ import { decorate, type Decorations } from './decorators.ts';
 import type { CustodyPort } from './port.ts';
 import { basicAuthorization } from './http/auth.ts';
 import { CustodyClient, type CustodyClientOptions } from './wallet-service/client.ts';
+import { BitgoClient } from './bitgo/client.ts';
 
 export type { SkippedRecord } from './wallet-service/schemas.ts';
 
@@ -31,8 +32,7 @@ function createAdapter(config: CustodyConfig, options: CustodyPortOptions): Cust
     case 'wallet-service':
       return new CustodyClient({ ...config, onSkippedRecords: options.onSkippedRecords });
     case 'bitgo':
-      // TODO(integration): replace this line with the BitGo adapter (src/custody/bitgo/), built from config.bitgo.
-      throw new Error('CUSTODY_PROVIDER=bitgo: adapter not wired yet');
+      return new BitgoClient({ ...config, ...config.bitgo! });
   }
 }
 

@@ -68,6 +68,8 @@ function submittedPhrase(
 ): string {
   if (data.transfer !== null) {
     const { id: upstreamId, amount, destinationAddress } = data.transfer;
+    // A provider that does not state them (BitGo without one readable recipient): the id alone.
+    if (amount === undefined || destinationAddress === undefined) return `upstream id ${upstreamId}`;
     return `upstream id ${upstreamId}, amount ${amount} to ${id(destinationAddress)}`;
   }
   switch (data.recoveredBy) {

@@ -64,7 +64,7 @@ describeProfiles('track', (profile) => {
         const submitted = dataOf((await h.eventsOf(sequenceId))[0], 'transfer.submitted').transfer!;
         const tx = dataOf(outcome, 'transfer.broadcast').transaction;
         const destination = tx.outputs.find((o) => !o.isMine)!.address;
-        expect(destination.toLowerCase()).toBe(submitted.destinationAddress.toLowerCase());
+        expect(destination.toLowerCase()).toBe(submitted.destinationAddress!.toLowerCase());
         // Under `spec` mixedCaseAddresses guarantees another spelling; under `realistic` each record's
         // spelling is a draw of its own (src/simulator/realistic.ts respell), which may meet the send's.
         if (profile === 'spec') expect(destination).not.toBe(submitted.destinationAddress);

@@ -1,6 +1,6 @@
 /**
- * src/custody/provider.ts as CUSTODY_PROVIDER chooses: wallet-service builds the existing client, bitgo
- * is not wired yet (a clear error until its adapter lands), and the secrets the CLI redacts are the
+ * src/custody/provider.ts as CUSTODY_PROVIDER chooses: wallet-service builds its client (which gates on the
+ * travel rule), bitgo builds the BitGo adapter (which does not), and the secrets the CLI redacts are the
  * chosen provider's.
  */
 import { describe, expect, it } from 'vitest';
@@ -21,14 +21,20 @@ const bitgo = loadConfig({
 });
 
 describe('createCustodyPort', () => {
-  it('builds the wallet-service client for wallet-service', async () => {
+  it('builds the wallet-service client for wallet-service: it gates, and takes integer wallet ids', async () => {
     const port = createCustodyPort(walletService.custody);
-    expect(typeof port.sendTransaction).toBe('function');
+    expect(typeof port.getTravelRuleSetting).toBe('function');
+    expect(port.walletProblem({ walletId: 310, coin: 'eth' })).toBeUndefined();
+    expect(port.walletProblem({ walletId: '0123456789abcdef0123456789abcdef', coin: 'eth' })).toMatch(/positive integer/);
     await port.close();
   });
 
-  it('refuses bitgo until its adapter is wired', () => {
-    expect(() => createCustodyPort(bitgo.custody)).toThrow('CUSTODY_PROVIDER=bitgo: adapter not wired yet');
+  it('builds the BitGo adapter for bitgo: no gate, 32-hex wallet ids', async () => {
+    const port = createCustodyPort(bitgo.custody, { metrics: () => undefined });
+    expect(port.getTravelRuleSetting).toBeUndefined();
+    expect(port.walletProblem({ walletId: '0123456789abcdef0123456789abcdef', coin: 'tbtc' })).toBeUndefined();
+    expect(port.walletProblem({ walletId: 310, coin: 'tbtc' })).toMatch(/32 lowercase hex/);
+    await port.close();
   });
 });
 

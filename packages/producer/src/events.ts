@@ -41,7 +41,10 @@ export const CANCEL_TEXT_RULE = `one line of 1-${CANCEL_REASON_MAX} characters, 
 /** 2.1 Transaction as an event carries it: the fields that identify and match it, the rest as upstream sent them. */
 export const transactionDataSchema = z
   .looseObject({
-    id: z.string().regex(/^[0-9]+$/),
+    id: z
+      .string()
+      .regex(/^(?:[0-9]+|[0-9a-f]{32})$/)
+      .meta({ description: "The provider's record id: digits, or BitGo's 32 hex" }),
     type: z.string(),
     /** Empty while the transfer is not broadcast yet. */
     txid: z.string(),
@@ -55,10 +58,16 @@ export const transactionDataSchema = z
 /** 2.4 Submitted transfer record, without `raw` (it echoes the request and carries a person). */
 export const submittedRecordSchema = z
   .looseObject({
-    id: z.union([count, z.string().regex(/^[0-9]+$/)]),
+    id: z.union([count, z.string().regex(/^(?:[0-9]+|[0-9a-f]{32})$/)]),
     sequenceId: z.string().min(1),
-    destinationAddress: z.string(),
-    amount: z.union([z.number().nonnegative(), decimalText]),
+    destinationAddress: z
+      .string()
+      .optional()
+      .meta({ description: 'Where the transfer goes, when the provider states it (BitGo: when one recipient is readable)' }),
+    amount: z
+      .union([z.number().nonnegative(), decimalText])
+      .optional()
+      .meta({ description: "How much, in the provider's unit (BitGo: base units), when the provider states it" }),
     raw: z.never().optional().meta({ description: "Never present: raw echoes the producer's own request and carries a person" }),
   })
   .meta({ description: 'The 2.4 record sendTransaction answered: documented keys only, without raw' });

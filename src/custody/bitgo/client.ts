@@ -182,6 +182,11 @@ export class BitgoClient implements CustodyPort {
     return transfer;
   }
 
+  walletProblem(wallet: WalletRef): string | undefined {
+    if (typeof wallet.walletId === 'string' && WALLET_ID.test(wallet.walletId)) return undefined;
+    return "must be BitGo's wallet id, 32 lowercase hex characters: CUSTODY_PROVIDER=bitgo takes no integer wallet id";
+  }
+
   async close(): Promise<void> {
     await this.#transport.close();
   }
@@ -228,9 +233,9 @@ export class BitgoClient implements CustodyPort {
  * balance changes per address. When exactly one entry is a recipient (recipientEntries: a positive
  * change on an address not of this wallet, not change, not PayGo), its address and `valueString` are
  * them: base units as integer text, exact, never through a double. Otherwise (no readable recipient,
- * as for a send of `txHex` alone before BitGo has decoded it, or several recipients) both are `''`:
- * "not stated", never a guess. The ledger stores '' as absent, and the tracking matcher then decides
- * by the sequenceId every BitGo transfer carries.
+ * as for a send of `txHex` alone before BitGo has decoded it, or several recipients) both are left
+ * out: "not stated", never a guess; the tracking matcher then decides by the sequenceId every BitGo
+ * transfer carries.
  */
 function acceptedTransfer(response: TransportResponse, sequenceId: string, walletId: string, options: SendOptions): AcceptedSend {
   const answer = readBody('send', response, sendAnswerSchema);
@@ -251,9 +256,7 @@ function acceptedTransfer(response: TransportResponse, sequenceId: string, walle
     id: transfer.id,
     sequenceId,
     txid,
-    destinationAddress: only?.address ?? '',
-    amount: only?.valueString ?? '',
-    [EXACT_AMOUNT]: only?.valueString ?? '',
+    ...(only ? { destinationAddress: only.address, amount: only.valueString, [EXACT_AMOUNT]: only.valueString } : {}),
     ...(options.keepRaw === false || answer.tx === undefined ? {} : { raw: answer.tx }),
   };
 }
@@ -262,7 +265,7 @@ function acceptedTransfer(response: TransportResponse, sequenceId: string, walle
  * The send's 202: accepted, waiting for an approval (BITGO_SEND_PROOF; never "not taken"). The answer
  * names the pending approval, not the transfer: `id` is the pending approval's (also under
  * `pendingApproval`), `state` is `pendingApproval` and there is no txid. Destination and amount come
- * from the request's recipients when exactly one is readable, else `''` as for a 200.
+ * from the request's recipients when exactly one is readable, else they are left out as for a 200.
  */
 function acceptedPendingApproval(response: TransportResponse, sequenceId: string): AcceptedSend {
   const approval = readBody('send', response, pendingApprovalSchema);
@@ -277,9 +280,7 @@ function acceptedPendingApproval(response: TransportResponse, sequenceId: string
     pendingApproval: approval.id,
     approvalState,
     txid: '',
-    destinationAddress: only?.address ?? '',
-    amount: only?.amount ?? '',
-    [EXACT_AMOUNT]: only?.amount ?? '',
+    ...(only ? { destinationAddress: only.address, amount: only.amount, [EXACT_AMOUNT]: only.amount } : {}),
   };
 }
 
