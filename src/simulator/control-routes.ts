@@ -37,6 +37,46 @@ export interface ControlTarget {
   extraRoute?(route: string, id: string, text: string, now: number): Answer | undefined;
 }
 
+/** What every simulator server has that its control target reads and changes the same way. */
+export interface ControlledServer<S, E extends string> {
+  readonly state: { stats(): unknown; releaseAllTxids(now: number): number };
+  readonly faults: { snapshot(): unknown; clear(): void; set(endpoint: E, plan: FaultPlan | null): void };
+  /** The settings in force; `PATCH settings` replaces them with the merged ones. */
+  current: S;
+  reset(): void;
+}
+
+/** What differs between the providers' control targets. */
+export interface ControlSpecifics<S, E extends string> extends Pick<ControlTarget, 'transfer' | 'setTxid' | 'expireTokens' | 'extraRoute'> {
+  readonly endpoints: readonly E[];
+  /** Deep-merges a partial into the settings (throws SettingsError on bad input). */
+  mergeSettings(current: S, patch: unknown): S;
+  /** Checks a fault plan further before it is set (the provider serves only some faults); default: none. */
+  checkFaultPlan?(plan: FaultPlan | null): FaultPlan | null;
+}
+
+/**
+ * The control target of a simulator server: settings, faults, stats, reset and the release of txids
+ * from `server` itself, the rest from `specifics`. Reads `server` at each call, never before.
+ */
+export function controlTarget<S, E extends string>(server: ControlledServer<S, E>, specifics: ControlSpecifics<S, E>): ControlTarget {
+  const { mergeSettings, checkFaultPlan, ...own } = specifics;
+  return {
+    ...own,
+    stats: () => server.state.stats(),
+    settings: () => server.current,
+    patchSettings: (patch) => {
+      server.current = mergeSettings(server.current, patch);
+      return server.current;
+    },
+    faults: () => server.faults.snapshot(),
+    clearFaults: () => server.faults.clear(),
+    setFault: (endpoint, plan) => server.faults.set(endpoint as E, checkFaultPlan === undefined ? plan : checkFaultPlan(plan)),
+    reset: () => server.reset(),
+    releaseAllTxids: (now) => server.state.releaseAllTxids(now),
+  };
+}
+
 const NOT_FOUND = failure(404, 'not found');
 
 export async function handleControl(target: ControlTarget, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {

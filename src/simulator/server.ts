@@ -29,7 +29,7 @@ import {
   parseFaultPlan,
 } from './settings.ts';
 import type { DeepPartial, FaultPlan, SimEndpoint, SimulatorOptions, SimulatorSettings } from './settings.ts';
-import { handleControl, type ControlTarget } from './control-routes.ts';
+import { controlTarget, handleControl, type ControlTarget } from './control-routes.ts';
 import { SimState } from './state.ts';
 import { ServerPlumbing, TokenBucket } from './plumbing.ts';
 import type { HalfSigned, SimTransfer, SimulatorStats, TransferView } from './state.ts';
@@ -126,23 +126,13 @@ class SimulatorServer {
     this.onRequest(req, res);
   });
   /** What `/_sim/` reads and changes (control-routes.ts). */
-  readonly control: ControlTarget = {
+  readonly control: ControlTarget = controlTarget(this, {
     endpoints: SIM_ENDPOINTS,
-    stats: () => this.state.stats(),
-    settings: () => this.current,
-    patchSettings: (patch) => {
-      this.current = mergeSettings(this.current, patch);
-      return this.current;
-    },
-    faults: () => this.faults.snapshot(),
-    clearFaults: () => this.faults.clear(),
-    setFault: (endpoint, plan) => this.faults.set(endpoint as SimEndpoint, plan),
-    reset: () => this.reset(),
+    mergeSettings,
     transfer: (sequenceId, now) => this.state.view(sequenceId, this.clientId, now),
     setTxid: (sequenceId, txid, now) => this.state.setTxid(sequenceId, txid, now) !== undefined,
-    releaseAllTxids: (now) => this.state.releaseAllTxids(now),
     expireTokens: () => this.state.expireTokens(),
-  };
+  });
 
   constructor(options: SimulatorOptions) {
     this.clientId = options.clientId ?? DEFAULT_CLIENT_ID;

@@ -44,7 +44,7 @@ import { workerEnv } from '../helpers/harness.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
-import { seededRandom } from './run-chaos.ts';
+import { seededRandom } from '../helpers/seeded-random.ts';
 
 export type Topology = 'sentinel' | 'cluster';
 

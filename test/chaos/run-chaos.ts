@@ -37,6 +37,7 @@ import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redi
 import { versionProblems, workerEnv } from '../helpers/harness.ts';
 import { samplePayload, sampleSend, type ValidSamplePayload } from '../../tools/sample-payloads.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
+import { seededRandom } from '../helpers/seeded-random.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type ExitInfo, type WorkerProcess } from '../helpers/worker-process.ts';
 import { consumedPerEndpoint, countInjected, randomFaultSequence, type FaultEntry } from './fault-plan.ts';
@@ -126,18 +127,6 @@ const CLOCK_SKEW_PRELOAD = new URL('./clock-skew.ts', import.meta.url).href;
 export function chaosSeed(): number {
   const given = process.env.CHAOS_SEED;
   return given !== undefined && given !== '' ? Number(given) >>> 0 : randomBytes(4).readUInt32LE(0);
-}
-
-/** mulberry32: small, fast, good enough to draw fault plans from a printed seed. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 interface Kill {

@@ -13,23 +13,12 @@ import { TERMINAL_EVENTS, type TransferEvent } from '../../packages/producer/src
 import type { CancelResult } from '../../packages/producer/src/transition.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { seededRandom } from '../helpers/seeded-random.ts';
 import { sleep } from '../helpers/wait.ts';
 
 const TRANSFERS = 200;
 const SEND_MS = 300;
 const SEED = Number(process.env.CANCEL_RACE_SEED ?? Date.now() % 2_147_483_647);
-
-/** mulberry32: a small seeded generator, [0, 1). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 let h: Harness;
 
@@ -46,7 +35,7 @@ afterAll(async () => {
 
 describe(`${TRANSFERS} transfers with ${SEND_MS} ms sends, each cancelled at a random moment (seed ${SEED})`, () => {
   it('accepted sends = transfers not cancelled; exactly one terminal event each', async () => {
-    const draw = random(SEED);
+    const draw = seededRandom(SEED);
     const transfers = Array.from({ length: TRANSFERS }, (_, index) => {
       const payload = samplePayload();
       return {

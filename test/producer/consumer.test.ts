@@ -23,6 +23,7 @@ import {
   type TransferEvent,
 } from '../../packages/producer/src/index.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
+import { streamEntryFields } from '../helpers/stream-entry.ts';
 
 const consumers: TransferEvents[] = [];
 const handles: ConsumeHandle[] = [];
@@ -39,6 +40,14 @@ function eventsOn(redis: Redis, prefix: string): TransferEvents {
   return events;
 }
 
+/** One test's consumer: a connection, a fresh prefix, its TransferEvents (closed after the test) and their stream. */
+function consumerSetUp(name: string): { redis: Redis; prefix: string; events: TransferEvents; stream: string } {
+  const redis = newRedis();
+  const prefix = uniquePrefix(name);
+  const events = eventsOn(redis, prefix);
+  return { redis, prefix, events, stream: events.stream };
+}
+
 function track(handle: ConsumeHandle): ConsumeHandle {
   handles.push(handle);
   return handle;
@@ -49,27 +58,15 @@ function track(handle: ConsumeHandle): ConsumeHandle {
  * `epoch`, also the ledger's epoch field (`''` writes the field empty, as a worker without an epoch may).
  */
 async function publish(redis: Redis, stream: string, sequenceId: string, version: number, epoch?: string): Promise<string> {
-  return (await redis.xadd(
-    stream,
-    '*',
-    'event',
-    'transfer.submitted',
-    'sequenceId',
+  const fields = streamEntryFields({
+    event: 'transfer.submitted',
     sequenceId,
-    'walletId',
-    '310',
-    'coin',
-    'eth',
-    'version',
-    String(version),
-    'at',
-    new Date().toISOString(),
-    'data',
-    JSON.stringify({ transfer: null, recoveredBy: 'duplicate' }),
-    'metadata',
-    JSON.stringify({ orderId: `A-${sequenceId}` }),
-    ...(epoch === undefined ? [] : ['epoch', epoch]),
-  ))!;
+    version: String(version),
+    data: JSON.stringify({ transfer: null, recoveredBy: 'duplicate' }),
+    metadata: JSON.stringify({ orderId: `A-${sequenceId}` }),
+    epoch,
+  });
+  return (await redis.xadd(stream, '*', ...fields))!;
 }
 
 /** A system event as the ledger writes it: no transfer (sequenceId empty, version 0). */
@@ -87,26 +84,15 @@ async function publishReconcile(redis: Redis, stream: string): Promise<string> {
     interrupted: false,
     durationMs: 3,
   };
-  return (await redis.xadd(
-    stream,
-    '*',
-    'event',
-    'reconcile.completed',
-    'sequenceId',
-    '',
-    'walletId',
-    '',
-    'coin',
-    '',
-    'version',
-    '0',
-    'at',
-    new Date().toISOString(),
-    'data',
-    JSON.stringify(data),
-    'metadata',
-    '',
-  ))!;
+  const fields = streamEntryFields({
+    event: 'reconcile.completed',
+    sequenceId: '',
+    walletId: '',
+    coin: '',
+    version: '0',
+    data: JSON.stringify(data),
+  });
+  return (await redis.xadd(stream, '*', ...fields))!;
 }
 
 const keyOf = (event: TransferEvent): string => (event.sequenceId === '' ? `@${event.id}` : `${event.sequenceId}:${event.version}`);
@@ -131,10 +117,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('TransferEvents', () => {
   it('hands 200 entries to one consumer: each (sequenceId, version) once, duplicates skipped, every entry acknowledged', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-once');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, events, stream } = consumerSetUp('consumer-once');
     const published: string[] = [];
     // 188 distinct transfer events (94 transfers x versions 1, 2), 10 republished copies (one right
     // after its original, in the same batch; the others in later batches) and 2 system events.
@@ -245,9 +228,7 @@ describe('TransferEvents', () => {
   });
 
   it('stop() finishes the batch being handled, acknowledges it and resolves; a restart goes on from there', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-stop');
-    const events = eventsOn(redis, prefix);
+    const { redis, events } = consumerSetUp('consumer-stop');
     for (let i = 1; i <= 30; i++) await publish(redis, events.stream, `seq-${i}`, 1);
 
     const handled: string[] = [];
@@ -280,31 +261,13 @@ describe('TransferEvents', () => {
   });
 
   it('an unparsable entry is dead-lettered, acknowledged and reported, a throwing handler is reported and retried; the loop goes on', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-errors');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, events, stream } = consumerSetUp('consumer-errors');
     await publish(redis, stream, 'seq-1', 1);
     const notOurs = (await redis.xadd(stream, '*', 'foo', 'bar'))!;
     const badJson = (await redis.xadd(
       stream,
       '*',
-      'event',
-      'transfer.submitted',
-      'sequenceId',
-      'seq-x',
-      'walletId',
-      '310',
-      'coin',
-      'eth',
-      'version',
-      '1',
-      'at',
-      new Date().toISOString(),
-      'data',
-      '{not json',
-      'metadata',
-      '',
+      ...streamEntryFields({ event: 'transfer.submitted', sequenceId: 'seq-x', version: '1', data: '{not json' }),
     ))!;
     const flaky = await publish(redis, stream, 'seq-2', 1);
     await publish(redis, stream, 'seq-3', 1);
@@ -350,10 +313,7 @@ describe('TransferEvents and the ledger epoch', () => {
   }
 
   it('hands the same (sequenceId, version) under two epochs to the handler twice: a second life is not a duplicate', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-epoch-lives');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, events, stream } = consumerSetUp('consumer-epoch-lives');
     // First life: versions 1, 2 under epoch E1. After the ledger is lost the transfer starts again at 1
     // under E2: once within the batch that holds E1's events, and once in a later batch.
     await publish(redis, stream, 'seq-1', 1, 'E1');
@@ -389,10 +349,7 @@ describe('TransferEvents and the ledger epoch', () => {
   });
 
   it('goes on after Redis lost the stream and its group: the group is made again and the new life handled', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-epoch-wipe');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, prefix, events, stream } = consumerSetUp('consumer-epoch-wipe');
     await publish(redis, stream, 'seq-1', 1, 'E1');
     const handled: string[] = [];
     const stages: string[] = [];
@@ -421,10 +378,7 @@ describe('TransferEvents and the ledger epoch', () => {
   });
 
   it('hands a true duplicate (same epoch, sequenceId and version) to the handler once, and keys its marker by the epoch', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-epoch-dup');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, prefix, events, stream } = consumerSetUp('consumer-epoch-dup');
     const first = await publish(redis, stream, 'seq-1', 1, 'E1');
     // A copy in the same batch, then the handled event's entry id is recorded under the epoch.
     await publish(redis, stream, 'seq-1', 1, 'E1');
@@ -448,10 +402,7 @@ describe('TransferEvents and the ledger epoch', () => {
   });
 
   it('reports a transfer that starts a new life once: through onNewEpoch when given, else through onError (stage epoch)', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-epoch-report');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, events, stream } = consumerSetUp('consumer-epoch-report');
     await publish(redis, stream, 'seq-1', 1, 'E1');
     await publish(redis, stream, 'seq-1', 2, 'E1');
     // A transfer seen under no epoch first: its first epoch is no new life.
@@ -538,10 +489,7 @@ describe('TransferEvents and the ledger epoch', () => {
   });
 
   it('entries without an epoch (or with it empty) de-duplicate by (sequenceId, version) under the markers they always had', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-epoch-none');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, prefix, events, stream } = consumerSetUp('consumer-epoch-none');
     // A marker left by a consumer of the previous package version, for seq-1 version 1.
     await redis.set(`${prefix}:events:seen:g:seq-1:1`, '1-1', 'PX', 60_000);
     await publish(redis, stream, 'seq-1', 1);
@@ -586,10 +534,7 @@ describe('TransferEvents: delivery cap, dead-letter, reasons', () => {
   }
 
   it('a handler that always throws: after maxDeliveries the entry goes to the dead-letter stream (reason, count) and is acknowledged', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-dead');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, events, stream } = consumerSetUp('consumer-dead');
     const poison = await publish(redis, stream, 'seq-poison', 1);
     await publish(redis, stream, 'seq-fine', 1);
 
@@ -643,10 +588,7 @@ describe('TransferEvents: delivery cap, dead-letter, reasons', () => {
   });
 
   it('dead-letter as a callback: told the entry and why, then the entry is acknowledged', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-dead-cb');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, events, stream } = consumerSetUp('consumer-dead-cb');
     const poison = await publish(redis, stream, 'seq-poison', 1);
     const told: Array<{ id: string; event?: string; reason: string; deliveries: number }> = [];
     track(
@@ -674,30 +616,12 @@ describe('TransferEvents: delivery cap, dead-letter, reasons', () => {
   });
 
   it('a malformed entry reaches onError (reason malformed) and the dead-letter; the default onError writes one line to stderr', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-malformed');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, events, stream } = consumerSetUp('consumer-malformed');
     const garbage = (await redis.xadd(stream, '*', 'foo', 'secret-value-1', 'data', 'secret-value-2'))!;
     const unknownType = (await redis.xadd(
       stream,
       '*',
-      'event',
-      'transfer.teleported',
-      'sequenceId',
-      'seq-u',
-      'walletId',
-      '310',
-      'coin',
-      'eth',
-      'version',
-      '1',
-      'at',
-      new Date().toISOString(),
-      'data',
-      '{}',
-      'metadata',
-      '',
+      ...streamEntryFields({ event: 'transfer.teleported', sequenceId: 'seq-u', version: '1', data: '{}' }),
     ))!;
     const errors: Array<{ error: Error; info: ConsumeErrorInfo }> = [];
     track(
@@ -742,10 +666,7 @@ describe('TransferEvents: delivery cap, dead-letter, reasons', () => {
   });
 
   it('a version going backwards for a transfer is reported (reason stale-version) and still handed to the handler', async () => {
-    const redis = newRedis();
-    const prefix = uniquePrefix('consumer-stale');
-    const events = eventsOn(redis, prefix);
-    const stream = events.stream;
+    const { redis, events, stream } = consumerSetUp('consumer-stale');
     await publish(redis, stream, 'seq-1', 2);
     const stale = await publish(redis, stream, 'seq-1', 1);
     await publish(redis, stream, 'seq-1', 3);

@@ -7,7 +7,7 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { handleControl, ControlInputError, parseControlJson } from '../control-routes.ts';
+import { controlTarget, handleControl, ControlInputError, parseControlJson } from '../control-routes.ts';
 import type { ControlTarget } from '../control-routes.ts';
 import { FaultBoard } from '../faults.ts';
 import { ServerPlumbing, TokenBucket } from '../plumbing.ts';
@@ -114,21 +114,12 @@ class BitgoServer {
     this.onRequest(req, res);
   });
 
-  readonly control: ControlTarget = {
+  readonly control: ControlTarget = controlTarget(this, {
     endpoints: BITGO_ENDPOINTS,
-    stats: () => this.state.stats(),
-    settings: () => this.current,
-    patchSettings: (patch) => {
-      this.current = mergeBitgoSettings(this.current, patch);
-      return this.current;
-    },
-    faults: () => this.faults.snapshot(),
-    clearFaults: () => this.faults.clear(),
-    setFault: (endpoint, plan) => this.faults.set(endpoint as BitgoEndpoint, checkBitgoFaultPlan(plan)),
-    reset: () => this.reset(),
+    mergeSettings: mergeBitgoSettings,
+    checkFaultPlan: checkBitgoFaultPlan,
     transfer: (sequenceId, now) => this.state.view(sequenceId, now),
     setTxid: (sequenceId, txid, now) => this.state.setTxid(sequenceId, txid, now),
-    releaseAllTxids: (now) => this.state.releaseAllTxids(now),
     expireTokens: () => {
       this.tokenRevoked = true;
     },
@@ -142,7 +133,7 @@ class BitgoServer {
       if (!this.state.forceState(id, state as BitgoTransferState, now)) return failure(404, 'unknown sequenceId');
       return json(200, this.state.view(id, now));
     },
-  };
+  });
 
   constructor(options: BitgoSimulatorOptions) {
     this.accessToken = options.accessToken ?? DEFAULT_BITGO_ACCESS_TOKEN;
