@@ -4,6 +4,7 @@
  *   docs/metrics.md         the worker's Prometheus metrics (src/metrics.ts: createMetrics)
  *   docs/events.md          the event types and failure codes (packages/producer/src/events.ts, catalog.ts)
  *   docs/architecture.md    what an answer to sendTransaction proves (src/transfers/send-proof.ts)
+ *   docs/bitgo-api.md       what an answer to BitGo's send proves (src/custody/bitgo/responses.ts)
  *   docs/cli.md             the CLI's usage text (src/cli/usage.ts with src/cli/run.ts's COMMANDS)
  *   bench/README.md         the benchmarks' figures and goals (bench/results/*.json, bench/goals.ts;
  *                           tools/docs/bench.ts)
@@ -24,6 +25,7 @@ import { usage } from '../../src/cli/usage.ts';
 import { CONFIG_DOCS, CONFIG_VARIABLES, type ConfigVariable } from '../../src/config/config.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { SEND_PROOF_TABLE, proofOfAnswer } from '../../src/transfers/send-proof.ts';
+import { BITGO_SEND_PROOF, bitgoSendProof } from '../../src/custody/bitgo/responses.ts';
 import { benchBudget, benchCapacity, benchFigures, benchMemory, benchScale, benchTargets, budgetSizing } from './bench.ts';
 import { code, table } from './markdown.ts';
 
@@ -35,6 +37,7 @@ export const PAGES: Readonly<Record<string, readonly RegionName[]>> = {
   'docs/metrics.md': ['metrics'],
   'docs/events.md': ['events', 'failure-codes'],
   'docs/architecture.md': ['send-proof'],
+  'docs/bitgo-api.md': ['bitgo-send-proof'],
   'docs/cli.md': ['cli-usage'],
   'bench/README.md': ['bench-targets', 'bench-figures', 'bench-memory', 'bench-scale', 'bench-budget', 'budget-sizing', 'bench-capacity'],
 };
@@ -45,6 +48,7 @@ const REGIONS = {
   events: eventsTable,
   'failure-codes': failureCodesTable,
   'send-proof': sendProofTable,
+  'bitgo-send-proof': bitgoSendProofTable,
   'cli-usage': cliUsage,
   'bench-targets': benchTargets,
   'bench-figures': benchFigures,
@@ -161,6 +165,16 @@ function sendProofTable(): string {
     return [row.answer, code(proofs[0]!)];
   });
   return table(['answer', 'proves'], rows);
+}
+
+/** BitGo's own rows, each checked: the table gives every example of a row that row's proof. */
+function bitgoSendProofTable(): string {
+  const rows = BITGO_SEND_PROOF.map((row) => {
+    const wrong = row.examples.filter((example) => bitgoSendProof(example) !== row.proof);
+    if (wrong.length > 0) throw new Error(`BITGO_SEND_PROOF row "${row.answer}": ${wrong.length} of its examples get another proof`);
+    return [row.answer, code(row.proof), row.basis];
+  });
+  return table(['answer to the send', 'proves', 'basis'], rows);
 }
 
 function cliUsage(): string {
