@@ -12,6 +12,8 @@ import type { Output } from './output.ts';
  * that names the option, and no configuration or connection is needed to say so.
  */
 const WALLET_ID = /^\d{1,20}$/;
+/** BitGo's wallet ids (its adapter checks the form again, for the provider configured). */
+const BITGO_WALLET_ID = /^(?=[0-9]*[a-f])[0-9a-f]{32}$/;
 const COIN = /^[a-z0-9._-]{1,32}$/;
 /** The client's txid rule: one plain token, starting alphanumeric (never `.`, `..`, a slash or a percent). */
 const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
@@ -31,7 +33,10 @@ function required(values: OptionValues, name: string): string {
 
 export function walletArgument(values: OptionValues): string {
   const wallet = required(values, 'wallet');
-  if (!WALLET_ID.test(wallet) || !Number.isSafeInteger(Number(wallet))) throw usageError('--wallet must be a wallet id: digits only');
+  if (BITGO_WALLET_ID.test(wallet)) return wallet;
+  if (!WALLET_ID.test(wallet) || !Number.isSafeInteger(Number(wallet))) {
+    throw usageError('--wallet must be a wallet id: digits (CUSTODY_PROVIDER=wallet-service) or 32 lowercase hex (bitgo)');
+  }
   return wallet;
 }
 

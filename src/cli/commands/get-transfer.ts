@@ -13,7 +13,7 @@ The list may hold other transactions of the wallet too (the spec does not say it
 empty list is an answer, not an error (exit 0).
 
 Options:
-  --wallet ID          wallet id (digits)
+  --wallet ID          wallet id (digits; with CUSTODY_PROVIDER=bitgo, 32 lowercase hex)
   --coin COIN          lowercase asset code, e.g. eth
   --sequence-id ID     look up by sequenceId, or
   --txid TXID          look up by transaction hash

@@ -11,9 +11,9 @@ export const walletTransactionCommand: Command = {
 exits 3.
 
 Options:
-  --wallet ID     wallet id (digits)
+  --wallet ID     wallet id (digits; with CUSTODY_PROVIDER=bitgo, 32 lowercase hex)
   --txid TXID     transaction hash
-  --coin COIN     the asset code, for a provider whose path names it (not needed by this one)
+  --coin COIN     the asset code: required with CUSTODY_PROVIDER=bitgo, whose paths name it
 
 Needs the worker's CUSTODY_* configuration (CUSTODY_BASE_URL, CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN, ...).
 
