@@ -12,7 +12,9 @@
  * runner outlived by its lease, is for any client indistinguishable from our own accepted send: such
  * schedules are counted, `foreignAfterLostAnswer`, and exempt from the rule below alone; docs/architecture.md
  * "Limits" says so; so is, after the ledger was lost, a foreign holder's record found by the
- * recovery lookup.) Once the transfer ended, its record may be removed (RETENTION)
+ * recovery lookup; and, with BitGo's answers, after an answer that BitGo's table reads as "may have been
+ * processed" (a 503, a 2xx not about our sequenceId), as unclear as a lost answer.) Every schedule runs twice: with the first provider's
+ * answers and with BitGo's (EXPLORE_PROVIDERS). Once the transfer ended, its record may be removed (RETENTION)
  * and a new job for the same sequenceId run: it must send nothing and publish nothing.
  *
  * Two draws break the guarantee's assumptions: a lease reply that reaches its runner only after the
@@ -74,11 +76,27 @@ import { RateLimited, RetryLater } from '../../src/queues/outcomes.ts';
 import type { JobContext } from '../../src/queues/processor.ts';
 import { SUBMIT_RETRY, withBase } from '../../src/timing.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
+import { bitgoSendProof } from '../../src/custody/bitgo/responses.ts';
+import type { SendProof } from '../../src/transfers/send-proof.ts';
 import type { SubmittedTransfer, Transaction } from '../../src/custody/wallet-service/schemas.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
 const RUNS = Number(process.env.EXPLORE_RUNS ?? 2_000);
+/**
+ * Whose answers the scripted upstream gives: the first provider's, or BitGo's (the same draws, judged
+ * by BITGO_SEND_PROOF: a duplicate is a 400 DuplicateSequenceIdError, a 503 may have been processed).
+ * EXPLORE_PROVIDERS picks (default both).
+ */
+const PROVIDERS = (process.env.EXPLORE_PROVIDERS ?? 'wallet-service,bitgo').split(',') as Array<'wallet-service' | 'bitgo'>;
+let provider: 'wallet-service' | 'bitgo' = 'wallet-service';
+
+/** What BitGo's adapter would say an answer of the draw proves. */
+function bitgoProofOf(code: CustodyErrorCode, httpStatus: number | undefined, maybeProcessed: boolean | undefined): SendProof {
+  if (code === CustodyErrorCode.DUPLICATE) return bitgoSendProof({ kind: 'status', status: 400, name: 'DuplicateSequenceIdError' });
+  if (httpStatus !== undefined) return bitgoSendProof({ kind: 'status', status: httpStatus });
+  return bitgoSendProof(maybeProcessed === false ? { kind: 'never-written' } : { kind: 'no-answer' });
+}
 const SEED = Number(process.env.EXPLORE_SEED ?? Date.now() % 2_147_483_647);
 
 const LEASE_MS = 10_000;
@@ -285,6 +303,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   let accepted = 0;
   let sendCount = 0;
   let lostAnswers = 0;
+  /** Answers that may have been processed although they came in time (BitGo's 503). */
+  let unclearAnswers = 0;
   let sendDraw = 0;
   let lookupDraw = 0;
   let waitDraw = 0;
@@ -306,12 +326,21 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   };
   const SLOW = LEASE_MS + 1; // an answer that comes after the lease ran out
   const error = (code: CustodyErrorCode, httpStatus?: number, maybeProcessed?: boolean) =>
-    new CustodyError(code, `sendTransaction: ${code}`, {
+    new CustodyError(code, `send: ${code}`, {
       endpoint: 'send',
-      httpStatus,
+      // BitGo refuses a taken sequenceId with a 400, not a 409.
+      httpStatus: provider === 'bitgo' && code === CustodyErrorCode.DUPLICATE ? 400 : httpStatus,
       maybeProcessed,
       retryAfterMs: code === CustodyErrorCode.RATE_LIMITED ? 10 : undefined,
+      // BitGo's adapter decides by its own table (BITGO_SEND_PROOF): a 503 may have been processed.
+      ...(provider === 'bitgo' ? { proof: bitgoProof(code, httpStatus, maybeProcessed) } : {}),
     });
+  /** BitGo's proof of an answer; one that may have been processed although it came in time is as unclear as a lost one. */
+  const bitgoProof = (code: CustodyErrorCode, httpStatus: number | undefined, maybeProcessed: boolean | undefined): SendProof => {
+    const proof = bitgoProofOf(code, httpStatus, maybeProcessed);
+    if (proof === 'maybe-processed') unclearAnswers++;
+    return proof;
+  };
   const record = {
     id: 150001,
     sequenceId,
@@ -420,6 +449,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
         if (draw === 'error')
           throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'lookup', httpStatus: 503 });
         const held = [...(accepted > 0 ? [transaction] : []), ...(scenario.foreign ? [foreignTransaction] : [])];
+        // BitGo answers the one transfer that holds the sequenceId, carrying it (docs/bitgo-api.md section 3).
+        if (provider === 'bitgo') return draw === 'empty' ? [] : held;
         // A provider that does not narrow lists the wallet's other send beside whatever the sequenceId holds.
         const others = scenario.narrowed ? [] : [otherOfWallet];
         switch (draw) {
@@ -598,7 +629,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     windowShut,
     // A send marked in flight whose runner wrote nothing (its lease reply came late) and was taken over
     // before it could say so is, to the ledger, a send whose answer was lost.
-    foreignAfterLostAnswer: scenario.foreign && (lostAnswers > 0 || windowShut > 0),
+    foreignAfterLostAnswer: scenario.foreign && (lostAnswers > 0 || unclearAnswers > 0 || windowShut > 0),
     finalState: (await ledger.get(sequenceId))?.state,
     trackers: trackerJobs,
     outbox,
@@ -676,10 +707,11 @@ function invariantProblems(report: RunReport): string[] {
   return problems;
 }
 
-describe('one transfer under explored schedules', () => {
+describe.each(PROVIDERS)('one transfer under explored schedules, %s answers', (answers) => {
   it(
     `keeps every guarantee over ${RUNS} schedules of 2–3 runners and a reconciliation pass (seed ${SEED})`,
     async () => {
+      provider = answers;
       const seen = {
         schedules: 0,
         submitted: 0,
@@ -737,7 +769,7 @@ describe('one transfer under explored schedules', () => {
         }),
         { numRuns: RUNS, seed: SEED, endOnFailure: true },
       );
-      console.log(`[explore] seed ${SEED}: ${JSON.stringify(seen)}`);
+      console.log(`[explore] ${answers} answers, seed ${SEED}: ${JSON.stringify(seen)}`);
       // The exploration must reach every kind of ending, or it explores less than it claims.
       expect(seen.submitted).toBeGreaterThan(0);
       expect(seen.failed).toBeGreaterThan(0);
