@@ -677,78 +677,82 @@ function invariantProblems(report: RunReport): string[] {
 }
 
 describe('one transfer under explored schedules', () => {
-  it(`keeps every guarantee over ${RUNS} schedules of 2–3 runners and a reconciliation pass (seed ${SEED})`, async () => {
-    const seen = {
-      schedules: 0,
-      submitted: 0,
-      failed: 0,
-      unresolved: 0,
-      inUse: 0,
-      expired: 0,
-      open: 0,
-      foreign: 0,
-      foreignAfterLostAnswer: 0,
-      wiped: 0,
-      windowShut: 0,
-      cancels: 0,
-      cancelled: 0,
-      tooLate: 0,
-      alreadyEnded: 0,
-      cancelAt: Object.fromEntries(CANCEL_DRAWS.map((at) => [at, 0])) as Record<CancelDraw, number>,
-    };
-    await fc.assert(
-      fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
-        const report = await runSchedule(s, scenario);
-        seen.schedules++;
-        if (scenario.foreign) seen.foreign++;
-        if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
-        if (report.wiped) seen.wiped++;
-        if (report.windowShut > 0) seen.windowShut++;
-        for (const { at, result } of report.cancels) {
-          seen.cancels++;
-          seen.cancelAt[at]++;
-          if (result.outcome === 'cancelled') seen.cancelled++;
-          else if (result.outcome === 'too-late') seen.tooLate++;
-          else seen.alreadyEnded++;
-        }
-        const types = report.events.map((event) => event.event);
-        if (types.includes('transfer.submitted')) seen.submitted++;
-        if (types.includes('transfer.failed')) seen.failed++;
-        if (types.includes('transfer.unresolved')) seen.unresolved++;
-        if (
-          report.events.some(
-            (event) => event.event === 'transfer.unresolved' && (event.data as { code: string }).code === 'SEQUENCE_ID_IN_USE',
+  it(
+    `keeps every guarantee over ${RUNS} schedules of 2–3 runners and a reconciliation pass (seed ${SEED})`,
+    async () => {
+      const seen = {
+        schedules: 0,
+        submitted: 0,
+        failed: 0,
+        unresolved: 0,
+        inUse: 0,
+        expired: 0,
+        open: 0,
+        foreign: 0,
+        foreignAfterLostAnswer: 0,
+        wiped: 0,
+        windowShut: 0,
+        cancels: 0,
+        cancelled: 0,
+        tooLate: 0,
+        alreadyEnded: 0,
+        cancelAt: Object.fromEntries(CANCEL_DRAWS.map((at) => [at, 0])) as Record<CancelDraw, number>,
+      };
+      await fc.assert(
+        fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
+          const report = await runSchedule(s, scenario);
+          seen.schedules++;
+          if (scenario.foreign) seen.foreign++;
+          if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
+          if (report.wiped) seen.wiped++;
+          if (report.windowShut > 0) seen.windowShut++;
+          for (const { at, result } of report.cancels) {
+            seen.cancels++;
+            seen.cancelAt[at]++;
+            if (result.outcome === 'cancelled') seen.cancelled++;
+            else if (result.outcome === 'too-late') seen.tooLate++;
+            else seen.alreadyEnded++;
+          }
+          const types = report.events.map((event) => event.event);
+          if (types.includes('transfer.submitted')) seen.submitted++;
+          if (types.includes('transfer.failed')) seen.failed++;
+          if (types.includes('transfer.unresolved')) seen.unresolved++;
+          if (
+            report.events.some(
+              (event) => event.event === 'transfer.unresolved' && (event.data as { code: string }).code === 'SEQUENCE_ID_IN_USE',
+            )
           )
-        )
-          seen.inUse++;
-        if (types.includes('transfer.expired')) seen.expired++;
-        if (!types.some((type) => TERMINAL_EVENTS.has(type)) && !types.includes('transfer.submitted')) seen.open++;
-        const problems = invariantProblems(report);
-        if (problems.length > 0) {
-          throw new Error(
-            `${problems.join('\n')}\nevents: ${types.join(', ')}; accepted ${report.accepted}; sends ${report.sends}; final state ${report.finalState}\n${s
-              .report()
-              .map((task) => task.label)
-              .join(' → ')}`,
-          );
-        }
-      }),
-      { numRuns: RUNS, seed: SEED, endOnFailure: true },
-    );
-    console.log(`[explore] seed ${SEED}: ${JSON.stringify(seen)}`);
-    // The exploration must reach every kind of ending, or it explores less than it claims.
-    expect(seen.submitted).toBeGreaterThan(0);
-    expect(seen.failed).toBeGreaterThan(0);
-    expect(seen.wiped).toBeGreaterThan(0);
-    expect(seen.windowShut).toBeGreaterThan(0);
-    expect(seen.cancelled).toBeGreaterThan(0);
-    expect(seen.tooLate).toBeGreaterThan(0);
-    if (RUNS >= 1_000) {
-      expect(seen.alreadyEnded).toBeGreaterThan(0);
-      for (const at of CANCEL_DRAWS) expect(seen.cancelAt[at], `cancels fired ${at}`).toBeGreaterThan(0);
-      expect(seen.unresolved).toBeGreaterThan(0);
-      expect(seen.inUse).toBeGreaterThan(0);
-      expect(seen.expired).toBeGreaterThan(0);
-    }
-  }, Math.max(1_800_000, RUNS * 60));
+            seen.inUse++;
+          if (types.includes('transfer.expired')) seen.expired++;
+          if (!types.some((type) => TERMINAL_EVENTS.has(type)) && !types.includes('transfer.submitted')) seen.open++;
+          const problems = invariantProblems(report);
+          if (problems.length > 0) {
+            throw new Error(
+              `${problems.join('\n')}\nevents: ${types.join(', ')}; accepted ${report.accepted}; sends ${report.sends}; final state ${report.finalState}\n${s
+                .report()
+                .map((task) => task.label)
+                .join(' → ')}`,
+            );
+          }
+        }),
+        { numRuns: RUNS, seed: SEED, endOnFailure: true },
+      );
+      console.log(`[explore] seed ${SEED}: ${JSON.stringify(seen)}`);
+      // The exploration must reach every kind of ending, or it explores less than it claims.
+      expect(seen.submitted).toBeGreaterThan(0);
+      expect(seen.failed).toBeGreaterThan(0);
+      expect(seen.wiped).toBeGreaterThan(0);
+      expect(seen.windowShut).toBeGreaterThan(0);
+      expect(seen.cancelled).toBeGreaterThan(0);
+      expect(seen.tooLate).toBeGreaterThan(0);
+      if (RUNS >= 1_000) {
+        expect(seen.alreadyEnded).toBeGreaterThan(0);
+        for (const at of CANCEL_DRAWS) expect(seen.cancelAt[at], `cancels fired ${at}`).toBeGreaterThan(0);
+        expect(seen.unresolved).toBeGreaterThan(0);
+        expect(seen.inUse).toBeGreaterThan(0);
+        expect(seen.expired).toBeGreaterThan(0);
+      }
+    },
+    Math.max(1_800_000, RUNS * 60),
+  );
 });
