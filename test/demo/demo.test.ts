@@ -35,6 +35,14 @@ const EXPECTED: Record<string, string> = {
   invalid: 'transfer.rejected',
 };
 
+/** With --provider bitgo: no sample is blocked; an integer wallet id is rejected instead. */
+const EXPECTED_BITGO: Record<string, string> = {
+  normal: 'transfer.broadcast',
+  duplicate: 'transfer.broadcast',
+  'integer-wallet': 'transfer.rejected',
+  invalid: 'transfer.rejected',
+};
+
 /** Short settings: the simulator gives a txid within ~100 ms, any free HTTP port. */
 function fastEnv(extra: Record<string, string> = {}): Record<string, string> {
   return { REDIS_URL: testRedisUrl(), DEMO_PACE: '100ms', DEMO_TIMEOUT: '30s', HTTP_PORT: '0', ...extra };
@@ -50,6 +58,8 @@ interface SummarySample {
   acceptedSends: number;
   ok: boolean;
   problems: string[];
+  /** --provider bitgo, a sent transfer: its wait in pendingApproval at the simulator. */
+  approval?: { waitedMs: number; seenWaiting: boolean };
 }
 interface Summary {
   type: 'summary';
@@ -291,6 +301,89 @@ describe('npm run demo', () => {
     expect(await keyCount(prefix!)).toBe(0);
   });
 
+  it('runs against the BitGo simulator with --provider bitgo and exits 0, every sample in its expected state, one transfer having waited in pendingApproval', async () => {
+    // DEMO_PACE 1s: each send waits 600 ms in pendingApproval, its txid shows 300 ms after signing.
+    const result = await spawnDemo(['--json', '--provider', 'bitgo'], fastEnv({ DEMO_TRANSFERS: '2', DEMO_PACE: '1s' })).exit();
+    expect(result.code, result.stderr).toBe(0);
+    expectNothingForbidden(result);
+
+    const lines = jsonLines(result.stdout);
+    const start = lines.find((line) => line.type === 'start')!;
+    expect(start).toMatchObject({
+      samples: { normal: 2, duplicate: 1, 'integer-wallet': 1, invalid: 1 },
+      jobs: 6,
+      bitgo: { approvalAfterMs: 600, txidAfterMs: 300 },
+    });
+    const summary = lines.find((line) => line.type === 'summary') as unknown as Summary;
+    expect(summary.ok, JSON.stringify(summary.problems)).toBe(true);
+    expect(summary.samples.map((sample) => sample.kind).sort()).toEqual(['duplicate', 'integer-wallet', 'invalid', 'normal', 'normal']);
+    for (const sample of summary.samples) {
+      expect(sample.got, sample.sequenceId).toBe(EXPECTED_BITGO[sample.kind]);
+      expect(sample.ok, sample.problems.join('; ')).toBe(true);
+      const sent = sample.kind === 'normal' || sample.kind === 'duplicate' ? 1 : 0;
+      expect({ submitted: sample.submitted, acceptedSends: sample.acceptedSends }, sample.sequenceId).toEqual({
+        submitted: sent,
+        acceptedSends: sent,
+      });
+      // Every accepted send waited in pendingApproval at the simulator; the rejected ones were never sent.
+      if (sent === 1) expect(sample.approval?.waitedMs, sample.sequenceId).toBe(600);
+      else expect(sample.approval, sample.sequenceId).toBeUndefined();
+    }
+
+    // Seen waiting: an `approval` line after the transfer's submitted event and before its broadcast.
+    const events = lines.filter((line) => line.type === 'event') as unknown as Array<{ event: string; sequenceId: string; detail: string }>;
+    expect(events.map((event) => event.event)).not.toContain('transfer.blocked');
+    const integerWallet = events.find((event) => event.sequenceId.endsWith('-integer-wallet'))!;
+    expect(integerWallet).toMatchObject({ event: 'transfer.rejected', detail: 'INVALID_PAYLOAD (walletId)' });
+    const approvals = lines.filter((line) => line.type === 'approval') as unknown as Array<{ sequenceId: string; state: string }>;
+    expect(approvals.length).toBeGreaterThan(0);
+    const waited = approvals[0]!.sequenceId;
+    expect(approvals[0]!.state).toBe('pendingApproval');
+    expect(summary.samples.find((sample) => sample.sequenceId === waited)?.approval?.seenWaiting).toBe(true);
+    const order = lines.flatMap((line) =>
+      line.sequenceId === waited && (line.type === 'approval' || line.type === 'event')
+        ? [line.type === 'approval' ? 'approval' : String(line.event)]
+        : [],
+    );
+    expect(order).toEqual(['transfer.submitted', 'approval', 'transfer.broadcast']);
+    expect(await keyCount(summary.prefix)).toBe(0);
+  });
+
+  it('CUSTODY_PROVIDER=bitgo selects BitGo too (text output shows the approval wait); an unknown provider is refused', async () => {
+    const result = await spawnDemo([], fastEnv({ CUSTODY_PROVIDER: 'bitgo', DEMO_TRANSFERS: '1', DEMO_PACE: '1s' })).exit();
+    expect(result.code, result.stderr).toBe(0);
+    const { stdout } = result;
+    const prefix = /queue prefix (demo-[0-9a-f]{8})/.exec(stdout)?.[1];
+    expect(stdout).toMatch(
+      /^ {2}simulator {3}http:\S+ {2}\(BitGo: a send waits 600 ms in pendingApproval, its txid 300 ms after signing; no travel-rule gate\)$/m,
+    );
+    expect(stdout).toMatch(/enqueueing 5 jobs for 4 transfers: 1 normal, 1 duplicate \(2 jobs\), 1 integer wallet id, 1 invalid payload$/m);
+    const time = String.raw`^ {2}\d\d:\d\d:\d\d\.\d{3} {2}`;
+    expect(stdout).toMatch(new RegExp(`${time}transfer\\.submitted +${prefix}-normal-1 +v1 +upstream id [0-9a-f]{32}$`, 'm'));
+    expect(stdout).toMatch(
+      new RegExp(`${time}pendingApproval +${prefix}-normal-1 +accepted, waiting for approval at BitGo: no txid yet$`, 'm'),
+    );
+    expect(stdout).toMatch(new RegExp(`${time}transfer\\.rejected +${prefix}-integer-wallet +v1 +INVALID_PAYLOAD \\(walletId\\)$`, 'm'));
+    expect(stdout).toMatch(
+      new RegExp(`^ {2}${prefix}-integer-wallet +integer wallet id +1 +transfer\\.rejected +transfer\\.rejected +0 +0 +yes$`, 'm'),
+    );
+    expect(stdout).toMatch(/^ok: all 4 transfers reached their expected outcome \(5 jobs, \d+ events, [\d.]+ s\)$/m);
+    expect(stdout).toMatch(
+      /^pendingApproval: 2 of 2 sent transfers waited for approval at BitGo \(600 ms\), [12] seen waiting at their transfer\.submitted$/m,
+    );
+    expect(stdout).not.toMatch(/travel rule applies|transfer\.blocked/);
+    expect(stoppedSteps(result.stderr)).toEqual(['worker', 'http server', 'demo connection', 'simulator']);
+
+    const env = await spawnDemo([], fastEnv({ CUSTODY_PROVIDER: 'nope' })).exit();
+    expect(env.code).toBe(78);
+    expect(env.stderr).toMatch(/^demo: CUSTODY_PROVIDER: must be one of wallet-service, bitgo$/m);
+    expect(env.stdout).toBe('');
+    const argv = await spawnDemo(['--provider', 'nope'], fastEnv()).exit();
+    expect(argv.code).toBe(2);
+    expect(argv.stderr).toMatch(/^demo: --provider: unknown provider "nope" \(wallet-service or bitgo\)$/m);
+    expect(argv.stderr).toContain('--provider P');
+  });
+
   it('exits 1 and says which samples differed when they do not settle in time', async () => {
     // The simulator takes about a minute per txid: the normal transfers cannot be broadcast within 4 s.
     const result = await spawnDemo(['--json'], fastEnv({ DEMO_TRANSFERS: '1', DEMO_PACE: '60s', DEMO_TIMEOUT: '4s' })).exit();
@@ -460,6 +553,24 @@ describe('the demo verdict', () => {
 
     const doubleSpend = verifyRun(samples, good(), (sequenceId) => (sequenceId === 'demo-test-duplicate' ? 2 : oneSendEach(sequenceId)));
     expect(doubleSpend.problems).toEqual(['demo-test-duplicate: the simulator accepted 2 sends, expected 1']);
+  });
+
+  it('builds BitGo samples: 32-hex wallet ids and testnet coins, an integer wallet id rejected in place of the blocked one', () => {
+    const bitgo = buildSamples('demo-test', 2, 'bitgo');
+    expect(bitgo.map((sample) => [sample.kind, sample.expected, sample.sends])).toEqual([
+      ['normal', 'transfer.broadcast', 1],
+      ['normal', 'transfer.broadcast', 1],
+      ['duplicate', 'transfer.broadcast', 1],
+      ['integer-wallet', 'transfer.rejected', 0],
+      ['invalid', 'transfer.rejected', 0],
+    ]);
+    for (const sample of bitgo.filter((one) => one.sends === 1)) {
+      const data = sample.jobs[0]!.data as { walletId: unknown; coin: string; travelRule?: unknown };
+      expect(data.walletId).toMatch(/^[0-9a-f]{32}$/);
+      expect(data.coin).toMatch(/^(t|ht)[a-z]+$/);
+      expect(data.travelRule).toBeUndefined();
+    }
+    expect((bitgo[3]!.jobs[0]!.data as { walletId: unknown }).walletId).toBe(310);
   });
 
   it('fails a wrong outcome, a gap in versions and an event for a transfer it did not enqueue', () => {

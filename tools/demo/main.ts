@@ -54,9 +54,10 @@ let code: number = EXIT_FAILED;
 let summarised = false;
 try {
   const started = await stack.start(controller.signal);
-  const samples = buildSamples(runId, options.normal);
-  const counts = { normal: 0, duplicate: 0, blocked: 0, invalid: 0 } satisfies Record<SampleKind, number>;
-  for (const sample of samples) counts[sample.kind]++;
+  const samples = buildSamples(runId, options.normal, options.provider);
+  // In the samples' order: normal, duplicate, blocked (with BitGo: integer-wallet), invalid.
+  const counts: Partial<Record<SampleKind, number>> = {};
+  for (const sample of samples) counts[sample.kind] = (counts[sample.kind] ?? 0) + 1;
   out.start({
     runId,
     redis: describeRedis(started.redis),
@@ -68,6 +69,10 @@ try {
     configuredUser: options.dashboardUser,
     samples: counts,
     jobs: enqueueOrder(samples).length,
+    bitgo: started.bitgo && {
+      approvalAfterMs: started.bitgo.settings().approvalAfterMs,
+      txidAfterMs: started.bitgo.settings().txidAfterMs,
+    },
   });
 
   const result = await runSamples(started, samples, out, {
@@ -86,6 +91,7 @@ try {
     durationMs: result.durationMs,
     timedOut: result.timedOut,
     keep: options.keep,
+    approvals: result.approvals,
   });
   summarised = true;
   code = result.verdict.ok ? EXIT_OK : EXIT_FAILED;

@@ -3,6 +3,7 @@
  * itself (tools/demo/stack.ts); of the worker's variables it only takes the ones a person running the
  * demo would want to choose: where Redis is, where the dashboard listens and its credentials, the log level.
  */
+import { CUSTODY_PROVIDERS, type CustodyProvider } from '../../src/config/config.ts';
 import { parseDuration } from '../../src/config/duration.ts';
 
 export interface DemoOptions {
@@ -11,6 +12,11 @@ export interface DemoOptions {
   /** stdout: one JSON document per line (events, summary) instead of text. */
   json: boolean;
   help: boolean;
+  /**
+   * Which custody provider the worker talks to, and so which simulator the demo starts: `wallet-service`
+   * (the default) or `bitgo` (--provider, else CUSTODY_PROVIDER).
+   */
+  provider: CustodyProvider;
   /** NO_COLOR is set (https://no-color.org): plain text even on a terminal. */
   noColor: boolean;
   /** Normal sample transfers (besides the duplicate, the blocked and the invalid one). */
@@ -39,26 +45,33 @@ export interface DemoOptions {
 
 export type ReadOptions = { ok: true; options: DemoOptions } | { ok: false; usage: boolean; problems: string[] };
 
-export const USAGE = `npm run demo [-- --keep] [-- --json]
+export const USAGE = `npm run demo [-- --keep] [-- --json] [-- --provider bitgo]
 
 Starts a Redis (REDIS_URL when set, else testcontainers, else a private redis-server), the custody
 simulator, the worker and its dashboard; enqueues sample transfers (normal ones, one duplicate, one
 without a travel-rule reference, one invalid payload); prints every event, a summary and the dashboard
 URL; then stops everything it started.
 
+With --provider bitgo: the BitGo simulator instead, each send waiting in pendingApproval before it is
+signed and gets its txid; BitGo has no travel-rule gate, so instead of the transfer without a reference
+one carries an integer wallet id, which the worker rejects.
+
 Options:
   --keep        stay up after the summary so the dashboard can be browsed; Ctrl-C stops (DEMO_KEEP=1)
   --json        stdout carries JSON lines (start, event, summary) instead of text (DEMO_JSON=1)
+  --provider P  the custody provider: wallet-service (default) or bitgo (CUSTODY_PROVIDER=P)
   --help        this text
 
 Environment:
   REDIS_URL             use this Redis; the run keeps to a fresh key prefix and deletes it at the end
   REDIS_SENTINELS       use the master these Sentinels name (with REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD,
                         REDIS_PASSWORD), as the worker does; the same fresh prefix, deleted at the end
+  CUSTODY_PROVIDER      wallet-service (default) or bitgo, as --provider (which wins when both are given)
   DEMO_KEEP_DATA=1      on REDIS_URL, leave the run's keys in place
   DEMO_NO_CONTAINERS=1  do not try testcontainers before redis-server
   DEMO_TRANSFERS        normal sample transfers (default 5)
-  DEMO_PACE             how long the simulator takes to give a transfer its txid (default 1500ms)
+  DEMO_PACE             how long the simulator takes to give a transfer its txid (default 1500ms; with bitgo
+                        60% of it waiting in pendingApproval, then 30% to the txid)
   DEMO_TIMEOUT          how long to wait for every outcome (default 60s)
   HTTP_HOST, HTTP_PORT  the worker's HTTP server (default 127.0.0.1, port 3000 when free)
   DASHBOARD_USER, DASHBOARD_PASSWORD   dashboard credentials (generated when HTTP_HOST is not loopback)
@@ -74,11 +87,21 @@ const LOG_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 
 export function readDemoOptions(argv: readonly string[], env: NodeJS.ProcessEnv): ReadOptions {
   const flags = new Set<string>();
   const unknown: string[] = [];
-  for (const arg of argv) {
+  const usageProblems: string[] = [];
+  let providerArg: CustodyProvider | undefined;
+  for (let index = 0; index < argv.length; index++) {
+    const arg = argv[index]!;
     if (arg === '--keep' || arg === '--json' || arg === '--help' || arg === '-h') flags.add(arg === '-h' ? '--help' : arg);
-    else unknown.push(arg);
+    else if (arg === '--provider' || arg.startsWith('--provider=')) {
+      const given = arg === '--provider' ? argv[++index] : arg.slice('--provider='.length);
+      if (given === undefined || given === '') usageProblems.push('--provider: needs a value (wallet-service or bitgo)');
+      else if (!isProvider(given)) usageProblems.push(`--provider: unknown provider ${JSON.stringify(given)} (wallet-service or bitgo)`);
+      else providerArg = given;
+    } else unknown.push(arg);
   }
-  if (unknown.length > 0) return { ok: false, usage: true, problems: unknown.map((arg) => `unknown argument ${JSON.stringify(arg)}`) };
+  if (unknown.length > 0 || usageProblems.length > 0) {
+    return { ok: false, usage: true, problems: [...unknown.map((arg) => `unknown argument ${JSON.stringify(arg)}`), ...usageProblems] };
+  }
 
   const problems: string[] = [];
   const value = (name: string): string | undefined => {
@@ -111,6 +134,13 @@ export function readDemoOptions(argv: readonly string[], env: NodeJS.ProcessEnv)
     return Number(text);
   };
 
+  const providerEnv = value('CUSTODY_PROVIDER');
+  if (providerArg === undefined && providerEnv !== undefined && !isProvider(providerEnv)) {
+    problems.push(`CUSTODY_PROVIDER: must be one of ${CUSTODY_PROVIDERS.join(', ')}`);
+  }
+  const provider: CustodyProvider =
+    providerArg ?? (providerEnv !== undefined && isProvider(providerEnv) ? providerEnv : CUSTODY_PROVIDERS[0]);
+
   const logLevel = value('LOG_LEVEL') ?? 'warn';
   if (!LOG_LEVELS.has(logLevel)) problems.push(`LOG_LEVEL: must be one of ${[...LOG_LEVELS].join(', ')}`);
 
@@ -118,6 +148,7 @@ export function readDemoOptions(argv: readonly string[], env: NodeJS.ProcessEnv)
     keep: flags.has('--keep') || bool('DEMO_KEEP'),
     json: flags.has('--json') || bool('DEMO_JSON'),
     help: flags.has('--help'),
+    provider,
     noColor: env.NO_COLOR !== undefined,
     normal: integer('DEMO_TRANSFERS', 5, 1, 1_000) ?? 5,
     paceMs: duration('DEMO_PACE', 1_500, 0, 600_000),
@@ -146,4 +177,8 @@ export function readDemoOptions(argv: readonly string[], env: NodeJS.ProcessEnv)
     problems.push('REDIS_URL: must be a redis:// or rediss:// URL');
   }
   return problems.length > 0 ? { ok: false, usage: false, problems } : { ok: true, options };
+}
+
+function isProvider(text: string): text is CustodyProvider {
+  return (CUSTODY_PROVIDERS as readonly string[]).includes(text);
 }

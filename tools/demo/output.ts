@@ -10,6 +10,7 @@ import type { Writable } from 'node:stream';
 import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { eventPhrase } from '../../src/events/format.ts';
 import { SAMPLE_LABELS, type SampleKind } from './samples.ts';
+import type { ApprovalInfo } from './run.ts';
 import type { Verdict } from './verify.ts';
 
 type Stream = Writable & { isTTY?: boolean };
@@ -25,8 +26,11 @@ export interface StartInfo {
   generatedCredentials: { user: string; password: string } | undefined;
   /** Credentials the person configured: the user is named, the password never printed. */
   configuredUser: string | undefined;
-  samples: Record<SampleKind, number>;
+  /** Per kind, in the samples' order (only the kinds the run has). */
+  samples: Partial<Record<SampleKind, number>>;
   jobs: number;
+  /** Set with --provider bitgo only (undefined leaves the first provider's output as it was). */
+  bitgo?: { approvalAfterMs: number; txidAfterMs: number } | undefined;
 }
 
 export interface SummaryInfo {
@@ -42,6 +46,8 @@ export interface SummaryInfo {
   timedOut: boolean;
   /** --keep: the dashboard stays up after the summary. */
   keep: boolean;
+  /** BitGo only: each accepted transfer's wait in pendingApproval, by sequenceId. */
+  approvals?: Record<string, ApprovalInfo> | undefined;
 }
 
 const COLORS = { red: 31, green: 32, yellow: 33, cyan: 36, dim: 2, bold: 1 } as const;
@@ -91,7 +97,9 @@ export class DemoOutput {
       [
         this.#paint('bold', `custody transfer worker demo (${info.runId})`),
         `  redis       ${info.redis}`,
-        `  simulator   ${info.simulator}  (travel rule applies: outgoingTxn 1, mandatory)`,
+        info.bitgo
+          ? `  simulator   ${info.simulator}  (BitGo: a send waits ${info.bitgo.approvalAfterMs} ms in pendingApproval, its txid ${info.bitgo.txidAfterMs} ms after signing; no travel-rule gate)`
+          : `  simulator   ${info.simulator}  (travel rule applies: outgoingTxn 1, mandatory)`,
         `  worker      queue prefix ${info.prefix}, events on ${info.eventsStream}`,
         `  dashboard   ${dashboard}`,
         `enqueueing ${info.jobs} jobs for ${transfers} transfers: ${counts}`,
@@ -117,6 +125,18 @@ export class DemoOutput {
     const time = event.at.slice(11, 23);
     const who = event.event === 'reconcile.completed' ? ''.padEnd(34) : `${event.sequenceId.padEnd(30)} v${event.version}`.padEnd(34);
     this.info(`  ${time}  ${this.#paint(eventColor(event.event), event.event.padEnd(19))}  ${who}  ${eventPhrase(event, { brief: true })}`);
+  }
+
+  /** BitGo: a submitted transfer the simulator still holds in pendingApproval (accepted, unsigned, no txid). */
+  approval(sequenceId: string, at = new Date()): void {
+    if (this.json) {
+      this.#record({ type: 'approval', at: at.toISOString(), sequenceId, state: 'pendingApproval' });
+      return;
+    }
+    const time = at.toISOString().slice(11, 23);
+    this.info(
+      `  ${time}  ${this.#paint('yellow', 'pendingApproval'.padEnd(19))}  ${sequenceId.padEnd(34)}  accepted, waiting for approval at BitGo: no txid yet`,
+    );
   }
 
   progress(settled: number, total: number, elapsedMs: number): void {
@@ -161,6 +181,7 @@ export class DemoOutput {
           acceptedSends: result.accepted,
           ok: result.ok,
           problems: result.problems,
+          approval: summary.approvals?.[result.sample.sequenceId],
         })),
         problems: verdict.problems,
       });
@@ -195,6 +216,7 @@ export class DemoOutput {
             `FAILED: ${failed} of ${transfers} transfers did not reach their expected outcome${summary.timedOut ? ' before DEMO_TIMEOUT' : ''} (${stats})`,
           ),
       ...verdict.problems.map((problem) => `  ${problem}`),
+      ...(summary.approvals ? [approvalLine(summary.approvals)] : []),
       // The URL only while it answers: without --keep everything stops right after this summary.
       summary.keep ? `dashboard: ${summary.dashboardUrl}` : `the dashboard stops with the demo; \`npm run demo -- --keep\` keeps it up`,
     ];
@@ -220,6 +242,21 @@ export class DemoOutput {
   #paint(color: keyof typeof COLORS, text: string): string {
     return this.#color ? `\x1b[${COLORS[color]}m${text}\x1b[0m` : text;
   }
+}
+
+/** e.g. "pendingApproval: 6 of 6 sent transfers waited for approval at BitGo (900 ms), 6 seen waiting at transfer.submitted". */
+function approvalLine(approvals: Record<string, ApprovalInfo>): string {
+  const all = Object.values(approvals);
+  const waited = all.filter((approval) => approval.waitedMs > 0);
+  const seen = all.filter((approval) => approval.seenWaiting).length;
+  const times = waited.map((approval) => approval.waitedMs);
+  const span =
+    times.length === 0
+      ? ''
+      : Math.min(...times) === Math.max(...times)
+        ? ` (${times[0]} ms)`
+        : ` (${Math.min(...times)}–${Math.max(...times)} ms)`;
+  return `pendingApproval: ${waited.length} of ${all.length} sent transfers waited for approval at BitGo${span}, ${seen} seen waiting at their transfer.submitted`;
 }
 
 function seconds(ms: number): string {

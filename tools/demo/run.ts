@@ -5,6 +5,10 @@
  *
  * A sample has settled when its transfer has a terminal event and every job enqueued for it has
  * finished: the duplicate's second job must have run, or "it published nothing" would prove nothing.
+ *
+ * With BitGo, each `transfer.submitted` is followed by a look at the simulator's transfer: when it is
+ * still in `pendingApproval` (accepted, unsigned, no txid), a line says so; and at the end each sent
+ * transfer's time in approval is read from the simulator (when it was accepted and approved).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
@@ -14,7 +18,7 @@ import type { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import type { DemoOutput } from './output.ts';
 import { enqueueOrder, type Sample } from './samples.ts';
-import type { Started } from './stack.ts';
+import { acceptedSends, type Started } from './stack.ts';
 import { verifyRun, type Verdict } from './verify.ts';
 
 /** Longest blocking read: how quickly the loop notices Ctrl-C, the deadline and finished jobs. */
@@ -28,8 +32,18 @@ export interface RunOptions {
   signal: AbortSignal;
 }
 
+/** A sent BitGo transfer's approval, as the simulator tells it. */
+export interface ApprovalInfo {
+  /** How long it waited in pendingApproval before it was signed (0: no approval was needed). */
+  waitedMs: number;
+  /** It was still in pendingApproval when its transfer.submitted event arrived. */
+  seenWaiting: boolean;
+}
+
 export interface RunResult {
   verdict: Verdict;
+  /** BitGo only: by sequenceId, every transfer the simulator accepted. */
+  approvals: Record<string, ApprovalInfo> | undefined;
   events: TransferEvent[];
   jobs: number;
   durationMs: number;
@@ -57,6 +71,7 @@ export async function runSamples(started: Started, samples: readonly Sample[], o
   const events: TransferEvent[] = [];
   const terminal = new Set<string>();
   const finishedJobs = new Set<string>();
+  const seenWaiting = new Set<string>();
   let cursor = '0-0';
   let timedOut = false;
   try {
@@ -68,6 +83,10 @@ export async function runSamples(started: Started, samples: readonly Sample[], o
         cursor = event.id;
         events.push(event);
         out.event(event);
+        if (event.event === 'transfer.submitted' && started.bitgo?.transfer(event.sequenceId)?.state === 'pendingApproval') {
+          seenWaiting.add(event.sequenceId);
+          out.approval(event.sequenceId);
+        }
         if (TERMINAL_EVENTS.has(event.event)) terminal.add(event.sequenceId);
       }
       await markFinishedJobs(samples, terminal, finishedJobs, queue);
@@ -86,14 +105,29 @@ export async function runSamples(started: Started, samples: readonly Sample[], o
     out.endProgress();
   }
 
-  const sends = started.sim.stats().sends;
   return {
-    verdict: verifyRun(samples, events, (sequenceId) => sends[sequenceId]?.accepted ?? 0),
+    verdict: verifyRun(samples, events, (sequenceId) => acceptedSends(started.sim, sequenceId)),
+    approvals: started.bitgo ? approvalsOf(started.bitgo, samples, seenWaiting) : undefined,
     events,
     jobs: order.length,
     durationMs: Date.now() - startedAt,
     timedOut,
   };
+}
+
+function approvalsOf(
+  bitgo: NonNullable<Started['bitgo']>,
+  samples: readonly Sample[],
+  seenWaiting: ReadonlySet<string>,
+): Record<string, ApprovalInfo> {
+  const approvals: Record<string, ApprovalInfo> = {};
+  for (const sample of samples) {
+    const view = bitgo.transfer(sample.sequenceId);
+    if (!view) continue;
+    const waitedMs = view.pendingApprovalId === null ? 0 : Math.max(0, Date.parse(view.approvedAt) - Date.parse(view.acceptedAt));
+    approvals[sample.sequenceId] = { waitedMs, seenWaiting: seenWaiting.has(sample.sequenceId) };
+  }
+  return approvals;
 }
 
 async function enqueueAll(

@@ -1,6 +1,6 @@
 /**
  * What the demo starts and stops: a Redis (REDIS_URL, else testcontainers, else a private
- * redis-server), the custody simulator, the worker (in this process, composed as src/worker.ts does)
+ * redis-server), the custody simulator (the BitGo one with --provider bitgo), the worker (in this process, composed as src/worker.ts does)
  * with its HTTP server and dashboard, and the demo's own producer connection.
  *
  * `stop()` stops whatever has been started so far, in a fixed order: the worker first (it still needs
@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { createApp, type App } from '../../src/app.ts';
-import { isLoopback, loadConfig, loadQueueConfig, type Config } from '../../src/config/config.ts';
+import { isLoopback, loadConfig, loadQueueConfig, type Config, type CustodyProvider } from '../../src/config/config.ts';
 import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../redis/private-redis.ts';
 import { createHttpServer, DASHBOARD_PATH } from '../../src/http/server.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -20,6 +20,7 @@ import type { Redis } from 'ioredis';
 import { createRedis } from '../../src/redis.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorSettings, type DeepPartial } from '../../src/simulator/index.ts';
+import { startBitgoSimulator, type BitgoSettings, type BitgoSimulator } from '../../src/simulator/bitgo/index.ts';
 import type { DemoOptions } from './options.ts';
 
 /** The worker's usual dashboard port, used when free and HTTP_PORT is unset. */
@@ -46,7 +47,10 @@ const DEMO_WORKER_ENV = {
 
 export interface Started {
   redis: PrivateRedis;
-  sim: Simulator;
+  provider: CustodyProvider;
+  sim: Simulator | BitgoSimulator;
+  /** The same simulator when it is BitGo's (its transfers' approval state), else undefined. */
+  bitgo: BitgoSimulator | undefined;
   app: App;
   config: Readonly<Config>;
   /** The demo's own connection (producer, event reads), not the worker's. */
@@ -71,12 +75,25 @@ export function simulatorSettings(paceMs: number): DeepPartial<SimulatorSettings
   };
 }
 
+/**
+ * The BitGo simulator's pace: an accepted send waits in `pendingApproval` (202, no txid) for 60% of the
+ * pace, is then signed, and shows its txid 30% later (the simulator draws no spread).
+ */
+export function bitgoSimulatorSettings(paceMs: number): Partial<BitgoSettings> {
+  return { approvalAfterMs: Math.round(paceMs * 0.6), txidAfterMs: Math.round(paceMs * 0.3) };
+}
+
+/** Sends the simulator accepted for this sequenceId (either simulator counts them the same way). */
+export function acceptedSends(sim: Simulator | BitgoSimulator, sequenceId: string): number {
+  return sim.stats().sends[sequenceId]?.accepted ?? 0;
+}
+
 export class DemoStack {
   readonly #options: DemoOptions;
   readonly #prefix: string;
   readonly #report: (line: string) => void;
   #redis: PrivateRedis | undefined;
-  #sim: Simulator | undefined;
+  #sim: Simulator | BitgoSimulator | undefined;
   #app: App | undefined;
   #http: FastifyInstance | undefined;
   #client: Redis | undefined;
@@ -115,16 +132,21 @@ export class DemoStack {
     await pingWithin(client, REDIS_PING_TIMEOUT_MS, sentinel ? redis.url : redactRedisUrl(redis.url));
     signal.throwIfAborted();
 
-    const sim = await startSimulator({ port: 0, settings: simulatorSettings(options.paceMs) });
+    const bitgo =
+      options.provider === 'bitgo' ? await startBitgoSimulator({ port: 0, settings: bitgoSimulatorSettings(options.paceMs) }) : undefined;
+    const sim = bitgo ?? (await startSimulator({ port: 0, settings: simulatorSettings(options.paceMs) }));
     this.#sim = sim;
     signal.throwIfAborted();
+    const custodyEnv: Record<string, string> = bitgo
+      ? { CUSTODY_PROVIDER: 'bitgo', BITGO_BASE_URL: bitgo.url, BITGO_ACCESS_TOKEN: bitgo.accessToken }
+      : workerCustodyEnv(sim as Simulator);
 
     const credentials = dashboardCredentials(options);
     const httpPort = options.httpPort ?? ((await portIsFree(options.httpHost, PREFERRED_HTTP_PORT)) ? PREFERRED_HTTP_PORT : 0);
     const env: Record<string, string> = {
       ...redisEnv,
       QUEUE_PREFIX: this.#prefix,
-      ...workerCustodyEnv(sim),
+      ...custodyEnv,
       HTTP_HOST: options.httpHost,
       HTTP_PORT: String(httpPort),
       LOG_LEVEL: options.logLevel,
@@ -149,7 +171,9 @@ export class DemoStack {
 
     return {
       redis,
+      provider: options.provider,
       sim,
+      bitgo,
       app,
       config,
       client,
