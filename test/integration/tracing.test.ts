@@ -52,8 +52,8 @@ describe('tracing', () => {
     expect(exports.length).toBeGreaterThan(0);
     expect(exports.every((e) => e.path === '/v1/traces')).toBe(true);
     const text = Buffer.concat(exports.map((e) => e.body)).toString('latin1');
-    expect(text).toContain('custody sendTransaction');
-    expect(text).toContain('custody isEnabled');
+    expect(text).toContain('custody send');
+    expect(text).toContain('custody gate');
     expect(text).toContain('submit-transaction');
     expect(text).toContain('custody-test');
     // Spans carry endpoint names and codes, never credentials.
