@@ -303,6 +303,12 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
   OTEL_SERVICE_NAME: { default: '`custody-transfer-worker`', meaning: 'service name on the traces' },
 };
 
+// A provider's variable named like one of the worker's own would silently replace its validator.
+for (const provider of PROVIDERS) {
+  const taken = Object.keys(provider.env.shape).filter((name) => Object.hasOwn(envSchema.shape, name));
+  if (taken.length > 0) throw new Error(`custody provider ${provider.name} declares the worker's own variables: ${taken.join(', ')}`);
+}
+
 export const CONFIG_DOCS: Readonly<Record<ConfigVariable, VariableDoc>> = afterCustodyProvider<VariableDoc>(
   CORE_DOCS,
   Object.assign({}, ...PROVIDERS.map((provider) => provider.docs)),
