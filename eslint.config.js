@@ -44,7 +44,7 @@ export default tseslint.config(
         {
           patterns: [
             { group: ['**/custody/*/**'], message: ADAPTER_MESSAGE },
-            { group: ['**/custody/provider.ts'], message: FACTORY_MESSAGE },
+            { group: ['**/custody/provider.ts', '**/custody/providers.ts'], message: FACTORY_MESSAGE },
           ],
         },
       ],
@@ -56,9 +56,10 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/custody/*/**'], message: FACTORY_MESSAGE }] }] },
   },
   {
-    // The port itself leans on no adapter either; the factory (provider.ts) is the one file that builds them.
+    // The port itself leans on no adapter either; the registry (providers.ts) is the one file that names
+    // them, and the factory (provider.ts) builds from it.
     files: ['src/custody/*.ts'],
-    ignores: ['src/custody/provider.ts'],
+    ignores: ['src/custody/providers.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['./*/**'], message: ADAPTER_MESSAGE }] }] },
   },
   {

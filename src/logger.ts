@@ -27,6 +27,9 @@ export const REDACT_PATHS = [
   '*.access_token',
   '*.token',
   'custody.accessToken',
+  // Config['custody'].settings, the chosen provider's own settings (src/custody/providers.ts): opaque
+  // here, so every value is hidden, and a later provider's secret is whatever its descriptor names it.
+  'custody.settings.*',
   // BITGO_ACCESS_TOKEN as the config holds it (custody.bitgo.accessToken) and wherever an adapter's options carry it.
   'bitgo.accessToken',
   'custody.bitgo.accessToken',

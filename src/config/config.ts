@@ -3,7 +3,9 @@ import { z } from 'zod';
 import { createKeys } from '../ledger/keys.ts';
 import { hashTag, keySlot } from '../../packages/producer/src/redis-slot.ts';
 import { QueueName } from '../queues/names.ts';
-import { DURATION_GRAMMAR, parseDuration } from './duration.ts';
+import { PROVIDERS } from '../custody/providers.ts';
+import type { AnyCustodyProvider, VariableDoc } from '../custody/provider-kind.ts';
+import { bool, duration, integer, optionalDuration, optionalHttpUrl, text } from './validators.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EX_CONFIG = 78;
@@ -14,82 +16,16 @@ export const EX_SOFTWARE = 70;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-// Every value arrives as text; an empty string counts as unset so that `FOO=` in a compose file means default.
-const text = () => z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
+const providerNames = PROVIDERS.map((provider) => provider.name);
 
-const httpUrl = (label: string) =>
-  z.preprocess(
-    (v) => (v === '' ? undefined : v),
-    z
-      .string({ error: (issue) => (issue.input === undefined ? 'required' : `must be ${label}`) })
-      .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), `must be an http(s) URL`)
-      .refine((v) => !URL.canParse(v) || new URL(v).search === '', 'must not carry a query string'),
-  );
-
-const optionalHttpUrl = () =>
-  z.preprocess(
-    (v) => (v === '' ? undefined : v),
-    z
-      .string()
-      .refine((v) => URL.canParse(v) && /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL')
-      .optional(),
-  );
-
-const requiredSecret = () => z.preprocess((v) => (v === '' ? undefined : v), z.string({ error: 'required' }));
-
-/** The custody providers the worker can talk to (CUSTODY_PROVIDER); the first is the default. */
-export const CUSTODY_PROVIDERS = ['wallet-service', 'bitgo'] as const;
-export type CustodyProvider = (typeof CUSTODY_PROVIDERS)[number];
+/** The custody providers the worker can talk to (CUSTODY_PROVIDER, src/custody/providers.ts); the first is the default. */
+export const CUSTODY_PROVIDERS: readonly CustodyProviderName[] = providerNames;
+export type CustodyProviderName = (typeof PROVIDERS)[number]['name'];
 
 const custodyProvider = z.preprocess(
   (v) => (v === undefined || v === '' ? CUSTODY_PROVIDERS[0] : v),
-  z.enum(CUSTODY_PROVIDERS, `must be one of ${CUSTODY_PROVIDERS.join(', ')}`),
+  z.enum(providerNames as [CustodyProviderName, ...CustodyProviderName[]], `must be one of ${CUSTODY_PROVIDERS.join(', ')}`),
 );
-
-/**
- * A variable of the provider not chosen: not read at all (neither required nor checked), whatever it
- * holds. `value` is what the config carries in its place.
- */
-const ignored = <T>(value: T) =>
-  z
-    .unknown()
-    .optional()
-    .transform((): T => value);
-
-const integer = (fallback: number, min: number, max: number) =>
-  z.preprocess(
-    (v) => (v === undefined || v === '' ? String(fallback) : v),
-    z
-      .string()
-      .regex(/^\d+$/, 'must be a whole number')
-      .transform(Number)
-      .refine((n) => n >= min && n <= max, `must be between ${min} and ${max}`),
-  );
-
-const duration = (fallback: string, minMs = 1) =>
-  z.preprocess(
-    (v) => (v === undefined || v === '' ? fallback : v),
-    z
-      .string()
-      .transform((v, ctx) => {
-        const ms = parseDuration(v);
-        if (ms === undefined) {
-          ctx.addIssue({ code: 'custom', message: `must be a duration: ${DURATION_GRAMMAR}` });
-          return z.NEVER;
-        }
-        return ms;
-      })
-      .refine((ms) => ms >= minMs, `must be at least ${minMs} ms`),
-  );
-
-/** A duration whose default is another variable's (the caller fills it in): undefined when unset. */
-const optionalDuration = (minMs = 1) => z.preprocess((v) => (v === '' ? undefined : v), duration('0', minMs).optional());
-
-const bool = (fallback: boolean) =>
-  z.preprocess(
-    (v) => (v === undefined || v === '' ? String(fallback) : String(v).toLowerCase()),
-    z.enum(['true', 'false', '1', '0', 'yes', 'no'], 'must be true or false').transform((v) => ['true', '1', 'yes'].includes(v)),
-  );
 
 const redisUrl = z.preprocess(
   (v) => (v === undefined || v === '' ? 'redis://127.0.0.1:6379' : v),
@@ -133,7 +69,11 @@ const queuePrefix = z.preprocess(
   z.string().regex(/^[A-Za-z0-9_{}.:-]{1,64}$/, 'must be 1-64 of letters, digits and _{}.:-'),
 );
 
-/** The environment as the contract names it (docs/contract.md section 2), one key per variable. */
+/**
+ * The environment as the contract names it (docs/contract.md section 2), one key per variable, but for
+ * the custody providers' own variables (each provider's `env`, src/custody/providers.ts), which come
+ * right after CUSTODY_PROVIDER.
+ */
 const envSchema = z.object({
   REDIS_URL: redisUrl,
   REDIS_CLUSTER_NODES: hostPorts(),
@@ -153,20 +93,11 @@ const envSchema = z.object({
   EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
 
   CUSTODY_PROVIDER: custodyProvider,
-  CUSTODY_SDK_URL: httpUrl('an http(s) URL'),
-  CUSTODY_BASE_URL: httpUrl('an http(s) URL'),
-  CUSTODY_CLIENT_ID: requiredSecret(),
-  CUSTODY_CLIENT_SECRET: requiredSecret(),
-  CUSTODY_TOKEN_URL: optionalHttpUrl(),
-  CUSTODY_TOKEN_AUDIENCE: text(),
-  CUSTODY_ACCESS_TOKEN: text(),
   CUSTODY_TIMEOUT: duration('15s', 100),
   CUSTODY_CONNECT_TIMEOUT: duration('5s', 100),
   CUSTODY_MAX_RPS: integer(0, 0, 1_000_000),
   CUSTODY_MAX_PAUSE: duration('10m', 1_000),
   CUSTODY_CONNECTIONS: integer(64, 1, 4096),
-  BITGO_BASE_URL: httpUrl('an http(s) URL'),
-  BITGO_ACCESS_TOKEN: requiredSecret(),
 
   HTTP_HOST: z.preprocess((v) => (v === undefined || v === '' ? '127.0.0.1' : v), z.string()),
   HTTP_PORT: integer(3000, 0, 65535),
@@ -203,68 +134,50 @@ const envSchema = z.object({
   OTEL_SERVICE_NAME: z.preprocess((v) => (v === undefined || v === '' ? 'custody-transfer-worker' : v), z.string().max(256)),
 });
 
-/** The variables only the wallet-service provider reads (docs/upstream-api.md). */
-type WalletServiceVariable =
-  | 'CUSTODY_SDK_URL'
-  | 'CUSTODY_BASE_URL'
-  | 'CUSTODY_CLIENT_ID'
-  | 'CUSTODY_CLIENT_SECRET'
-  | 'CUSTODY_TOKEN_URL'
-  | 'CUSTODY_TOKEN_AUDIENCE'
-  | 'CUSTODY_ACCESS_TOKEN';
-/** The variables only the BitGo provider reads. */
-type BitgoVariable = 'BITGO_BASE_URL' | 'BITGO_ACCESS_TOKEN';
+type Provider = (typeof PROVIDERS)[number];
 
-/** The wallet-service provider's variables, ignored: empty placeholders in the config. */
-const walletServiceIgnored = {
-  CUSTODY_SDK_URL: ignored(''),
-  CUSTODY_BASE_URL: ignored(''),
-  CUSTODY_CLIENT_ID: ignored(''),
-  CUSTODY_CLIENT_SECRET: ignored(''),
-  CUSTODY_TOKEN_URL: ignored(undefined),
-  CUSTODY_TOKEN_AUDIENCE: ignored(undefined),
-  CUSTODY_ACCESS_TOKEN: ignored(undefined),
-} satisfies Record<WalletServiceVariable, z.ZodType>;
-/** The BitGo provider's variables, ignored: the config's `custody.bitgo` is undefined. */
-const bitgoIgnored = {
-  BITGO_BASE_URL: ignored(undefined),
-  BITGO_ACCESS_TOKEN: ignored(undefined),
-} satisfies Record<BitgoVariable, z.ZodType>;
+/** A variable of one provider's own (its `env`). */
+type ProviderVariable = { [P in Provider as P['name']]: keyof P['env']['shape'] & string }[Provider['name']];
 
-/** The parsed environment, whichever provider: the one not chosen has its variables' placeholders. */
-type EnvValues = Omit<z.infer<typeof envSchema>, BitgoVariable> & {
-  BITGO_BASE_URL: string | undefined;
-  BITGO_ACCESS_TOKEN: string | undefined;
-};
-
-/**
- * envSchema as CUSTODY_PROVIDER chooses it: each provider's own variables are read (and required) only
- * when it is the one chosen. With an unknown provider neither's are read, so that the CUSTODY_PROVIDER
- * problem is not buried under those of variables the operator may not have meant to set.
- */
-function schemaFor(provider: unknown): z.ZodType<EnvValues> {
-  switch (provider) {
-    case 'wallet-service':
-      return envSchema.extend(bitgoIgnored);
-    case 'bitgo':
-      return envSchema.extend(walletServiceIgnored);
-    default:
-      return envSchema.extend({ ...walletServiceIgnored, ...bitgoIgnored });
-  }
+/** The provider CUSTODY_PROVIDER names, or undefined for a value that names none. */
+function providerNamed(name: unknown): AnyCustodyProvider | undefined {
+  return (PROVIDERS as readonly AnyCustodyProvider[]).find((provider) => provider.name === name);
 }
 
-/** An environment variable the worker reads: a key of envSchema. */
-export type ConfigVariable = keyof typeof envSchema.shape;
+/** A shape with `inserted` right after CUSTODY_PROVIDER, so that problems (and docs rows) keep that order. */
+function afterCustodyProvider<T>(shape: Record<string, T>, inserted: Record<string, T>): Record<string, T> {
+  const entries = Object.entries(shape);
+  const at = entries.findIndex(([name]) => name === 'CUSTODY_PROVIDER') + 1;
+  return Object.fromEntries([...entries.slice(0, at), ...Object.entries(inserted), ...entries.slice(at)]);
+}
+
+/**
+ * envSchema as CUSTODY_PROVIDER chooses it: a provider's own variables are read (and required) only
+ * when it is the one chosen. With an unknown provider none are read, so that the CUSTODY_PROVIDER
+ * problem is not buried under those of variables the operator may not have meant to set.
+ */
+function schemaFor(provider: AnyCustodyProvider | undefined): z.ZodObject {
+  return provider ? z.object(afterCustodyProvider<z.core.$ZodType>(envSchema.shape, provider.env.shape)) : envSchema;
+}
+
+/** An environment variable the worker reads: a key of envSchema, or one of a provider's own. */
+export type ConfigVariable = keyof typeof envSchema.shape | ProviderVariable;
+
+/** `A`, `B` and `C`, in backticks. */
+function list(names: readonly string[]): string {
+  return new Intl.ListFormat('en', { type: 'conjunction' }).format(names.map((name) => `\`${name}\``));
+}
 
 /**
  * What each variable means and what it defaults to, as Markdown for docs/configuration.md
  * (`npm run docs` writes its table from this; test/infra/docs-generated.test.ts fails when the page is
- * stale). Typed by envSchema's keys, so a variable without an entry, or an entry without a variable,
+ * stale), with each provider's `docs` after CUSTODY_PROVIDER. Typed by envSchema's keys (and a
+ * provider's by its `env`), so a variable without an entry, or an entry without a variable,
  * does not compile. `default` is what an operator reads ("unset", "required", or the value in
  * backticks); the value itself is envSchema's. Variables next to each other with the same `meaning`
  * share one row of the table.
  */
-export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; meaning: string }>> = {
+const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
   REDIS_URL: { default: '`redis://127.0.0.1:6379`', meaning: 'Redis (`rediss://` for TLS; user/password in the URL)' },
   REDIS_CLUSTER_NODES: {
     default: 'unset',
@@ -301,22 +214,10 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
   },
   EVENTS_MAXLEN: { default: '`1000000`', meaning: 'approximate length the stream is trimmed to (`XADD MAXLEN ~`); at least 1000' },
   CUSTODY_PROVIDER: {
-    default: '`wallet-service`',
-    meaning:
-      'the custody provider: `wallet-service` (docs/upstream-api.md; reads the `CUSTODY_*` variables below) or `bitgo` (reads `BITGO_BASE_URL` and `BITGO_ACCESS_TOKEN`, and ignores `CUSTODY_SDK_URL` to `CUSTODY_ACCESS_TOKEN`); anything else is a configuration error. The time-outs, `CUSTODY_MAX_RPS`, `CUSTODY_MAX_PAUSE` and `CUSTODY_CONNECTIONS` apply to either',
-  },
-  CUSTODY_SDK_URL: { default: 'required with `wallet-service`', meaning: 'base of get-transfer and is-enabled (Basic auth)' },
-  CUSTODY_BASE_URL: {
-    default: 'required with `wallet-service`',
-    meaning: 'base of sendTransaction and get-wallet-transaction (Bearer auth)',
-  },
-  CUSTODY_CLIENT_ID: { default: 'required with `wallet-service`', meaning: 'client credentials' },
-  CUSTODY_CLIENT_SECRET: { default: 'required with `wallet-service`', meaning: 'client credentials' },
-  CUSTODY_TOKEN_URL: { default: 'unset', meaning: 'OAuth2 client-credentials token endpoint' },
-  CUSTODY_TOKEN_AUDIENCE: { default: 'unset', meaning: '`audience` of the token request' },
-  CUSTODY_ACCESS_TOKEN: {
-    default: 'unset',
-    meaning: 'fixed bearer token instead of `CUSTODY_TOKEN_URL` (with `wallet-service`, one of the two is required)',
+    default: `\`${CUSTODY_PROVIDERS[0]}\``,
+    meaning: `the custody provider: ${new Intl.ListFormat('en', { type: 'disjunction' }).format(
+      PROVIDERS.map((p) => `\`${p.name}\` (reads ${list(Object.keys(p.env.shape))})`),
+    )}; only the chosen provider's own variables are read (the others' are ignored, not even checked), and anything else is a configuration error. The time-outs, \`CUSTODY_MAX_RPS\`, \`CUSTODY_MAX_PAUSE\` and \`CUSTODY_CONNECTIONS\` apply to every provider`,
   },
   CUSTODY_TIMEOUT: {
     default: '`15s`',
@@ -331,12 +232,6 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
       "longest pause a provider's 429 imposes: every request class of every process stops for the answer's `Retry-After`, at most this long; each 429 logs one warn line naming the endpoint, the `Retry-After` asked and the pause applied, and `custody_upstream_paused_until_seconds` shows when the pause ends. At least `1s`",
   },
   CUSTODY_CONNECTIONS: { default: '`64`', meaning: 'keep-alive connections per custody origin' },
-  BITGO_BASE_URL: {
-    default: 'required with `bitgo`',
-    meaning:
-      "BitGo's origin (http(s), no query string; a trailing `/` is dropped); requests go to `<BITGO_BASE_URL>/api/v2/<coin>/wallet/<walletId>/…`",
-  },
-  BITGO_ACCESS_TOKEN: { default: 'required with `bitgo`', meaning: "BitGo's access token, sent as a bearer token" },
   HTTP_HOST: { default: '`127.0.0.1`', meaning: 'the HTTP server' },
   HTTP_PORT: { default: '`3000`', meaning: 'the HTTP server' },
   DASHBOARD_USER: { default: 'unset', meaning: 'dashboard Basic auth; required when `HTTP_HOST` is not loopback' },
@@ -408,6 +303,17 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
   OTEL_SERVICE_NAME: { default: '`custody-transfer-worker`', meaning: 'service name on the traces' },
 };
 
+// A provider's variable named like one of the worker's own would silently replace its validator.
+for (const provider of PROVIDERS) {
+  const taken = Object.keys(provider.env.shape).filter((name) => Object.hasOwn(envSchema.shape, name));
+  if (taken.length > 0) throw new Error(`custody provider ${provider.name} declares the worker's own variables: ${taken.join(', ')}`);
+}
+
+export const CONFIG_DOCS: Readonly<Record<ConfigVariable, VariableDoc>> = afterCustodyProvider<VariableDoc>(
+  CORE_DOCS,
+  Object.assign({}, ...PROVIDERS.map((provider) => provider.docs)),
+) as Record<ConfigVariable, VariableDoc>;
+
 /**
  * Rules across variables. They read the raw text (defaults applied by hand) so that they are reported
  * together with the per-variable problems, not only once those are fixed.
@@ -415,9 +321,7 @@ export const CONFIG_DOCS: Readonly<Record<ConfigVariable, { default: string; mea
 function crossProblems(env: NodeJS.ProcessEnv): string[] {
   const set = (name: string) => env[name] !== undefined && env[name] !== '';
   const problems: string[] = [];
-  if ((env.CUSTODY_PROVIDER || CUSTODY_PROVIDERS[0]) === 'wallet-service' && !set('CUSTODY_TOKEN_URL') && !set('CUSTODY_ACCESS_TOKEN')) {
-    problems.push('CUSTODY_TOKEN_URL: one of CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN is required');
-  }
+  problems.push(...(providerNamed(env.CUSTODY_PROVIDER || CUSTODY_PROVIDERS[0])?.check?.(env) ?? []));
   if (set('REDIS_CLUSTER_NODES') && set('REDIS_SENTINELS')) {
     problems.push('REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER_NODES (a Cluster fails over on its own)');
   }
@@ -480,7 +384,7 @@ export function isLoopback(host: string): boolean {
   return host === '::1';
 }
 
-function build(env: EnvValues) {
+function build(env: z.infer<typeof envSchema>, custody: CustodySettings) {
   const prefix = env.QUEUE_PREFIX;
   return {
     redis: {
@@ -498,23 +402,14 @@ function build(env: EnvValues) {
       eventsMaxLen: env.EVENTS_MAXLEN,
     },
     custody: {
-      /** Which adapter src/custody/provider.ts builds. With `bitgo` the wallet-service fields below are empty (not read). */
-      provider: env.CUSTODY_PROVIDER,
-      sdkUrl: env.CUSTODY_SDK_URL,
-      baseUrl: env.CUSTODY_BASE_URL,
-      clientId: env.CUSTODY_CLIENT_ID,
-      clientSecret: env.CUSTODY_CLIENT_SECRET,
-      tokenUrl: env.CUSTODY_TOKEN_URL,
-      tokenAudience: env.CUSTODY_TOKEN_AUDIENCE,
-      accessToken: env.CUSTODY_ACCESS_TOKEN,
+      /** Which adapter src/custody/provider.ts builds (src/custody/providers.ts), and its own settings. */
+      ...custody,
       timeoutMs: env.CUSTODY_TIMEOUT,
       connectTimeoutMs: env.CUSTODY_CONNECT_TIMEOUT,
       maxRps: env.CUSTODY_MAX_RPS,
       /** A 429's Retry-After above this is read as this: the longest pause of every request class. */
       maxPauseMs: env.CUSTODY_MAX_PAUSE,
       connections: env.CUSTODY_CONNECTIONS,
-      /** The BitGo provider's settings; undefined unless CUSTODY_PROVIDER is `bitgo`. */
-      bitgo: bitgoSettings(env),
     },
     http: {
       host: env.HTTP_HOST,
@@ -570,11 +465,13 @@ function build(env: EnvValues) {
   };
 }
 
-function bitgoSettings(env: EnvValues): { baseUrl: string; accessToken: string } | undefined {
-  if (env.CUSTODY_PROVIDER !== 'bitgo' || env.BITGO_BASE_URL === undefined || env.BITGO_ACCESS_TOKEN === undefined) return undefined;
-  // The origin, without a trailing slash, so that `${baseUrl}/api/v2/...` has one.
-  return { baseUrl: env.BITGO_BASE_URL.replace(/\/+$/, ''), accessToken: env.BITGO_ACCESS_TOKEN };
-}
+/**
+ * What `Config['custody']` holds for the chosen provider: its name and its settings, typed per provider
+ * (narrow by `provider` to read them; src/custody/provider.ts hands them back to the provider).
+ */
+export type CustodySettings = {
+  [P in Provider as P['name']]: { provider: P['name']; settings: ReturnType<P['settings']> };
+}[Provider['name']];
 
 export type Config = ReturnType<typeof build>;
 
@@ -590,14 +487,17 @@ export class ConfigError extends Error {
 
 /** Parses the environment once. Only this module reads the environment. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
-  const result = schemaFor(custodyProvider.safeParse(env.CUSTODY_PROVIDER).data).safeParse(env);
-  const problems = result.success ? [] : result.error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
+  const provider = providerNamed(custodyProvider.safeParse(env.CUSTODY_PROVIDER).data);
+  const result = schemaFor(provider).safeParse(env);
+  const problems = result.success ? [] : issueLines(result.error);
   problems.push(...crossProblems(env));
-  if (result.success && result.data.TRACK_POLL_MAX < result.data.TRACK_POLL_MIN) {
-    problems.push('TRACK_POLL_MAX: must not be smaller than TRACK_POLL_MIN');
-  }
-  if (!result.success || problems.length > 0) throw new ConfigError([...new Set(problems)]);
-  return deepFreeze(build(result.data));
+  if (!result.success || !provider) throw new ConfigError([...new Set(problems)]);
+  // The same text parsed again by the shapes it was validated with: typed, and cheap.
+  const core = envSchema.parse(env);
+  if (core.TRACK_POLL_MAX < core.TRACK_POLL_MIN) problems.push('TRACK_POLL_MAX: must not be smaller than TRACK_POLL_MIN');
+  if (problems.length > 0) throw new ConfigError([...new Set(problems)]);
+  const custody = { provider: provider.name, settings: provider.settings(provider.env.parse(env) as never) } as CustodySettings;
+  return deepFreeze(build(core, custody));
 }
 
 function deepFreeze<T>(value: T): T {
@@ -622,7 +522,7 @@ export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Readonly
 }
 
 /** Every environment variable the worker reads (for the container files' test and the docs). */
-export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(CONFIG_DOCS);
 
 const queueEnvSchema = envSchema.pick({
   REDIS_URL: true,

@@ -2,9 +2,10 @@
  * The custody port: what the worker needs from a custody provider, in the worker's own terms. Domain
  * code (src/jobs, src/transfers) depends on this file, on errors.ts (what a failed call proves) and on
  * deadline.ts, never on an implementation. The first implementation is src/custody/wallet-service/ (the
- * API of docs/upstream-api.md), over the generic HTTP pieces of src/custody/http/; a second provider is
+ * API of docs/upstream-api.md), over the generic HTTP pieces of src/custody/http/; another provider is
  * one new folder whose client implements CustodyPort, throws CustodyError with the right proof and calls
- * the request hooks (RequestHooks, below), plus one line in src/custody/provider.ts that builds it. The
+ * the request hooks (RequestHooks, below), and whose provider.ts exports its descriptor
+ * (provider-kind.ts), plus its import and its entry in src/custody/providers.ts. The
  * request budget, the upstream metrics and the tracing are not the adapter's: decorators.ts adds them to
  * every call as hooks, whichever adapter serves it.
  *
@@ -26,6 +27,15 @@ export const EXACT_AMOUNT: unique symbol = Symbol('exact decimal amount');
  * JSON): matching that relies on "the answer holds exactly one record" must know the answer held more.
  */
 export const UNREADABLE: unique symbol = Symbol('unreadable records');
+
+/** A record of a list answer that failed the adapter's schema and was skipped (never its values). */
+export interface SkippedRecord {
+  index: number;
+  /** Where the record broke the schema (field paths, never values). */
+  paths: string[];
+  /** Whether the skipped record carried the sequenceId the caller looked for. */
+  ours: boolean;
+}
 
 export interface WalletRef {
   walletId: number | string;

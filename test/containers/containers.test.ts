@@ -351,14 +351,16 @@ describe('docker-compose.yml', () => {
     const sim = readSimulatorEnv(interpolatedEnvironment(simulator, HOST_ENV));
     if (!sim.ok) throw new Error(`simulator environment: ${sim.problems.join('; ')}`);
     expect(sim.options.host).toBe('0.0.0.0');
-    for (const url of [config.custody.sdkUrl, config.custody.baseUrl, config.custody.tokenUrl!]) {
+    if (config.custody.provider !== 'wallet-service') throw new Error('the compose file configures the wallet-service provider');
+    const custody = config.custody.settings;
+    for (const url of [custody.sdkUrl, custody.baseUrl, custody.tokenUrl!]) {
       const parsed = new URL(url);
       expect(parsed.hostname).toBe('simulator');
       expect(Number(parsed.port)).toBe(sim.options.port);
     }
-    expect(new URL(config.custody.tokenUrl!).pathname).toBe('/oauth/token');
-    expect(config.custody.clientId).toBe(sim.options.clientId);
-    expect(config.custody.clientSecret).toBe(sim.options.clientSecret);
+    expect(new URL(custody.tokenUrl!).pathname).toBe('/oauth/token');
+    expect(custody.clientId).toBe(sim.options.clientId);
+    expect(custody.clientSecret).toBe(sim.options.clientSecret);
   });
 
   it('starts the worker after healthy Redis and simulator', () => {

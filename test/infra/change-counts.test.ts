@@ -1,10 +1,11 @@
 /**
- * CONTRIBUTING.md's table of where a change goes, measured: changes (a) and (c) are re-made in a copy
- * of the repository, and the files the compiler (and, for (a), the tests) then ask for are counted
- * against the row's count. A refactoring that spreads one of these changes over more files fails here.
+ * CONTRIBUTING.md's table of where a change goes, measured: changes (a), (c) and (d) are re-made in a
+ * copy of the repository, and the files the compiler (and, for (a), the tests) then ask for, or for (d)
+ * the lines changed outside the new provider's folder, are counted against the row's count. A
+ * refactoring that spreads one of these changes over more files fails here.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -33,6 +34,13 @@ function copyRepository(): string {
   return dir;
 }
 
+function git(dir: string, ...args: string[]): string {
+  return execFileSync('git', ['-c', 'user.name=change-counts', '-c', 'user.email=change-counts@localhost', ...args], {
+    cwd: dir,
+    encoding: 'utf8',
+  });
+}
+
 function edit(dir: string, file: string, from: string, to: string): void {
   const path = join(dir, file);
   const text = readFileSync(path, 'utf8');
@@ -46,16 +54,97 @@ function compilerErrors(dir: string): string[] {
   return [...new Set([...result.stdout.matchAll(/^([^\s(][^(]*)\(\d+,\d+\): error/gm)].map((match) => match[1]!))].sort();
 }
 
-/** The count in CONTRIBUTING.md's row whose change starts with `label`, e.g. "(a)". */
+/** The count in CONTRIBUTING.md's row whose change starts with `label`, e.g. "(a)"; of "a folder + 2", the 2. */
 function tableCount(label: string): number {
   const row = readFileSync(join(PROJECT_ROOT, 'CONTRIBUTING.md'), 'utf8')
     .split('\n')
     .find((line) => line.startsWith(`| ${label} `));
   if (!row) throw new Error(`CONTRIBUTING.md has no row ${label}`);
-  const count = Number(row.split('|').at(-2)!.trim());
+  const count = Number(
+    row
+      .split('|')
+      .at(-2)!
+      .trim()
+      .replace(/^a folder \+ /, ''),
+  );
   if (!Number.isInteger(count)) throw new Error(`CONTRIBUTING.md row ${label}: the last column is not a count`);
   return count;
 }
+
+/** A third provider that serves nothing: every call throws a CustodyError. Its own variable: STUB_BASE_URL. */
+const STUB_CLIENT = `import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
+import type { AcceptedSend, CustodyPort, ListedTransfers, WalletRef, WalletTransaction } from '../port.ts';
+
+const unsupported = (endpoint: CustodyEndpoint) =>
+  new CustodyError(CustodyErrorCode.INVALID_REQUEST, 'the stub provider serves nothing', { endpoint });
+
+export class StubClient implements CustodyPort {
+  readonly baseUrl: string;
+  constructor(baseUrl: string) {
+    this.baseUrl = baseUrl;
+  }
+  async sendTransaction(): Promise<AcceptedSend> {
+    throw unsupported('send');
+  }
+  async getTransfersBySequenceId(): Promise<ListedTransfers> {
+    throw unsupported('lookup');
+  }
+  async getTransfersByTxId(): Promise<ListedTransfers> {
+    throw unsupported('lookup');
+  }
+  async getWalletTransaction(): Promise<WalletTransaction> {
+    throw unsupported('detail');
+  }
+  walletProblem(_wallet: WalletRef): string | undefined {
+    return undefined;
+  }
+  async close(): Promise<void> {}
+}
+`;
+
+const STUB_PROVIDER = `import { z } from 'zod';
+import { httpUrl } from '../../config/validators.ts';
+import { defineCustodyProvider } from '../provider-kind.ts';
+import { StubClient } from './client.ts';
+
+export const stubProvider = defineCustodyProvider({
+  name: 'stub',
+  env: z.object({ STUB_BASE_URL: httpUrl('an http(s) URL') }),
+  docs: { STUB_BASE_URL: { default: 'required with \`stub\`', meaning: "the stub's origin" } },
+  settings: (env) => ({ baseUrl: env.STUB_BASE_URL }),
+  secrets: () => [],
+  create: (settings) => new StubClient(settings.baseUrl),
+});
+`;
+
+/** Run in the copy: the stub chosen, configured, built and called, and its variable required. */
+const STUB_SCRIPT = `
+import { CONFIG_VARIABLES, loadConfig } from './src/config/config.ts';
+import { createCustodyPort, custodySecrets } from './src/custody/provider.ts';
+const config = loadConfig({ CUSTODY_PROVIDER: 'stub', STUB_BASE_URL: 'http://x' });
+const port = createCustodyPort(config.custody);
+let error;
+try {
+  await port.getTransfersByTxId({ walletId: 1, coin: 'eth' }, 'tx-1');
+} catch (caught) {
+  error = caught;
+}
+await port.close();
+let missing;
+try {
+  loadConfig({ CUSTODY_PROVIDER: 'stub' });
+} catch (caught) {
+  missing = caught.problems;
+}
+console.log(JSON.stringify({
+  provider: config.custody.provider,
+  settings: config.custody.settings,
+  secrets: custodySecrets(config.custody),
+  error: { name: error?.name, code: error?.code, endpoint: error?.endpoint },
+  missing,
+  documented: CONFIG_VARIABLES.includes('STUB_BASE_URL'),
+}));
+`;
 
 describe("CONTRIBUTING's change counts", () => {
   let dir: string | undefined;
@@ -114,5 +203,45 @@ describe("CONTRIBUTING's change counts", () => {
     expect(forced.filter((file) => !row.includes(`\`${file}\``))).toEqual([]);
     // catalog.ts + events.ts + what the compiler lists + the step that publishes it.
     expect(2 + forced.length + 1).toBeLessThanOrEqual(tableCount('(c)'));
+  }, 300_000);
+  it('(d) a third, stub provider takes its folder and 2 lines elsewhere (its import and its registry entry)', () => {
+    dir = copyRepository();
+    git(dir, 'init', '-q');
+    git(dir, 'add', '-A', '--', '.', ':!node_modules');
+    git(dir, 'commit', '-q', '--no-verify', '-m', 'before the stub provider');
+    // The change: the folder, then the 2 lines the registry takes.
+    mkdirSync(join(dir, 'src/custody/stub'));
+    writeFileSync(join(dir, 'src/custody/stub/client.ts'), STUB_CLIENT);
+    writeFileSync(join(dir, 'src/custody/stub/provider.ts'), STUB_PROVIDER);
+    edit(
+      dir,
+      'src/custody/providers.ts',
+      "import { bitgoProvider } from './bitgo/provider.ts';\n",
+      "import { bitgoProvider } from './bitgo/provider.ts';\nimport { stubProvider } from './stub/provider.ts';\n",
+    );
+    edit(dir, 'src/custody/providers.ts', '  bitgoProvider,\n', '  bitgoProvider,\n  stubProvider,\n');
+
+    expect(compilerErrors(dir)).toEqual([]);
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', STUB_SCRIPT], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout)).toEqual({
+      provider: 'stub',
+      settings: { baseUrl: 'http://x' },
+      secrets: [],
+      error: { name: 'CustodyError', code: 'CUSTODY_INVALID_REQUEST', endpoint: 'lookup' },
+      missing: ['STUB_BASE_URL: required'],
+      documented: true,
+    });
+
+    // Lines added or removed outside the new folder (a changed line counts twice), every file.
+    git(dir, 'add', '-A', '--', '.', ':!node_modules');
+    const outside = git(dir, 'diff', '--cached', '--numstat', '--', '.', ':!src/custody/stub')
+      .trim()
+      .split('\n')
+      .filter((line) => line !== '');
+    const changed = outside.reduce((sum, line) => sum + Number(line.split('\t')[0]) + Number(line.split('\t')[1]), 0);
+    console.info(`[change-counts] a third provider: a folder + ${changed} lines elsewhere: ${outside.join('; ')}`);
+    expect(existsSync(join(dir, 'src/custody/stub/provider.ts'))).toBe(true);
+    expect(changed).toBeLessThanOrEqual(tableCount('(d)'));
   }, 300_000);
 });

@@ -17,6 +17,8 @@ import { importGraph } from '../support/import-graph.ts';
 const DOMAIN_DIRS = ['src/jobs', 'src/transfers', 'src/ledger', 'src/queues'];
 /** The one file directly in src/custody/ that builds adapters (src/app.ts and the CLI use it). */
 const FACTORY = 'src/custody/provider.ts';
+/** The one file directly in src/custody/ that names the adapters (the factory and config.ts read it). */
+const REGISTRY = 'src/custody/providers.ts';
 
 /** Every folder under src/custody/: each is an adapter (a provider's, or the generic http/). */
 const ADAPTER_DIRS = () =>
@@ -59,7 +61,7 @@ describe('code layout', () => {
     const port = readdirSync(join(PROJECT_ROOT, 'src/custody'))
       .filter((entry) => entry.endsWith('.ts'))
       .map((entry) => `src/custody/${entry}`)
-      .filter((file) => file !== FACTORY);
+      .filter((file) => file !== FACTORY && file !== REGISTRY);
     expect(port.length).toBeGreaterThan(0);
     const reachedFromPort = port.flatMap((file) =>
       [...importGraph(PROJECT_ROOT, [file]).files].filter((other) => adapters.some((dir) => other.startsWith(`${dir}/`))),
@@ -84,6 +86,8 @@ describe('code layout', () => {
     for (const dir of DOMAIN_DIRS) expect(await lint(`${dir}/planted.ts`, planted), dir).toEqual([1, 2, 3]);
     const factory = "import { createCustodyPort } from '../custody/provider.ts';\nexport const build = createCustodyPort;";
     for (const dir of DOMAIN_DIRS) expect(await lint(`${dir}/planted.ts`, factory), dir).toEqual([1]);
+    const registry = "import { PROVIDERS } from '../custody/providers.ts';\nexport const all = PROVIDERS;";
+    for (const dir of DOMAIN_DIRS) expect(await lint(`${dir}/planted.ts`, registry), dir).toEqual([1]);
     expect(
       await lint('src/custody/planted.ts', "import type { Transport } from './http/transport.ts';\nexport type T = Transport;"),
     ).toEqual([1]);

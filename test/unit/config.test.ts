@@ -62,9 +62,9 @@ describe('configuration', () => {
   it('requires a token URL or a fixed token', () => {
     const { CUSTODY_ACCESS_TOKEN: _, ...rest } = valid;
     expect(problems(rest)).toEqual(['CUSTODY_TOKEN_URL: one of CUSTODY_TOKEN_URL or CUSTODY_ACCESS_TOKEN is required']);
-    expect(loadConfig({ ...rest, CUSTODY_TOKEN_URL: 'http://127.0.0.1:4000/oauth/token' }).custody.tokenUrl).toBe(
-      'http://127.0.0.1:4000/oauth/token',
-    );
+    expect(loadConfig({ ...rest, CUSTODY_TOKEN_URL: 'http://127.0.0.1:4000/oauth/token' }).custody.settings).toMatchObject({
+      tokenUrl: 'http://127.0.0.1:4000/oauth/token',
+    });
   });
 
   it.each([
@@ -207,17 +207,18 @@ describe('configuration', () => {
       const config = loadConfig(valid);
       expect(config.custody).toMatchObject({
         provider: 'wallet-service',
-        sdkUrl: 'https://sdk.example.com/v1',
-        baseUrl: 'https://api.example.com',
-        clientId: 'client-1',
-        clientSecret: SECRET,
-        accessToken: TOKEN,
-        bitgo: undefined,
+        settings: {
+          sdkUrl: 'https://sdk.example.com/v1',
+          baseUrl: 'https://api.example.com',
+          clientId: 'client-1',
+          clientSecret: SECRET,
+          accessToken: TOKEN,
+        },
       });
       expect(loadConfig({ ...valid, CUSTODY_PROVIDER: 'wallet-service' }).custody).toEqual(config.custody);
       expect(loadConfig({ ...valid, CUSTODY_PROVIDER: '' }).custody.provider).toBe('wallet-service');
       // The BitGo variables are not read for wallet-service, not even when malformed.
-      expect(loadConfig({ ...valid, BITGO_BASE_URL: 'not a url', BITGO_ACCESS_TOKEN: 'x' }).custody.bitgo).toBeUndefined();
+      expect(loadConfig({ ...valid, BITGO_BASE_URL: 'not a url', BITGO_ACCESS_TOKEN: 'x' }).custody).toEqual(config.custody);
       const lines = problems({ CUSTODY_PROVIDER: 'wallet-service' });
       expect(lines.map((line) => line.slice(0, line.indexOf(':')))).toEqual([
         'CUSTODY_SDK_URL',
@@ -232,21 +233,24 @@ describe('configuration', () => {
       const config = loadConfig({ ...bitgo, CUSTODY_TIMEOUT: '2s', CUSTODY_MAX_RPS: '20', CUSTODY_CONNECTIONS: '8' });
       expect(config.custody).toMatchObject({
         provider: 'bitgo',
-        bitgo: { baseUrl: 'https://app.bitgo-test.com', accessToken: BITGO_TOKEN },
+        settings: { baseUrl: 'https://app.bitgo-test.com', accessToken: BITGO_TOKEN },
         // The shared tuning applies to either provider.
         timeoutMs: 2_000,
         connectTimeoutMs: 5_000,
         maxRps: 20,
         maxPauseMs: 600_000,
         connections: 8,
-        tokenUrl: undefined,
-        accessToken: undefined,
       });
-      expect(Object.isFrozen(config.custody.bitgo)).toBe(true);
+      // Only the chosen provider's settings: none of wallet-service's.
+      expect(Object.keys(config.custody.settings).sort()).toEqual(['accessToken', 'baseUrl']);
+      expect(Object.isFrozen(config.custody.settings)).toBe(true);
       // The wallet-service variables are ignored, even malformed; a trailing slash of the origin is dropped.
       const ignoring = loadConfig({ ...valid, ...bitgo, CUSTODY_SDK_URL: 'not a url', BITGO_BASE_URL: 'http://127.0.0.1:4100/' });
-      expect(ignoring.custody).toMatchObject({ provider: 'bitgo', sdkUrl: '', clientSecret: '', accessToken: undefined });
-      expect(ignoring.custody.bitgo?.baseUrl).toBe('http://127.0.0.1:4100');
+      expect(ignoring.custody).toMatchObject({
+        provider: 'bitgo',
+        settings: { baseUrl: 'http://127.0.0.1:4100', accessToken: BITGO_TOKEN },
+      });
+      expect(Object.keys(ignoring.custody.settings).sort()).toEqual(['accessToken', 'baseUrl']);
     });
 
     it('with bitgo, names each missing or malformed BitGo variable', () => {

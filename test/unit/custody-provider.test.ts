@@ -4,8 +4,9 @@
  * chosen provider's.
  */
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/config.ts';
+import { CONFIG_DOCS, CONFIG_VARIABLES, CUSTODY_PROVIDERS, loadConfig } from '../../src/config/config.ts';
 import { createCustodyPort, custodySecrets } from '../../src/custody/provider.ts';
+import { PROVIDERS } from '../../src/custody/providers.ts';
 
 const walletService = loadConfig({
   CUSTODY_SDK_URL: 'https://sdk.example.com',
@@ -44,5 +45,20 @@ describe('custodySecrets', () => {
     expect(secrets).toContain('client-secret-value');
     expect(secrets).toContain('fixed-token-value');
     expect(custodySecrets(bitgo.custody)).toEqual(['v2x-bitgo-token-value']);
+  });
+});
+
+describe('the provider registry (src/custody/providers.ts)', () => {
+  it('names each provider once, wallet-service first (the default)', () => {
+    expect(CUSTODY_PROVIDERS).toEqual(['wallet-service', 'bitgo']);
+    expect(new Set(PROVIDERS.map((provider) => provider.name)).size).toBe(PROVIDERS.length);
+  });
+
+  it('gives each provider variables of its own, every one read and documented by config.ts', () => {
+    const variables = PROVIDERS.flatMap((provider) => Object.keys(provider.env.shape));
+    expect(new Set(variables).size).toBe(variables.length);
+    for (const provider of PROVIDERS) expect(Object.keys(provider.docs).sort()).toEqual(Object.keys(provider.env.shape).sort());
+    expect(CONFIG_VARIABLES).toEqual(expect.arrayContaining(variables));
+    for (const name of variables) expect(CONFIG_DOCS[name as keyof typeof CONFIG_DOCS]).toBeDefined();
   });
 });

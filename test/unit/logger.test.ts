@@ -50,6 +50,18 @@ describe('log redaction', () => {
     expect(out).not.toContain(TOKEN);
   });
 
+  it("hides every value of the chosen provider's settings in the config, whatever the provider names them", () => {
+    const { logger, text } = capture();
+    logger.info(
+      { custody: { provider: 'stub', timeoutMs: 15_000, settings: { stubKey: TOKEN, baseUrl: 'https://stub.example.com' } } },
+      'config',
+    );
+    const out = text();
+    expect(out).toContain('15000');
+    expect(out).toContain('stubKey');
+    expect(out).not.toContain(TOKEN);
+  });
+
   it('hides the person inside a submitted record, as JSON text or parsed', () => {
     const { logger, text } = capture();
     const raw = JSON.stringify({ txHex: '02f8', halfSigned: {}, user, sequenceId: 's-1' });

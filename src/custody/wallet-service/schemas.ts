@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { decimalFromNumber, decimalFromNumberText, normalizeDecimal } from '../../lib/decimal.ts';
-import { EXACT_AMOUNT, UNREADABLE } from '../port.ts';
+import { EXACT_AMOUNT, UNREADABLE, type SkippedRecord } from '../port.ts';
 
 // The port owns the symbols; re-exported for this implementation's callers.
 export { EXACT_AMOUNT, UNREADABLE };
@@ -147,13 +147,8 @@ export function unwrap(body: unknown): unknown {
   return body;
 }
 
-export interface SkippedRecord {
-  index: number;
-  /** Where the record broke the schema (field paths, never values). */
-  paths: string[];
-  /** Whether the skipped record carried the sequenceId the caller looked for. */
-  ours: boolean;
-}
+// The port owns it (any adapter may skip unreadable records of a list); re-exported for this adapter's callers.
+export type { SkippedRecord };
 
 /**
  * Parses a get-transfer list record by record: those that fail are skipped and reported (by paths,

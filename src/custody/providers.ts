@@ -1,0 +1,12 @@
+/**
+ * The custody providers the worker can talk to (CUSTODY_PROVIDER); the first is the default. Adding one
+ * is a folder src/custody/<provider>/ whose provider.ts exports its descriptor (provider-kind.ts), plus
+ * its import and its entry here: config.ts, the factory (provider.ts) and the docs take it from this list.
+ */
+import { walletServiceProvider } from './wallet-service/provider.ts';
+import { bitgoProvider } from './bitgo/provider.ts';
+
+export const PROVIDERS = [
+  walletServiceProvider, // the default
+  bitgoProvider,
+] as const;
