@@ -3,7 +3,7 @@
  * itself (tools/demo/stack.ts); of the worker's variables it only takes the ones a person running the
  * demo would want to choose: where Redis is, where the dashboard listens and its credentials, the log level.
  */
-import { CUSTODY_PROVIDERS, type CustodyProvider } from '../../src/config/config.ts';
+import { CUSTODY_PROVIDERS, type CustodyProviderName } from '../../src/config/config.ts';
 import { parseDuration } from '../../src/config/duration.ts';
 
 export interface DemoOptions {
@@ -16,7 +16,7 @@ export interface DemoOptions {
    * Which custody provider the worker talks to, and so which simulator the demo starts: `wallet-service`
    * (the default) or `bitgo` (--provider, else CUSTODY_PROVIDER).
    */
-  provider: CustodyProvider;
+  provider: CustodyProviderName;
   /** NO_COLOR is set (https://no-color.org): plain text even on a terminal. */
   noColor: boolean;
   /** Normal sample transfers (besides the duplicate, the blocked and the invalid one). */
@@ -88,7 +88,7 @@ export function readDemoOptions(argv: readonly string[], env: NodeJS.ProcessEnv)
   const flags = new Set<string>();
   const unknown: string[] = [];
   const usageProblems: string[] = [];
-  let providerArg: CustodyProvider | undefined;
+  let providerArg: CustodyProviderName | undefined;
   for (let index = 0; index < argv.length; index++) {
     const arg = argv[index]!;
     if (arg === '--keep' || arg === '--json' || arg === '--help' || arg === '-h') flags.add(arg === '-h' ? '--help' : arg);
@@ -138,8 +138,8 @@ export function readDemoOptions(argv: readonly string[], env: NodeJS.ProcessEnv)
   if (providerArg === undefined && providerEnv !== undefined && !isProvider(providerEnv)) {
     problems.push(`CUSTODY_PROVIDER: must be one of ${CUSTODY_PROVIDERS.join(', ')}`);
   }
-  const provider: CustodyProvider =
-    providerArg ?? (providerEnv !== undefined && isProvider(providerEnv) ? providerEnv : CUSTODY_PROVIDERS[0]);
+  const provider: CustodyProviderName =
+    providerArg ?? (providerEnv !== undefined && isProvider(providerEnv) ? providerEnv : CUSTODY_PROVIDERS[0]!);
 
   const logLevel = value('LOG_LEVEL') ?? 'warn';
   if (!LOG_LEVELS.has(logLevel)) problems.push(`LOG_LEVEL: must be one of ${[...LOG_LEVELS].join(', ')}`);
@@ -179,6 +179,6 @@ export function readDemoOptions(argv: readonly string[], env: NodeJS.ProcessEnv)
   return problems.length > 0 ? { ok: false, usage: false, problems } : { ok: true, options };
 }
 
-function isProvider(text: string): text is CustodyProvider {
+function isProvider(text: string): text is CustodyProviderName {
   return (CUSTODY_PROVIDERS as readonly string[]).includes(text);
 }

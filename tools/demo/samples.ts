@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import type { EventType } from '../../packages/producer/src/events.ts';
 import { jobIdFor, type SubmitPayloadInput } from '../../packages/producer/src/producer.ts';
-import type { CustodyProvider } from '../../src/config/config.ts';
+import type { CustodyProviderName } from '../../src/config/config.ts';
 
 export type SampleKind = 'normal' | 'duplicate' | 'blocked' | 'integer-wallet' | 'invalid';
 
@@ -79,7 +79,7 @@ function validPayload(
  * names a sequenceId, so its rejection is keyed by it). sequenceIds are `<runId>-<kind>[-n]`, readable
  * in the output and the dashboard.
  */
-export function buildSamples(runId: string, normal: number, provider: CustodyProvider = 'wallet-service'): Sample[] {
+export function buildSamples(runId: string, normal: number, provider: CustodyProviderName = 'wallet-service'): Sample[] {
   const samples: Sample[] = [];
   const add = (kind: SampleKind, sequenceId: string, expected: EventType, sends: 0 | 1, jobs: SampleJob[]) =>
     samples.push({ kind, sequenceId, expected, sends, jobs });

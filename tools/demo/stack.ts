@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { createApp, type App } from '../../src/app.ts';
-import { isLoopback, loadConfig, loadQueueConfig, type Config, type CustodyProvider } from '../../src/config/config.ts';
+import { isLoopback, loadConfig, loadQueueConfig, type Config, type CustodyProviderName } from '../../src/config/config.ts';
 import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../redis/private-redis.ts';
 import { createHttpServer, DASHBOARD_PATH } from '../../src/http/server.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -47,7 +47,7 @@ const DEMO_WORKER_ENV = {
 
 export interface Started {
   redis: PrivateRedis;
-  provider: CustodyProvider;
+  provider: CustodyProviderName;
   sim: Simulator | BitgoSimulator;
   /** The same simulator when it is BitGo's (its transfers' approval state), else undefined. */
   bitgo: BitgoSimulator | undefined;
