@@ -1,7 +1,7 @@
 /** The custody simulator: a real HTTP server faithful to docs/upstream-api.md (docs/contract.md section 6). */
 export { startSimulator } from './server.ts';
 export type { Simulator } from './server.ts';
-export { workerCustodyEnv, type SimulatorAddress } from './worker-env.ts';
+export { workerBitgoEnv, workerCustodyEnv, type SimulatorAddress } from './worker-env.ts';
 export {
   DEFAULT_CLIENT_ID,
   DEFAULT_CLIENT_SECRET,

@@ -18,3 +18,8 @@ export function workerCustodyEnv(sim: SimulatorAddress): Record<string, string> 
     CUSTODY_CLIENT_SECRET: sim.clientSecret,
   };
 }
+
+/** The worker's custody settings for the BitGo simulator: CUSTODY_PROVIDER=bitgo, its origin and its token. */
+export function workerBitgoEnv(sim: { url: string; accessToken: string }): Record<string, string> {
+  return { CUSTODY_PROVIDER: 'bitgo', BITGO_BASE_URL: sim.url, BITGO_ACCESS_TOKEN: sim.accessToken };
+}

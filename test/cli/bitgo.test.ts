@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BitgoClient } from '../../src/custody/bitgo/client.ts';
 import { startBitgoSimulator, type BitgoSimulator } from '../../src/simulator/bitgo/index.ts';
+import { workerBitgoEnv } from '../../src/simulator/worker-env.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { killAllClis, runCli } from '../helpers/cli-process.ts';
 
@@ -15,7 +16,7 @@ let env: Record<string, string>;
 
 beforeAll(async () => {
   sim = await startBitgoSimulator({ port: 0, settings: { approvalAfterMs: 0, txidAfterMs: 0 } });
-  env = { CUSTODY_PROVIDER: 'bitgo', BITGO_BASE_URL: sim.url, BITGO_ACCESS_TOKEN: sim.accessToken };
+  env = workerBitgoEnv(sim);
 });
 afterAll(async () => {
   await killAllClis();

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { startBitgoSimulator, type BitgoSimulator } from '../../src/simulator/bitgo/index.ts';
+import { workerBitgoEnv } from '../../src/simulator/worker-env.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { countBy, FAST_ENV, versionProblems } from '../helpers/harness.ts';
 import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
@@ -37,9 +38,7 @@ beforeAll(async () => {
   env = {
     REDIS_URL: testRedisUrl(),
     QUEUE_PREFIX: prefix,
-    CUSTODY_PROVIDER: 'bitgo',
-    BITGO_BASE_URL: sim.url,
-    BITGO_ACCESS_TOKEN: sim.accessToken,
+    ...workerBitgoEnv(sim),
     HTTP_PORT: '0',
     ...FAST_ENV,
     SUBMIT_CONCURRENCY: '32',

@@ -13,6 +13,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/logger.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import { startBitgoSimulator, type BitgoSimulator } from '../../src/simulator/bitgo/index.ts';
+import { workerBitgoEnv } from '../../src/simulator/worker-env.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { FAST_ENV } from '../helpers/harness.ts';
 import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
@@ -31,9 +32,7 @@ beforeAll(async () => {
   const config = loadConfig({
     REDIS_URL: testRedisUrl(),
     QUEUE_PREFIX: prefix,
-    CUSTODY_PROVIDER: 'bitgo',
-    BITGO_BASE_URL: sim.url,
-    BITGO_ACCESS_TOKEN: sim.accessToken,
+    ...workerBitgoEnv(sim),
     HTTP_PORT: '0',
     ...FAST_ENV,
   });

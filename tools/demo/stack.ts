@@ -19,7 +19,14 @@ import { createMetrics } from '../../src/metrics.ts';
 import type { Redis } from 'ioredis';
 import { createRedis } from '../../src/redis.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
-import { startSimulator, workerCustodyEnv, type Simulator, type SimulatorSettings, type DeepPartial } from '../../src/simulator/index.ts';
+import {
+  startSimulator,
+  workerBitgoEnv,
+  workerCustodyEnv,
+  type Simulator,
+  type SimulatorSettings,
+  type DeepPartial,
+} from '../../src/simulator/index.ts';
 import { startBitgoSimulator, type BitgoSettings, type BitgoSimulator } from '../../src/simulator/bitgo/index.ts';
 import type { DemoOptions } from './options.ts';
 
@@ -137,9 +144,7 @@ export class DemoStack {
     const sim = bitgo ?? (await startSimulator({ port: 0, settings: simulatorSettings(options.paceMs) }));
     this.#sim = sim;
     signal.throwIfAborted();
-    const custodyEnv: Record<string, string> = bitgo
-      ? { CUSTODY_PROVIDER: 'bitgo', BITGO_BASE_URL: bitgo.url, BITGO_ACCESS_TOKEN: bitgo.accessToken }
-      : workerCustodyEnv(sim as Simulator);
+    const custodyEnv: Record<string, string> = bitgo ? workerBitgoEnv(bitgo) : workerCustodyEnv(sim as Simulator);
 
     const credentials = dashboardCredentials(options);
     const httpPort = options.httpPort ?? ((await portIsFree(options.httpHost, PREFERRED_HTTP_PORT)) ? PREFERRED_HTTP_PORT : 0);

@@ -6,6 +6,7 @@
  * (CustodyErrorDetails.proof), so the domain reads BitGo's answers by BitGo's rules.
  */
 import type { z } from 'zod';
+import { schemaFailure } from '../http/schema-failure.ts';
 import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
 import type { SendProof } from '../../transfers/send-proof.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
@@ -165,10 +166,7 @@ export function readBody<S extends z.ZodType>(endpoint: CustodyEndpoint, respons
   }
   const parsed = schema.safeParse(body);
   if (!parsed.success) {
-    const where = parsed.error.issues
-      .slice(0, 5)
-      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
-      .join('; ');
+    const where = schemaFailure(parsed.error);
     throw badResponse(endpoint, response.status, `answer fails the schema (${where})`);
   }
   return parsed.data;

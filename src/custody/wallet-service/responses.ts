@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
+import { schemaFailure } from '../http/schema-failure.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import { ExactNumber, failureEnvelopeSchema } from './schemas.ts';
 import { parseRetryAfter, retryAfterPause, type TransportResponse } from '../http/transport.ts';
@@ -64,10 +65,7 @@ export function readResponse<S extends z.ZodType>(
   }
   const parsed = schema.safeParse(body);
   if (!parsed.success) {
-    const where = parsed.error.issues
-      .slice(0, 5)
-      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
-      .join('; ');
+    const where = schemaFailure(parsed.error);
     throw new CustodyError(CustodyErrorCode.BAD_RESPONSE, `${endpoint}: answer fails the schema (${where})`, {
       endpoint,
       httpStatus: response.status,
