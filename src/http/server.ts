@@ -138,17 +138,17 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
       return reply.code(400).send({ error: 'INVALID_BODY', message: `a JSON object {"reason"}: the reason, ${CANCEL_TEXT_RULE}` });
     }
     const replicas = { min: config.redis.minReplicas, timeoutMs: config.redis.replicaTimeoutMs };
-    const result = await app.ledger.cancel(sequenceId, { reason, by }, replicas).catch((error: unknown) => {
-      if (error instanceof NotReplicatedError) return error;
-      throw error;
-    });
-    if (result instanceof NotReplicatedError) {
+    let result;
+    try {
+      result = await app.ledger.cancel(sequenceId, { reason, by }, replicas);
+    } catch (error) {
+      if (!(error instanceof NotReplicatedError)) throw error;
       // Decided on the primary, not yet on enough replicas: a failover could lose it. Cancel again.
       logger.warn(
-        { sequenceId, acknowledged: result.acknowledged, required: result.required, by },
+        { sequenceId, acknowledged: error.acknowledged, required: error.required, by },
         'cancel not acknowledged by the replicas',
       );
-      return reply.code(503).send({ error: 'NOT_REPLICATED', message: result.message });
+      return reply.code(503).send({ error: 'NOT_REPLICATED', message: error.message });
     }
     logger.info({ sequenceId, outcome: result.outcome, state: result.state, by }, 'cancel asked over HTTP');
     return result;

@@ -38,6 +38,9 @@ function oneLine(max: number) {
 /** What a cancel's `reason` (and `by`) must be, in words, for error messages. */
 export const CANCEL_TEXT_RULE = `one line of 1-${CANCEL_REASON_MAX} characters, not blank, without control characters`;
 
+/** A provider's record id as text: digits (the first provider), or BitGo's 32 lowercase hex. */
+const RECORD_ID = /^(?:[0-9]+|[0-9a-f]{32})$/;
+
 /** 2.1 Transaction as an event carries it: the fields that identify and match it, the rest as upstream sent them. */
 export const transactionDataSchema = z
   .looseObject({
@@ -58,7 +61,7 @@ export const transactionDataSchema = z
 /** 2.4 Submitted transfer record, without `raw` (it echoes the request and carries a person). */
 export const submittedRecordSchema = z
   .looseObject({
-    id: z.union([count, z.string().regex(/^(?:[0-9]+|[0-9a-f]{32})$/)]),
+    id: z.union([count, z.string().regex(RECORD_ID)]),
     sequenceId: z.string().min(1),
     destinationAddress: z
       .string()

@@ -26,6 +26,7 @@ import {
   type WalletRef,
   type WalletTransaction,
 } from '../port.ts';
+import { txidEquals } from '../../transfers/match.ts';
 import { badResponse, errorForStatus, readBody } from './responses.ts';
 import { pendingApprovalSchema, recipientEntries, sendAnswerSchema, transferSchema, type BitgoTransfer } from './schemas.ts';
 
@@ -36,22 +37,21 @@ export interface BitgoClientOptions extends TransportOptions {
   accessToken: string;
 }
 
-/** 32 lowercase hex (api.yaml `WalletIdString`). */
-const WALLET_ID = /^[0-9a-f]{32}$/;
 /** A lowercase coin or token ticker (btc, tbtc, hteth, hteth:usdc); api.yaml `CoinString` gives no pattern. */
 const COIN = /^[a-z0-9][a-z0-9:_.-]{0,63}$/;
 /** A txid is one plain token: starts alphanumeric (so never `.` or `..`), no slash, no percent. */
 const TXID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,255}$/;
 /**
- * A BitGo id (transfer, pending approval): the get-transfer route takes "a transfer or transaction id"
- * in one path segment, so a txid of this shape would be read as a transfer id: refused.
+ * A BitGo id, 32 lowercase hex (api.yaml `WalletIdString`, `Id`): wallet, transfer, pending approval.
+ * The get-transfer route takes "a transfer or transaction id" in one path segment, so a txid of this
+ * shape would be read as a transfer id: refused.
  */
 const BITGO_ID = /^[0-9a-f]{32}$/;
 
 /** `${coin}/wallet/${walletId}` with both checked, before any request. */
 function walletPath(endpoint: CustodyEndpoint, wallet: WalletRef): { path: string; walletId: string } {
   const walletId = String(wallet.walletId);
-  if (typeof wallet.walletId !== 'string' || !WALLET_ID.test(walletId))
+  if (typeof wallet.walletId !== 'string' || !BITGO_ID.test(walletId))
     throw invalid(endpoint, 'walletId must be 32 lowercase hex characters');
   if (typeof wallet.coin !== 'string' || !COIN.test(wallet.coin)) throw invalid(endpoint, 'coin must be a lowercase coin or token code');
   return { path: `/api/v2/${segment(wallet.coin)}/wallet/${walletId}`, walletId };
@@ -159,7 +159,7 @@ export class BitgoClient implements CustodyPort {
       member: txId,
     });
     if (transfer === undefined) return [];
-    if (!sameTxid(transfer.txid, txId)) throw badResponse('lookup', 200, 'the transfer names another txid');
+    if (!txidEquals(transfer.txid, txId)) throw badResponse('lookup', 200, 'the transfer names another txid');
     return [listed(transfer, walletId)];
   }
 
@@ -178,12 +178,12 @@ export class BitgoClient implements CustodyPort {
     const error = errorForStatus('detail', response);
     if (error) throw error;
     const transfer = readBody('detail', response, transferSchema);
-    if (!sameTxid(transfer.txid, txid)) throw badResponse('detail', response.status, 'the transfer names another txid');
+    if (!txidEquals(transfer.txid, txid)) throw badResponse('detail', response.status, 'the transfer names another txid');
     return transfer;
   }
 
   walletProblem(wallet: WalletRef): string | undefined {
-    if (typeof wallet.walletId === 'string' && WALLET_ID.test(wallet.walletId)) return undefined;
+    if (typeof wallet.walletId === 'string' && BITGO_ID.test(wallet.walletId)) return undefined;
     return "must be BitGo's wallet id, 32 lowercase hex characters: CUSTODY_PROVIDER=bitgo takes no integer wallet id";
   }
 
@@ -291,12 +291,6 @@ function acceptedPendingApproval(response: TransportResponse, sequenceId: string
 function listed(transfer: BitgoTransfer, walletId: string): ListedTransfer {
   const outputs = recipientEntries(transfer.entries, walletId).map((entry) => ({ address: entry.address, amount: entry.valueString }));
   return { ...transfer, outputs };
-}
-
-/** Hex txids (with or without 0x) compare without regard to letter case; any other form exactly. */
-function sameTxid(a: string, b: string): boolean {
-  if (a === b) return true;
-  return /^(0x)?[0-9a-f]+$/i.test(a) && /^(0x)?[0-9a-f]+$/i.test(b) && a.toLowerCase() === b.toLowerCase();
 }
 
 function checkTxid(endpoint: CustodyEndpoint, txid: string): void {

@@ -7,10 +7,10 @@
  */
 import type { z } from 'zod';
 import { schemaFailure } from '../http/schema-failure.ts';
-import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
 import type { SendProof } from '../../transfers/send-proof.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
-import { parseRetryAfter, retryAfterPause, type TransportResponse } from '../http/transport.ts';
+import type { TransportResponse } from '../http/transport.ts';
+import { statusError } from '../http/status-error.ts';
 import { errorEnvelopeSchema } from './schemas.ts';
 
 /** BitGo's `name` for a second send of a sequenceId the wallet already holds (api.yaml `DuplicateSequenceId`). */
@@ -140,20 +140,14 @@ export function errorForStatus(endpoint: CustodyEndpoint, response: TransportRes
   const { name, requestId } = envelopeOf(response.text);
   const proof = bitgoSendProof({ kind: 'status', status, name });
   const upstreamMessage = name === undefined ? undefined : requestId === undefined ? name : `${name} (requestId ${requestId})`;
-  const details = { endpoint, httpStatus: status, upstreamMessage, proof };
-  const what = `${endpoint}: HTTP ${status}${name === undefined ? '' : ` ${name}`}`;
-  if (status === 400 && name === DUPLICATE_SEQUENCE_ID && endpoint === 'send') {
-    return new CustodyError(CustodyErrorCode.DUPLICATE, `${what}, sequenceId already used in this wallet`, details);
-  }
-  if (status === 401) return new CustodyError(CustodyErrorCode.UNAUTHORIZED, `${what}, access token refused`, details);
-  if (status === 404) return new CustodyError(CustodyErrorCode.NOT_FOUND, `${what}, not found`, details);
-  if (status === 429) {
-    // The transport caps it at CUSTODY_MAX_PAUSE; BitGo documents no Retry-After here: 1 s when absent.
-    const retryAfterMs = response.retryAfterMs ?? retryAfterPause(parseRetryAfter(response.headers['retry-after']), DEFAULT_MAX_PAUSE_MS);
-    return new CustodyError(CustodyErrorCode.RATE_LIMITED, `${what}, rate limited for ${retryAfterMs} ms`, { ...details, retryAfterMs });
-  }
-  if (status === 408 || status >= 500) return new CustodyError(CustodyErrorCode.UNAVAILABLE, `${what}, upstream unavailable`, details);
-  return new CustodyError(CustodyErrorCode.REJECTED, `${what}, request refused`, details);
+  // BitGo documents no Retry-After for a 429 here: statusError then pauses 1 s.
+  return statusError(response, {
+    what: `${endpoint}: HTTP ${status}${name === undefined ? '' : ` ${name}`}`,
+    details: { endpoint, httpStatus: status, upstreamMessage, proof },
+    duplicate:
+      status === 400 && name === DUPLICATE_SEQUENCE_ID && endpoint === 'send' ? 'sequenceId already used in this wallet' : undefined,
+    unauthorized: 'access token refused',
+  });
 }
 
 /** The body as JSON, then the schema; a failure is BAD_RESPONSE with the table's proof for an unreadable 2xx. Names paths, never values. */

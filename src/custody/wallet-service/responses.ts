@@ -1,28 +1,21 @@
 import type { z } from 'zod';
-import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
 import { schemaFailure } from '../http/schema-failure.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
 import { ExactNumber, failureEnvelopeSchema } from './schemas.ts';
-import { parseRetryAfter, retryAfterPause, type TransportResponse } from '../http/transport.ts';
+import type { TransportResponse } from '../http/transport.ts';
+import { statusError } from '../http/status-error.ts';
 
 /** Maps a non-2xx status to its CustodyError; returns quietly for 2xx. */
 export function throwForStatus(endpoint: CustodyEndpoint, response: TransportResponse): void {
   const { status } = response;
   if (status >= 200 && status < 300) return;
-  const details = { endpoint, httpStatus: status, upstreamMessage: upstreamMessage(response.text) };
-  const what = `${endpoint}: HTTP ${status}`;
-  if (status === 401) throw new CustodyError(CustodyErrorCode.UNAUTHORIZED, `${what}, credentials refused`, details);
-  if (status === 404) throw new CustodyError(CustodyErrorCode.NOT_FOUND, `${what}, not found`, details);
-  if (status === 409 && endpoint === 'send') {
-    throw new CustodyError(CustodyErrorCode.DUPLICATE, `${what}, sequenceId conflict`, details);
-  }
-  if (status === 429) {
-    // The transport caps it at CUSTODY_MAX_PAUSE; a response made elsewhere gets the default cap.
-    const retryAfterMs = response.retryAfterMs ?? retryAfterPause(parseRetryAfter(response.headers['retry-after']), DEFAULT_MAX_PAUSE_MS);
-    throw new CustodyError(CustodyErrorCode.RATE_LIMITED, `${what}, rate limited for ${retryAfterMs} ms`, { ...details, retryAfterMs });
-  }
-  if (status === 408 || status >= 500) throw new CustodyError(CustodyErrorCode.UNAVAILABLE, `${what}, upstream unavailable`, details);
-  throw new CustodyError(CustodyErrorCode.REJECTED, `${what}, request refused`, details);
+  throw statusError(response, {
+    what: `${endpoint}: HTTP ${status}`,
+    details: { endpoint, httpStatus: status, upstreamMessage: upstreamMessage(response.text) },
+    // A 409 to a send: the provider knows the sequenceId (classify-send.ts decides what that means).
+    duplicate: status === 409 && endpoint === 'send' ? 'sequenceId conflict' : undefined,
+    unauthorized: 'credentials refused',
+  });
 }
 
 /**
