@@ -120,6 +120,7 @@ export async function createApp(
     },
     tracing: tracing?.upstream,
     onSkippedRecords: skippedRecordsReporter(logger, metrics),
+    narrowing: new LookupNarrowing(redis, (wallet) => keys.lookupNarrowing(wallet.walletId, wallet.coin)),
   });
   const onFinished = (queue: string, outcome: string, durationMs: number) => {
     metrics.jobs.inc({ queue, outcome });
@@ -151,7 +152,6 @@ export async function createApp(
     ledger,
     travelRule,
     custody,
-    lookupNarrowing: new LookupNarrowing(redis, custody, (wallet) => keys.lookupNarrowing(wallet.walletId, wallet.coin)),
     trackers,
     attempts: config.submit.attempts,
     retry: withBase(SUBMIT_RETRY, config.submit.retryBaseMs, config.submit.retryMaxMs),

@@ -66,6 +66,7 @@ export function withRequestHooks(port: CustodyPort, hooks: Partial<RequestHooks>
     ({ ...options, hooks: options?.hooks ? composeHooks(options.hooks, hooks) : alone }) as O;
   return {
     sendTransaction: (walletId, request, options) => port.sendTransaction(walletId, request, add(options)),
+    findTransfer: (wallet, known, options) => port.findTransfer(wallet, known, add(options)),
     getTransfersBySequenceId: (wallet, sequenceId, options) => port.getTransfersBySequenceId(wallet, sequenceId, add(options)),
     getTransfersByTxId: (wallet, txId, options) => port.getTransfersByTxId(wallet, txId, add(options)),
     getWalletTransaction: (walletId, txid, options) => port.getWalletTransaction(walletId, txid, add(options)),

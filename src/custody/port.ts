@@ -164,6 +164,44 @@ export interface ListedTransfer {
 
 export type ListedTransfers = ListedTransfer[] & { [UNREADABLE]?: number };
 
+/**
+ * What the worker knows to recognise its transfer among listed ones: always its sequenceId, then what
+ * an accepted send or an earlier answer told (the record id; the destination and the decimal amount).
+ */
+export interface KnownTransfer {
+  sequenceId: string;
+  /** The provider's record id, once seen. */
+  transactionId?: string | undefined;
+  destinationAddress?: string | undefined;
+  /** Decimal text, in the provider's unit. */
+  amount?: string | undefined;
+}
+
+/** Fields every finding carries. */
+interface FindingBase {
+  /**
+   * Transfers of other sequenceIds the answer identified (an answer that is not narrowed lists the
+   * wallet's other transfers): sequenceId → its one record. Empty for a narrowed answer.
+   */
+  others: ReadonlyMap<string, ListedTransfer>;
+  /** What was compared to recognise the transfer, for logs (never values). */
+  compared: readonly string[];
+}
+
+/**
+ * Which listed transfer is this sequenceId's, if it can be known (CustodyPort.findTransfer):
+ * - `found`: exactly this one; `bySequenceId` when the record itself carries the sequenceId;
+ * - `absent`: none of the listed transfers can be it; `sendsListed` counts the wallet's other sends listed;
+ * - `ambiguous`: several could be, or one could be without proof (no guess is made; nothing is resent
+ *   or claimed on it); `bySequenceId` when the candidates carry the sequenceId;
+ * - `unreadable`: a record carrying the sequenceId is there, but could not be read.
+ */
+export type TransferFinding =
+  | (FindingBase & { kind: 'found'; transfer: ListedTransfer; bySequenceId: boolean })
+  | (FindingBase & { kind: 'absent'; sendsListed: number })
+  | (FindingBase & { kind: 'ambiguous'; candidates: number; bySequenceId?: boolean })
+  | (FindingBase & { kind: 'unreadable' });
+
 /** The wallet's view of an on-chain transaction (enriches `transfer.broadcast`; reconciliation compares the txid). */
 export interface WalletTransaction {
   txid: string;
@@ -189,6 +227,14 @@ export function travelRuleApplies(setting: Pick<TravelRuleSetting, 'outgoingTxn'
  */
 export interface CustodyPort {
   sendTransaction(wallet: WalletRef, request: SendRequest, options?: SendOptions): Promise<AcceptedSend>;
+  /**
+   * Looks the transfer up by its sequenceId and says which listed transfer is its own, if that can be
+   * known: the provider's matching rules (what its records carry, the precision of its amounts, whether
+   * its answers are narrowed) are the adapter's (matching.ts helps). With `txid`, looked up by that
+   * txid instead, among the records that carry it (verification of a broadcast transfer).
+   */
+  findTransfer(wallet: WalletRef, known: KnownTransfer, options?: CallOptions & { txid?: string }): Promise<TransferFinding>;
+  /** The raw list answers (the CLI's `get-transfer`): no matching. */
   getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options?: CallOptions): Promise<ListedTransfers>;
   getTransfersByTxId(wallet: WalletRef, txId: string, options?: CallOptions): Promise<ListedTransfers>;
   getWalletTransaction(wallet: WalletRef, txid: string, options?: CallOptions): Promise<WalletTransaction>;

@@ -6,6 +6,7 @@
  */
 import type { z } from 'zod';
 import type { CustodyEndpoint } from './errors.ts';
+import type { NarrowingMemo } from './lookup-narrowing.ts';
 import type { CustodyPort, SkippedRecord } from './port.ts';
 
 /** One variable's entry in docs/configuration.md: what an operator reads as its default, and what it means. */
@@ -27,6 +28,12 @@ export interface SharedCustodySettings {
 export interface AdapterOptions {
   /** Records of a list answer that fail the adapter's schema were skipped (reporting.ts counts and logs them). */
   onSkippedRecords?: (endpoint: CustodyEndpoint, skipped: readonly SkippedRecord[]) => void;
+  /**
+   * Where an adapter whose API leaves open whether lookups are narrowed keeps what it found out, for
+   * every worker process (lookup-narrowing.ts). Absent (the CLI): never narrowed, so a lone record
+   * without the sequenceId identifies nothing.
+   */
+  narrowing?: NarrowingMemo;
 }
 
 /**

@@ -35,7 +35,7 @@ function createAdapter(config: CustodyConfig, options: CustodyPortOptions): Cust
   return providerOf(config).create(
     config.settings as never,
     { timeoutMs, connectTimeoutMs, connections, maxPauseMs },
-    { onSkippedRecords: options.onSkippedRecords },
+    { onSkippedRecords: options.onSkippedRecords, narrowing: options.narrowing },
   );
 }
 

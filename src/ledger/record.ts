@@ -80,7 +80,7 @@ export interface GateDecision {
   outcome: 'passed' | 'blocked';
 }
 
-/** How tracking recognises the transfer in a get-transfer answer; see track-transfer/match.ts. */
+/** How tracking recognises the transfer in a lookup answer (port.ts KnownTransfer; the adapter matches). */
 export interface LedgerMatch {
   transactionId?: string | undefined;
   destinationAddress?: string | undefined;

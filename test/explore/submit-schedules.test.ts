@@ -79,6 +79,9 @@ import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
 import { bitgoSendProof } from '../../src/custody/bitgo/responses.ts';
 import type { SendProof } from '../../src/transfers/send-proof.ts';
 import type { SubmittedTransfer, Transaction } from '../../src/custody/wallet-service/schemas.ts';
+import { findInAnswer } from '../../src/custody/matching.ts';
+import type { KnownTransfer, TransferFinding, WalletRef } from '../../src/custody/port.ts';
+import { LIST_AMOUNT_PLACES } from '../../src/lib/decimal.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
@@ -442,6 +445,18 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
         if (lost) await fireCancel('after-lost-answer');
       });
     },
+    // The adapters' matching (src/custody/matching.ts) over the scripted answer, with each provider's
+    // rules: BitGo's records carry the sequenceId; the first provider's may not, and whether its lookups
+    // are narrowed is what the worker's probe (a lookup of a never-used sequenceId) finds out.
+    async findTransfer(wallet: WalletRef, known: KnownTransfer): Promise<TransferFinding> {
+      const answer = await this.getTransfersBySequenceId();
+      if (provider === 'bitgo') return findInAnswer(answer, known, { narrows: async () => true, walletId: wallet.walletId });
+      return findInAnswer(answer, known, {
+        amountPlaces: LIST_AMOUNT_PLACES,
+        walletId: wallet.walletId,
+        narrows: async () => scenario.narrowed,
+      });
+    },
     async getTransfersBySequenceId(): Promise<Transaction[]> {
       if (wipedAt !== undefined && clock >= wipedAt + LEASE_MS) quietLookups++;
       const draw = scenario.lookups[lookupDraw++] ?? 'found';
@@ -474,8 +489,6 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     ledger,
     travelRule: { setting: async () => ({ outgoingTxn: 0, mandatory: false, blockTxn: false, fetchedAt: new Date(clock).toISOString() }) },
     custody,
-    // What the worker's probe (a lookup of a never-used sequenceId) finds out about this provider.
-    lookupNarrowing: { narrows: async () => scenario.narrowed },
     // As the worker wires it (src/app.ts): the submitted transition records the tracker in the outbox,
     // then Queue.add adds it; a re-run that finds the transfer submitted adds it again (a no-op).
     trackers,
@@ -494,7 +507,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     submitQueue,
     trackers,
     custody: {
-      getTransfersByTxId: async () => [],
+      findTransfer: async () => ({ kind: 'absent', others: new Map(), compared: [], sendsListed: 0 }),
       getWalletTransaction: async () => {
         throw new Error('not used');
       },

@@ -73,7 +73,7 @@ function tableCount(label: string): number {
 
 /** A third provider that serves nothing: every call throws a CustodyError. Its own variable: STUB_BASE_URL. */
 const STUB_CLIENT = `import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
-import type { AcceptedSend, CustodyPort, ListedTransfers, WalletRef, WalletTransaction } from '../port.ts';
+import type { AcceptedSend, CustodyPort, ListedTransfers, TransferFinding, WalletRef, WalletTransaction } from '../port.ts';
 
 const unsupported = (endpoint: CustodyEndpoint) =>
   new CustodyError(CustodyErrorCode.INVALID_REQUEST, 'the stub provider serves nothing', { endpoint });
@@ -85,6 +85,9 @@ export class StubClient implements CustodyPort {
   }
   async sendTransaction(): Promise<AcceptedSend> {
     throw unsupported('send');
+  }
+  async findTransfer(): Promise<TransferFinding> {
+    throw unsupported('lookup');
   }
   async getTransfersBySequenceId(): Promise<ListedTransfers> {
     throw unsupported('lookup');

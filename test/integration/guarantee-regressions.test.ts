@@ -14,6 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { parseStreamEntry, type TransferEvent } from '../../packages/producer/src/events.ts';
 import { createReconcileHandler, type ReconcileResult } from '../../src/jobs/reconcile/handler.ts';
 import { LookupNarrowing } from '../../src/custody/lookup-narrowing.ts';
+import { findInAnswer } from '../../src/custody/matching.ts';
 import { createSubmitHandler, type SubmitDeps } from '../../src/jobs/submit-transaction/handler.ts';
 import { createTrackHandler } from '../../src/jobs/track-transfer/handler.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
@@ -31,6 +32,7 @@ import { dataOf } from '../helpers/json-schemas.ts';
 import { newSequenceId, samplePayload, type SamplePayload } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
+import { recordUnknownSend } from '../helpers/unknown-send.ts';
 
 const TERMINAL = new Set(['transfer.broadcast', 'transfer.rejected', 'transfer.blocked', 'transfer.failed', 'transfer.expired']);
 /** What ends a submission: its terminal events, and `transfer.submitted`. */
@@ -427,7 +429,7 @@ function holdFirstSend(client: CustodyClient) {
   let calls = 0;
   let answered = false;
   const custody: SubmitDeps['custody'] = {
-    getTransfersBySequenceId: (...args) => client.getTransfersBySequenceId(...args),
+    findTransfer: (...args) => client.findTransfer(...args),
     async sendTransaction(...args) {
       calls += 1;
       if (calls > 1) return client.sendTransaction(...args);
@@ -474,7 +476,9 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
 
   /** A separate client per runner, as separate processes have. */
   function newClient(): CustodyClient {
-    const client = simulatorClient(sim);
+    // As the worker builds its adapter (src/app.ts): whether lookups are narrowed is probed and kept in Redis.
+    const narrowing = new LookupNarrowing(redis, (wallet) => `${uniquePrefix('narrowing')}:${wallet.walletId}:${wallet.coin}`);
+    const client = simulatorClient(sim, { narrowing });
     clients.push(client);
     return client;
   }
@@ -494,7 +498,6 @@ describe('3, 4: stale and skewed runners (real handler and ledger on Redis, real
         },
       },
       custody,
-      lookupNarrowing: new LookupNarrowing(redis, client, (wallet) => `${uniquePrefix('narrowing')}:${wallet.walletId}:${wallet.coin}`),
       trackers: { ensure: async () => 'added' as const },
       attempts: 3,
       retry: { name: 'test-retry', baseMs: 20, maxMs: 200 },
@@ -847,18 +850,7 @@ describe('chaos finding: an unknown send past TRACK_DEADLINE is looked up once m
     const payload = samplePayload();
     const sequenceId = payload.halfSigned.sequenceId;
     // A runner sent and died: its lease ran out long ago, well past the deadline.
-    await ledger.transition(sequenceId, {
-      from: ['-'],
-      to: TransferState.GATED,
-      set: { jobId: 'job-1', walletId: '310', coin: 'eth', payload: JSON.stringify(payload) },
-    });
-    await ledger.transition(sequenceId, {
-      from: [TransferState.GATED],
-      to: TransferState.SUBMITTING,
-      lease: { mode: 'take', owner: 'dead', ms: 1 },
-      set: { pending: 1 },
-      increment: { sends: 1 },
-    });
+    await recordUnknownSend(ledger, payload);
     clock += 10 * 60_000;
     const handler = createSubmitHandler({
       ledger,
@@ -867,9 +859,9 @@ describe('chaos finding: an unknown send past TRACK_DEADLINE is looked up once m
         sendTransaction: async () => {
           throw new Error('no send expected');
         },
-        getTransfersBySequenceId: async () => [{ id: '70000001', sequenceId, type: 'send', txid: '', outputs: [] }] as never,
+        findTransfer: async (_wallet, known) =>
+          findInAnswer([{ id: '70000001', sequenceId, type: 'send', txid: '', outputs: [] }], known, { narrows: async () => true }),
       },
-      lookupNarrowing: { narrows: async () => true },
       trackers: { ensure: async () => 'added' as const },
       attempts: 3,
       retry: { name: 'test', baseMs: 10, maxMs: 10 },

@@ -1,4 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { findInAnswer } from '../../src/custody/matching.ts';
+import { LIST_AMOUNT_PLACES } from '../../src/lib/decimal.ts';
 import { createTrackHandler } from '../../src/jobs/track-transfer/handler.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
 import { Ledger, NO_RECORD, TransferState } from '../../src/ledger/ledger.ts';
@@ -47,7 +49,9 @@ describe('a tracked transfer that never matches', () => {
     const handler = createTrackHandler({
       ledger,
       custody: {
-        getTransfersBySequenceId: async () => [other, receive],
+        // The first provider's matching rules (its adapter's findTransfer) over this answer.
+        findTransfer: async (wallet, known) =>
+          findInAnswer([other, receive], known, { amountPlaces: LIST_AMOUNT_PLACES, walletId: wallet.walletId }),
         getWalletTransaction: async () => {
           throw new Error('not used');
         },

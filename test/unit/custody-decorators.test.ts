@@ -48,6 +48,10 @@ function fakePort(answer: { status: number } = { status: 200 }) {
       const sequenceId = request.halfSigned.sequenceId;
       return { id: 1, sequenceId, destinationAddress: '0x1', amount: '1', [EXACT_AMOUNT]: '1' } satisfies AcceptedSend;
     },
+    async findTransfer(_wallet, known, options) {
+      await call('findTransfer', 'lookup', options, { klass: BudgetClass.POLL, member: known.sequenceId });
+      return { kind: 'absent', others: new Map(), compared: [], sendsListed: 0 };
+    },
     async getTransfersBySequenceId(_wallet, sequenceId, options) {
       await call('getTransfersBySequenceId', 'lookup', options, { klass: BudgetClass.POLL, member: sequenceId });
       return list;
@@ -97,6 +101,7 @@ const SEND = { txHex: 'aa', halfSigned: { txBase64: 'qg==', txHex: 'aa', sequenc
 /** Every call of the port, once. */
 async function callEverything(port: CustodyPort, options?: CallOptions): Promise<void> {
   await port.sendTransaction(WALLET, SEND, options);
+  await port.findTransfer(WALLET, { sequenceId: 'seq-1' }, options);
   await port.getTransfersBySequenceId(WALLET, 'seq-1', options);
   await port.getTransfersByTxId(WALLET, '0xabc', options);
   await port.getWalletTransaction(WALLET, '0xabc', options);
@@ -111,6 +116,7 @@ describe('withRequestHooks', () => {
     await callEverything(withRequestHooks(fake.port, hooks));
     expect(fake.seen.map((s) => s.call)).toEqual([
       'send',
+      'findTransfer',
       'getTransfersBySequenceId',
       'getTransfersByTxId',
       'detail',
@@ -122,6 +128,10 @@ describe('withRequestHooks', () => {
       'd after token 200',
       'd before send send/seq-1',
       'd after send 200',
+      'd before token -',
+      'd after token 200',
+      'd before lookup poll/seq-1',
+      'd after lookup 200',
       'd before token -',
       'd after token 200',
       'd before lookup poll/seq-1',

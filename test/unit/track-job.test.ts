@@ -51,7 +51,7 @@ describe('the tracking job', () => {
       submitQueue: submit,
       trackers: new Trackers(track, ledger, 3_600_000),
       custody: {
-        getTransfersByTxId: async () => [],
+        findTransfer: async () => ({ kind: 'absent', others: new Map(), compared: [], sendsListed: 0 }),
         getWalletTransaction: async () => {
           throw new Error('not used');
         },

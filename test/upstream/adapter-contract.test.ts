@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BitgoClient } from '../../src/custody/bitgo/client.ts';
 import { CustodyErrorCode } from '../../src/custody/errors.ts';
-import type { CustodyPort, RequestHooks, WalletRef } from '../../src/custody/port.ts';
+import { EXACT_AMOUNT, type CustodyPort, type RequestHooks, type WalletRef } from '../../src/custody/port.ts';
 import { CustodyClient } from '../../src/custody/wallet-service/client.ts';
 import { startBitgoSimulator, type BitgoSimulator } from '../../src/simulator/bitgo/index.ts';
 import { startSimulator, type FaultKind, type Simulator } from '../../src/simulator/index.ts';
@@ -139,6 +139,25 @@ describe.each([
     expect(error.proof).toBe('conflict');
     expect(error.maybeProcessed).toBe(false);
     expect(provider.accepted(sequenceId)).toBe(1);
+  });
+
+  it("findTransfer names the accepted send's own record: by sequenceId alone, and by what the send's answer stated", async () => {
+    const c = client();
+    const sequenceId = newSequenceId();
+    const accepted = await c.sendTransaction(provider.wallet, sampleSend(sequenceId));
+    const alone = await c.findTransfer(provider.wallet, { sequenceId });
+    expect(alone).toMatchObject({ kind: 'found', bySequenceId: true, transfer: { sequenceId } });
+    const known = { sequenceId, destinationAddress: accepted.destinationAddress, amount: accepted[EXACT_AMOUNT] };
+    const stated = await c.findTransfer(provider.wallet, known);
+    expect(stated.kind === 'found' && stated.transfer.id).toBe(alone.kind === 'found' && alone.transfer.id);
+    expect(stated.others.size).toBe(0);
+  });
+
+  it('findTransfer of a sequenceId never used is absent, and makes one lookup', async () => {
+    const before = provider.requests();
+    const found = await client().findTransfer(provider.wallet, { sequenceId: newSequenceId() });
+    expect(found).toMatchObject({ kind: 'absent', sendsListed: 0 });
+    expect(provider.requests() - before).toBe(1);
   });
 
   it('a lookup of an unknown sequenceId answers an empty list', async () => {

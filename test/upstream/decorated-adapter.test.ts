@@ -14,7 +14,16 @@ import { decorate } from '../../src/custody/decorators.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
 import { basicAuthorization } from '../../src/custody/http/auth.ts';
 import { Transport } from '../../src/custody/http/transport.ts';
-import type { CallOptions, CustodyPort, ListedTransfer, ListedTransfers, WalletRef } from '../../src/custody/port.ts';
+import type {
+  CallOptions,
+  CustodyPort,
+  KnownTransfer,
+  ListedTransfer,
+  ListedTransfers,
+  TransferFinding,
+  WalletRef,
+} from '../../src/custody/port.ts';
+import { findInAnswer } from '../../src/custody/matching.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 import { simulatorClient } from '../helpers/sim-client.ts';
@@ -47,6 +56,10 @@ class MinimalAdapter implements CustodyPort {
     const body = JSON.parse(response.text) as unknown;
     const list = Array.isArray(body) ? body : ((body as { data?: unknown[] }).data ?? []);
     return list as ListedTransfer[];
+  }
+
+  async findTransfer(wallet: WalletRef, known: KnownTransfer, options: CallOptions = {}): Promise<TransferFinding> {
+    return findInAnswer(await this.getTransfersBySequenceId(wallet, known.sequenceId, options), known);
   }
 
   getTransfersByTxId(): never {

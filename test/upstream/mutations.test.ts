@@ -20,7 +20,13 @@ import fc from 'fast-check';
 import '../fuzz/fc-seed.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
-import { findTransfer, txidEquals, type MatchResult, type TransferMatch } from '../../src/transfers/match.ts';
+import { matchAnswer, txidEquals } from '../../src/custody/matching.ts';
+import type { KnownTransfer, TransferFinding } from '../../src/custody/port.ts';
+import { LIST_AMOUNT_PLACES } from '../../src/lib/decimal.ts';
+
+/** The first provider's matching rules (its adapter's findTransfer, without the narrowing probe). */
+const findTransfer = (list: readonly ListedTransfer[], known: KnownTransfer): TransferFinding =>
+  matchAnswer(list, known, { amountPlaces: LIST_AMOUNT_PLACES });
 import { CustodyClient, travelRuleApplies } from '../../src/custody/wallet-service/client.ts';
 import { CustodyError, CustodyErrorCode } from '../../src/custody/errors.ts';
 import { EXACT_AMOUNT, type SkippedRecord, type SubmittedTransfer, type Transaction } from '../../src/custody/wallet-service/schemas.ts';
@@ -338,17 +344,13 @@ function decisionView(list: readonly ListedTransfer[]) {
   }));
 }
 
-function describeMatch(result: MatchResult): string {
-  return result.kind === 'found'
-    ? `found ${result.transaction.id}`
-    : result.kind === 'ambiguous'
-      ? `ambiguous ${result.candidates}`
-      : 'none';
+function describeMatch(result: TransferFinding): string {
+  return result.kind === 'found' ? `found ${result.transfer.id}` : result.kind === 'ambiguous' ? `ambiguous ${result.candidates}` : 'none';
 }
 
 /** How each job of the worker looks for the transfer in a get-transfer answer. */
-function matchings(c: Captured): Array<{ name: string; run: (list: readonly Transaction[]) => MatchResult }> {
-  const track: TransferMatch = { sequenceId: c.sequenceId, ...c.match };
+function matchings(c: Captured): Array<{ name: string; run: (list: readonly Transaction[]) => TransferFinding }> {
+  const track: KnownTransfer = { sequenceId: c.sequenceId, ...c.match };
   return [
     // submit, resolving a send with unknown outcome: nothing known but the sequenceId
     { name: 'resolve (sequenceId only)', run: (list) => findTransfer(list, { sequenceId: c.sequenceId }) },
@@ -560,8 +562,8 @@ describe('answers with a broken field the worker decides on: refused or skipped,
         for (const { name, run } of matchings(captured)) {
           const result = run(after.list);
           if (result.kind !== 'found') continue;
-          expect(result.transaction.id, `${name}: ${what}; answer read as ${JSON.stringify(decisionView(after.list))}`).toBe(intended.id);
-          expect(decisionView([result.transaction]), `${name}: ${what}`).toEqual(decisionView([intended]));
+          expect(result.transfer.id, `${name}: ${what}; answer read as ${JSON.stringify(decisionView(after.list))}`).toBe(intended.id);
+          expect(decisionView([result.transfer]), `${name}: ${what}`).toEqual(decisionView([intended]));
         }
         tally[target === ours ? 'ours' : 'others'] += 1;
         if (carried) tally.flaggedOurs += 1;

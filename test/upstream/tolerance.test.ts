@@ -4,7 +4,7 @@
  * client then required every documented field with its documented type.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findTransfer, txidEquals } from '../../src/transfers/match.ts';
+import { txidEquals } from '../../src/custody/matching.ts';
 import { CustodyClient, travelRuleApplies, type CustodyClientOptions } from '../../src/custody/wallet-service/client.ts';
 import { CustodyErrorCode } from '../../src/custody/errors.ts';
 import { EXACT_AMOUNT, UNREADABLE, type SkippedRecord, type TransactionList } from '../../src/custody/wallet-service/schemas.ts';
@@ -151,8 +151,9 @@ describe('get-transfer lists', () => {
     const list = await client().getTransfersBySequenceId(WALLET, SEQ);
     expect(list.map((tx) => tx.id)).toEqual(['60000001', '60000002', '60000003', '70000001']);
     expect(skipped).toEqual([]);
-    const found = findTransfer(list, { sequenceId: SEQ, destinationAddress: '0xAbCdEf', amount: '0.01234567' });
-    expect(found).toMatchObject({ kind: 'found', transaction: { id: '70000001' } });
+    // The adapter's matching: address in any letter case, amount at the list's precision.
+    const found = await client().findTransfer(WALLET, { sequenceId: SEQ, destinationAddress: '0xAbCdEf', amount: '0.01234567' });
+    expect(found).toMatchObject({ kind: 'found', transfer: { id: '70000001' } });
     expect(JSON.stringify(list)).not.toContain('"extra"');
   });
 
@@ -217,7 +218,7 @@ describe('get-transfer lists', () => {
     answer = () => json([transaction({ id: -1, outputs: [{ address: '0xOurs', amount: '1' }] }), transaction({ id: '70000002' })]);
     const list = await client().getTransfersBySequenceId(WALLET, SEQ);
     expect(list.map((tx) => tx.id)).toEqual(['70000002']);
-    expect(findTransfer(list, { sequenceId: SEQ })).toEqual({ kind: 'ambiguous', candidates: 1 });
+    expect(await client().findTransfer(WALLET, { sequenceId: SEQ })).toMatchObject({ kind: 'ambiguous', candidates: 1 });
   });
 });
 

@@ -19,14 +19,16 @@ import {
   type BudgetTag,
   type CallOptions,
   type CustodyPort,
+  type KnownTransfer,
   type ListedTransfer,
   type ListedTransfers,
   type SendOptions,
   type SendRequest,
+  type TransferFinding,
   type WalletRef,
   type WalletTransaction,
 } from '../port.ts';
-import { txidEquals } from '../../transfers/match.ts';
+import { findInAnswer, txidEquals } from '../matching.ts';
 import { badResponse, errorForStatus, readBody } from './responses.ts';
 import { pendingApprovalSchema, recipientEntries, sendAnswerSchema, transferSchema, type BitgoTransfer } from './schemas.ts';
 
@@ -121,6 +123,19 @@ export class BitgoClient implements CustodyPort {
     return response.status === 202
       ? acceptedPendingApproval(response, sequenceId)
       : acceptedTransfer(response, sequenceId, walletId, options);
+  }
+
+  /**
+   * Matched (matching.ts) on the one transfer BitGo answers: it carries the sequenceId (a lookup by
+   * sequenceId is narrowed by design), and amounts are base units, compared exactly.
+   */
+  async findTransfer(wallet: WalletRef, known: KnownTransfer, options: CallOptions & { txid?: string } = {}): Promise<TransferFinding> {
+    const { txid, ...call } = options;
+    const answer =
+      txid === undefined
+        ? await this.getTransfersBySequenceId(wallet, known.sequenceId, call)
+        : await this.getTransfersByTxId(wallet, txid, call);
+    return findInAnswer(answer, known, { narrows: async () => true, walletId: wallet.walletId });
   }
 
   /**

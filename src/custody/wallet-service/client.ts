@@ -3,7 +3,23 @@ import { basicAuthorization, OAuthTokenProvider, StaticTokenProvider, type Token
 import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } from '../errors.ts';
 import { parseJsonBody, readResponse, throwForStatus } from './responses.ts';
 import { BudgetClass } from '../budget.ts';
-import type { BudgetTag, CallOptions, CustodyPort, RequestHooks, SendOptions, SendRequest, WalletRef } from '../port.ts';
+import { randomUUID } from 'node:crypto';
+import { LIST_AMOUNT_PLACES } from '../../lib/decimal.ts';
+import type { NarrowingMemo } from '../lookup-narrowing.ts';
+import { findInAnswer, txidEquals } from '../matching.ts';
+import {
+  UNREADABLE,
+  type BudgetTag,
+  type CallOptions,
+  type CustodyPort,
+  type KnownTransfer,
+  type ListedTransfers,
+  type RequestHooks,
+  type SendOptions,
+  type SendRequest,
+  type TransferFinding,
+  type WalletRef,
+} from '../port.ts';
 // Re-exported for callers of this client (tests): the port owns them.
 export { travelRuleApplies, type CallOptions, type SendOptions, type WalletRef } from '../port.ts';
 import {
@@ -13,6 +29,7 @@ import {
   sendTransactionResponseWithoutRawSchema,
   transactionListSchema,
   type SkippedRecord,
+  type TransactionList,
   walletTransactionResponseSchema,
   type SubmittedTransfer,
   type Transaction,
@@ -35,6 +52,8 @@ export interface CustodyClientOptions extends TransportOptions {
    * for (the one record that mattered is unreadable).
    */
   onSkippedRecords?: (endpoint: CustodyEndpoint, skipped: readonly SkippedRecord[]) => void;
+  /** Where whether this provider narrows its lookups is kept (lookup-narrowing.ts); absent: never narrowed. */
+  narrowing?: NarrowingMemo | undefined;
 }
 
 /** The body of a send, as the port defines it. */
@@ -68,9 +87,11 @@ export class CustodyClient implements CustodyPort {
   readonly #getTransferUrl: URL;
   readonly #baseUrl: string;
   readonly #onSkippedRecords: CustodyClientOptions['onSkippedRecords'];
+  readonly #narrowing: NarrowingMemo | undefined;
 
   constructor(options: CustodyClientOptions) {
     this.#onSkippedRecords = options.onSkippedRecords;
+    this.#narrowing = options.narrowing;
     this.#transport = new Transport(options);
     this.#basic = basicAuthorization(options.clientId, options.clientSecret);
     this.#sdkUrl = options.sdkUrl.replace(/\/+$/, '');
@@ -94,16 +115,62 @@ export class CustodyClient implements CustodyPort {
     }
   }
 
+  /**
+   * 4.1, matched (matching.ts): this provider's records may carry no sequenceId, its lists write
+   * amounts at LIST_AMOUNT_PLACES, and whether an answer is narrowed to the sequenceId is found out
+   * by a probe (lookup-narrowing.ts).
+   */
+  async findTransfer(wallet: WalletRef, known: KnownTransfer, options: CallOptions & { txid?: string } = {}): Promise<TransferFinding> {
+    const { txid, ...call } = options;
+    const answer =
+      txid === undefined
+        ? await this.#getTransfer(
+            { wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', known.sequenceId) },
+            call,
+            call.budget ?? { klass: BudgetClass.POLL, member: known.sequenceId },
+            known.sequenceId,
+          )
+        : await this.#getTransfer(
+            { wallet: walletBody(wallet), txId: nonEmpty('txId', txid) },
+            call,
+            call.budget ?? { klass: BudgetClass.VERIFY, member: txid },
+            known.sequenceId,
+          );
+    const transactions: ListedTransfers =
+      txid === undefined ? answer.transactions : answer.transactions.filter((tx) => txidEquals(tx.txid, txid));
+    if (txid !== undefined && answer.transactions[UNREADABLE] !== undefined) transactions[UNREADABLE] = answer.transactions[UNREADABLE];
+    const narrowing = this.#narrowing;
+    return findInAnswer(transactions, known, {
+      amountPlaces: LIST_AMOUNT_PLACES,
+      walletId: wallet.walletId,
+      unreadableOurs: answer.skipped.filter((record) => record.ours).length,
+      narrows:
+        narrowing && txid === undefined
+          ? () =>
+              narrowing.narrows(wallet, async () => {
+                const probe = `probe-${randomUUID()}`;
+                const list = await this.getTransfersBySequenceId(wallet, probe, {
+                  signal: call.signal,
+                  hooks: call.hooks,
+                  budget: { klass: BudgetClass.SETTLE, member: probe },
+                });
+                return list.length === 0;
+              })
+          : undefined,
+    });
+  }
+
   /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (upstream API 4.1 leaves it open). */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<Transaction[]> {
     const budget = options.budget ?? { klass: BudgetClass.POLL, member: sequenceId };
-    return this.#getTransfer({ wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) }, options, budget, sequenceId);
+    const body = { wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) };
+    return (await this.#getTransfer(body, options, budget, sequenceId)).transactions;
   }
 
   /** 4.1 by txId, for `send` and `receive`. */
   async getTransfersByTxId(wallet: WalletRef, txId: string, options: CallOptions = {}): Promise<Transaction[]> {
     const budget = options.budget ?? { klass: BudgetClass.VERIFY, member: txId };
-    return this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) }, options, budget);
+    return (await this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) }, options, budget)).transactions;
   }
 
   /**
@@ -200,17 +267,22 @@ export class CustodyClient implements CustodyPort {
    * (upstream API section 7 shows no errors; docs/upstream-api.md, assumptions): all three are an empty list. The list is parsed record
    * by record: an odd record is skipped and reported, never fails the rest.
    */
-  async #getTransfer(body: object, options: CallOptions, budget: BudgetTag, sequenceId?: string): Promise<Transaction[]> {
+  async #getTransfer(
+    body: object,
+    options: CallOptions,
+    budget: BudgetTag,
+    sequenceId?: string,
+  ): Promise<{ transactions: TransactionList; skipped: SkippedRecord[] }> {
     let list: unknown[];
     try {
       list = readResponse('lookup', await this.#request(body, options, budget), transactionListSchema);
     } catch (error) {
-      if (isNotFound(error)) return [];
+      if (isNotFound(error)) return { transactions: [], skipped: [] };
       throw error;
     }
-    const { transactions, skipped } = parseTransactionList(list, sequenceId);
-    if (skipped.length > 0) this.#onSkippedRecords?.('lookup', skipped);
-    return transactions;
+    const parsed = parseTransactionList(list, sequenceId);
+    if (parsed.skipped.length > 0) this.#onSkippedRecords?.('lookup', parsed.skipped);
+    return parsed;
   }
 
   #request(body: object, { signal, hooks }: CallOptions, budget: BudgetTag) {

@@ -54,5 +54,6 @@ export const walletServiceProvider = defineCustodyProvider({
     settings.accessToken,
     basicAuthorization(settings.clientId, settings.clientSecret).replace(/^Basic /, ''),
   ],
-  create: (settings, shared, options) => new CustodyClient({ ...settings, ...shared, onSkippedRecords: options.onSkippedRecords }),
+  create: (settings, shared, options) =>
+    new CustodyClient({ ...settings, ...shared, onSkippedRecords: options.onSkippedRecords, narrowing: options.narrowing }),
 });

@@ -16,7 +16,7 @@ import {
   VERIFY_BUDGET_MS,
   VERIFY_WINDOW_MS,
 } from '../../timing.ts';
-import { findTransfer, txidEquals } from '../../transfers/match.ts';
+import { txidEquals } from '../../custody/matching.ts';
 import { describeInvalidPayload } from '../../../packages/producer/src/payload.ts';
 
 export interface ReconcileDeps {
@@ -24,7 +24,7 @@ export interface ReconcileDeps {
   submitQueue: Queue;
   /** Adds tracking jobs (Trackers.ensure), and those a crash left in the tracker outbox (Trackers.sweep). */
   trackers: Pick<Trackers, 'ensure' | 'sweep'>;
-  custody: Pick<CustodyPort, 'getTransfersByTxId' | 'getWalletTransaction'>;
+  custody: Pick<CustodyPort, 'findTransfer' | 'getWalletTransaction'>;
   /** A transfer untouched this long in a non-terminal state is checked. */
   graceMs: number;
   retentionMs: number;
@@ -240,12 +240,7 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         const wallet = { walletId: record.walletId, coin: record.coin };
         // The lowest class of the budget: whatever sends, polls and enrichment leave.
         const budget = { klass: BudgetClass.VERIFY, member: sequenceId };
-        const list = await deps.custody.getTransfersByTxId(wallet, record.txid, { budget });
-        const match = { sequenceId, ...record.match };
-        const found = findTransfer(
-          list.filter((tx) => txidEquals(tx.txid, record.txid!)),
-          match,
-        );
+        const found = await deps.custody.findTransfer(wallet, { sequenceId, ...record.match }, { budget, txid: record.txid });
         if (found.kind === 'ambiguous') deps.onAmbiguous?.('reconcile');
         const walletTx = await deps.custody.getWalletTransaction(wallet, record.txid, { budget }).catch((error: unknown) => {
           if (isCustodyError(error) && error.budgetRefused) throw error;

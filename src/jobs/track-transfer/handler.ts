@@ -13,19 +13,17 @@ import {
   UNMATCHED_POLLS_ALERT,
   type BackoffProfile,
 } from '../../timing.ts';
-import { LIST_AMOUNT_PLACES } from '../../lib/decimal.ts';
 import type { JobContext } from '../../queues/processor.ts';
-import type { CustodyPort, ListedTransfer, WalletTransaction } from '../../custody/port.ts';
+import type { CustodyPort, KnownTransfer, ListedTransfer, TransferFinding, WalletTransaction } from '../../custody/port.ts';
 import { BudgetClass } from '../../custody/budget.ts';
 import { CustodyErrorCode, isCustodyError } from '../../custody/errors.ts';
-import { findTransfer, type TransferMatch } from '../../transfers/match.ts';
 import { sequenceIdSchema } from '../../../packages/producer/src/sequence-id.ts';
 
 export const trackPayloadSchema = z.object({ sequenceId: sequenceIdSchema });
 
 export interface TrackDeps {
   ledger: Ledger;
-  custody: Pick<CustodyPort, 'getTransfersBySequenceId' | 'getWalletTransaction'>;
+  custody: Pick<CustodyPort, 'findTransfer' | 'getWalletTransaction'>;
   pollMinMs: number;
   pollMaxMs: number;
   /**
@@ -91,7 +89,7 @@ export function createTrackHandler(deps: TrackDeps) {
     }
     const submittedAt = record.submittedAt ?? record.updatedAt;
     const deadline = submittedAt + deps.deadlineMs;
-    const match: TransferMatch = { sequenceId, ...record.match };
+    const match: KnownTransfer = { sequenceId, ...record.match };
 
     if (record.txid !== undefined) {
       // Found with its txid by an earlier run whose wallet-transaction lookup had to wait: no new poll.
@@ -101,9 +99,9 @@ export function createTrackHandler(deps: TrackDeps) {
 
     // Counted by the read unless the record had a txid (readCounting's `unless`): then the budget counts it.
     const counted = deps.countPollOnRead === true && record.txid === undefined;
-    let list;
+    let found: TransferFinding;
     try {
-      list = await deps.custody.getTransfersBySequenceId({ walletId: record.walletId, coin: record.coin }, sequenceId, {
+      found = await deps.custody.findTransfer({ walletId: record.walletId, coin: record.coin }, match, {
         budget: { klass: BudgetClass.POLL, member: sequenceId, dispensed: true, counted },
       });
     } catch (error) {
@@ -124,26 +122,22 @@ export function createTrackHandler(deps: TrackDeps) {
       return expireOrWait(record, deadline, backoffDelay(errorProfile, failures), log);
     }
 
-    if (deps.wake && list.some((tx) => tx.sequenceId !== undefined && tx.sequenceId !== sequenceId && tx.txid !== '')) {
-      await settleOthers(record, list, log);
-    }
-    const found = findTransfer(list, match);
+    if (deps.wake && found.others.size > 0) await settleOthers(record, found.others, log);
     if (found.kind === 'ambiguous') {
       deps.onAmbiguous?.('track');
       log.warn({ candidates: found.candidates }, 'several transactions match, not guessing');
+    } else if (found.kind === 'unreadable') {
+      deps.onAmbiguous?.('track');
+      log.warn('the record carrying the sequenceId could not be read, not guessing');
     }
-    if (found.kind === 'found' && found.transaction.txid !== '') {
-      return broadcast(record, found.transaction, log);
+    if (found.kind === 'found' && found.transfer.txid !== '') {
+      return broadcast(record, found.transfer, log);
     }
     if (found.kind === 'found' && match.transactionId === undefined) {
       // Remember the record id: a later answer is then matched by id, the cheapest sure way.
-      match.transactionId = found.transaction.id;
+      match.transactionId = found.transfer.id;
       await deps.ledger.transition(sequenceId, op.identified(match));
-    } else if (
-      found.kind === 'none' &&
-      record.unmatchedPolls < UNMATCHED_POLLS_ALERT &&
-      list.some((tx) => tx.type.toLowerCase() === 'send' && (tx.wallet === undefined || String(tx.wallet) === record.walletId))
-    ) {
+    } else if (found.kind === 'absent' && record.unmatchedPolls < UNMATCHED_POLLS_ALERT && found.sendsListed > 0) {
       // The wallet's sends are listed but none is ours: not visible yet, or a match that can never
       // succeed (an amount or address upstream writes differently). Counted and logged once, so the
       // second kind is seen long before TRACK_DEADLINE. Counting stops at the alert: a write per poll
@@ -155,11 +149,8 @@ export function createTrackHandler(deps: TrackDeps) {
         log.warn(
           {
             unmatchedPolls: unmatched,
-            sends: list.filter((tx) => tx.type.toLowerCase() === 'send').length,
-            compared:
-              match.transactionId !== undefined
-                ? ['id']
-                : ['sequenceId', 'outputs[].address (any letter case)', `outputs[].amount (at ${LIST_AMOUNT_PLACES} fractional digits)`],
+            sends: found.sendsListed,
+            compared: found.compared,
             matchAmount: match.amount,
           },
           'transfer not matched in get-transfer answers that list sends of its wallet',
@@ -173,23 +164,19 @@ export function createTrackHandler(deps: TrackDeps) {
 
   /**
    * A provider that does not narrow its answers lists the wallet's other transfers too. Each one that
-   * carries the sequenceId of another transfer of ours being tracked, and that the same matching rules
-   * find for it with its txid, is recorded as found (Ledger.rememberFound, op.txidFound) and its
-   * tracker woken: its next run makes the wallet-transaction lookup without a poll of its own. Best
-   * effort: whatever fails here, that transfer's own polls go on.
+   * carries the sequenceId of another transfer of ours being tracked, with its txid (the adapter
+   * identified it: TransferFinding.others), is recorded as found (Ledger.rememberFound, op.txidFound)
+   * and its tracker woken: its next run makes the wallet-transaction lookup without a poll of its own.
+   * Best effort: whatever fails here, that transfer's own polls go on.
    */
-  async function settleOthers(record: TrackingView, list: Parameters<typeof findTransfer>[0], log: JobContext['log']): Promise<void> {
-    const others = new Set<string>();
-    for (const tx of list)
-      if (tx.sequenceId !== undefined && tx.sequenceId !== record.sequenceId && tx.txid !== '') others.add(tx.sequenceId);
-    for (const other of others) {
+  async function settleOthers(record: TrackingView, others: TransferFinding['others'], log: JobContext['log']): Promise<void> {
+    for (const [other, transfer] of others) {
+      if (transfer.txid === '') continue;
       try {
         const view = await deps.ledger.read(other, TRACKING_VIEW);
         if (!view || view.state !== TransferState.SUBMITTED || view.walletId !== record.walletId || view.txid !== undefined) continue;
-        const found = findTransfer(list, { sequenceId: other, ...view.match });
-        if (found.kind !== 'found' || found.transaction.txid === '') continue;
-        await deps.ledger.rememberFound(other, found.transaction);
-        const noted = await deps.ledger.transition(other, op.txidFound(found.transaction.txid));
+        await deps.ledger.rememberFound(other, transfer);
+        const noted = await deps.ledger.transition(other, op.txidFound(transfer.txid));
         if (!noted.ok) continue;
         deps.onFoundForOther?.();
         await deps.wake!(other);
@@ -199,11 +186,7 @@ export function createTrackHandler(deps: TrackDeps) {
     }
   }
 
-  async function broadcast(
-    record: TrackingView,
-    transaction: Parameters<typeof findTransfer>[0][number],
-    log: JobContext['log'],
-  ): Promise<TrackResult> {
+  async function broadcast(record: TrackingView, transaction: ListedTransfer, log: JobContext['log']): Promise<TrackResult> {
     const sequenceId = record.sequenceId;
     let walletTransaction: WalletTransaction | null = null;
     try {

@@ -4,19 +4,14 @@ import { RetryLater } from '../../../queues/outcomes.ts';
 import type { JobContext } from '../../../queues/processor.ts';
 import type { Trackers } from '../../../queues/trackers.ts';
 import { LEASE_WAIT_SLACK_MS, type BackoffProfile } from '../../../timing.ts';
-import type { CustodyPort, WalletRef } from '../../../custody/port.ts';
+import type { CustodyPort } from '../../../custody/port.ts';
 import type { GateSetting } from '../../../custody/travel-rule-cache.ts';
 
 export interface SubmitDeps {
   ledger: Ledger;
   /** The gate's setting; `null` from a provider that does not gate (the port has no getTravelRuleSetting). */
   travelRule: { setting(): Promise<GateSetting | null> };
-  custody: Pick<CustodyPort, 'sendTransaction' | 'getTransfersBySequenceId'> & Partial<Pick<CustodyPort, 'walletProblem'>>;
-  /**
-   * Whether a lookup by sequenceId answers only with that transfer, for a wallet (LookupNarrowing):
-   * only then does a single `send` record without a sequenceId identify the transfer.
-   */
-  lookupNarrowing: { narrows(wallet: WalletRef, signal?: AbortSignal): Promise<boolean> };
+  custody: Pick<CustodyPort, 'sendTransaction' | 'findTransfer'> & Partial<Pick<CustodyPort, 'walletProblem'>>;
   /**
    * Adds the transfer's one tracking job unless it exists and clears its tracker outbox entry
    * (Trackers.ensure); the `submitted` transition records the entry, so a crash in between leaves it

@@ -2,10 +2,10 @@ import { BudgetClass } from '../../../custody/budget.ts';
 import { CustodyError } from '../../../custody/errors.ts';
 import type { TransferState, TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
-import type { MatchResult } from '../../../transfers/match.ts';
+import type { TransferFinding } from '../../../custody/port.ts';
 import { RetryLater } from '../../../queues/outcomes.ts';
 import { refused, type Run, type Step } from './context.ts';
-import { identify } from './lookup.ts';
+import { cannotTell, identify } from './lookup.ts';
 import { release, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
 
 /**
@@ -15,7 +15,7 @@ import { release, releaseAndRetry, stillUnknown, submittedByLookup } from './set
  * (docs/contract.md section 4a):
  * - found: submitted, with no send;
  * - ambiguous (several candidates, or a record without our sequenceId from a provider that does not
- *   narrow): never sent, never claimed; the transfer stays unsettled (sticky) and gets
+ *   narrow) or unreadable (our record is there, unreadable): never sent, never claimed; the transfer stays unsettled (sticky) and gets
  *   `transfer.unresolved` at UNRESOLVED_AFTER;
  * - absent: the caller sends, telling the ledger that the lookup came first (`{ absent }`).
  * Whatever the answer, the transfer may have been sent in the life the ledger lost, and lookups lag:
@@ -42,7 +42,7 @@ export async function lookFirst(
     if (!released.ok) return { settled: refused(released) };
     throw new RetryLater(quietAt - held.updatedAt, 'ledger lost: waiting for sends of its old life to end');
   }
-  let found: MatchResult;
+  let found: TransferFinding;
   try {
     found = await identify(run, held, BudgetClass.SEND);
   } catch (error) {
@@ -52,11 +52,11 @@ export async function lookFirst(
   }
   if (found.kind === 'found') {
     const line = { level: 'warn', msg: 'transfer found upstream after the ledger was lost: submitted, not sent again' } as const;
-    return { settled: await submittedByLookup(run, held, found.transaction, line) };
+    return { settled: await submittedByLookup(run, held, found.transfer, line) };
   }
-  if (found.kind === 'ambiguous') {
+  if (found.kind === 'ambiguous' || found.kind === 'unreadable') {
     run.deps.onAmbiguous?.('resolve');
-    run.log.warn({ candidates: found.candidates }, 'after the ledger was lost, the lookup cannot tell which record is ours: no send');
+    run.log.warn(cannotTell(found), 'after the ledger was lost, the lookup cannot tell which record is ours: no send');
     return { settled: await stillUnknown(run, held, 'SEND_OUTCOME_UNKNOWN', held.updatedAt, 0) };
   }
   return { absent: held };

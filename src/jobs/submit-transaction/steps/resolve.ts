@@ -1,10 +1,10 @@
 import { BudgetClass } from '../../../custody/budget.ts';
 import { TransferState, type TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
-import type { MatchResult } from '../../../transfers/match.ts';
+import type { TransferFinding } from '../../../custody/port.ts';
 import { CustodyError } from '../../../custody/errors.ts';
 import { refused, type Run, type Step } from './context.ts';
-import { identify, lookup } from './lookup.ts';
+import { cannotTell, identify, lookUp } from './lookup.ts';
 import { takeAndSend } from './send.ts';
 import { expireUnsettled, fail, inUse, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
 
@@ -38,7 +38,9 @@ export async function resolve(run: Run, record: TransferRecord): Promise<Step> {
 async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
   let taken: boolean;
   try {
-    taken = await lookup(run, held, BudgetClass.SEND, async (list) => list.some((tx) => tx.sequenceId === held.sequenceId));
+    const found = await lookUp(run, held, BudgetClass.SEND);
+    // A record carrying our sequenceId, readable or not, one or several: the sequenceId is in use.
+    taken = found.kind === 'unreadable' || ((found.kind === 'found' || found.kind === 'ambiguous') && found.bySequenceId === true);
   } catch (error) {
     const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
     // No resend without a look: try again later (failed once SUBMIT_ATTEMPTS runs could not look).
@@ -79,7 +81,7 @@ async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
  */
 async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number): Promise<Step> {
   const pastDeadline = ledgerNow - held.unknownSince! >= run.deps.deadlineMs;
-  let found: MatchResult;
+  let found: TransferFinding;
   try {
     found = await identify(run, held, BudgetClass.SETTLE);
   } catch (error) {
@@ -89,13 +91,13 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
     return stillUnknown(run, held, code, ledgerNow, 0);
   }
   if (found.kind === 'found') {
-    return submittedByLookup(run, held, found.transaction, { level: 'info', msg: 'earlier send found by lookup' });
+    return submittedByLookup(run, held, found.transfer, { level: 'info', msg: 'earlier send found by lookup' });
   }
-  if (found.kind === 'ambiguous') {
+  if (found.kind === 'ambiguous' || found.kind === 'unreadable') {
     run.deps.onAmbiguous?.('resolve');
     if (!pastDeadline) {
       // One of the candidates may be ours: a resend could be a second payment, a claim a wrong one.
-      run.log.warn({ candidates: found.candidates }, 'lookup cannot tell which record is ours: no resend');
+      run.log.warn(cannotTell(found), 'lookup cannot tell which record is ours: no resend');
       return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
     }
   }

@@ -5,7 +5,7 @@ import { RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay } from '../../../timing.ts';
 import type { ListedTransfer } from '../../../custody/port.ts';
 import type { SendFailure } from '../../../transfers/classify-send.ts';
-import type { TransferMatch } from '../../../transfers/match.ts';
+import type { KnownTransfer } from '../../../custody/port.ts';
 import { changed, REREAD, refused, SUBMITTED, type Run, type Step } from './context.ts';
 
 /*
@@ -36,7 +36,7 @@ export async function markSubmitted(
   run: Run,
   record: SendView,
   data: EventData['transfer.submitted'],
-  match: TransferMatch,
+  match: KnownTransfer,
   extraSends: number,
   line: SubmittedLine,
 ): Promise<Step> {
