@@ -5,15 +5,37 @@
  * own (500, 520, 522, 524 …): "the origin took the request but did not answer properly". It records
  * every request in order (endpoint, sequenceId, the status the client saw), so a test can check what
  * was asked before what.
+ *
+ * It knows the paths of both providers' simulators: the first provider's (endpoint names as its
+ * simulator's: sendTransaction, getTransfer…) and BitGo's (docs/bitgo-api.md; `bitgo:` and the BitGo
+ * simulator's endpoint name). `role` says what a request is for either: a send, a lookup by sequenceId,
+ * or the detail of one transaction.
  */
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type GatewayEndpoint = 'sendTransaction' | 'getTransfer' | 'getWalletTransaction' | 'isEnabled' | 'token' | 'other';
+export type GatewayEndpoint =
+  | 'sendTransaction'
+  | 'getTransfer'
+  | 'getWalletTransaction'
+  | 'isEnabled'
+  | 'token'
+  | 'bitgo:sendTransaction'
+  | 'bitgo:transferBySequenceId'
+  | 'bitgo:getTransfer'
+  | 'other';
+
+/** What a request is for, whichever the provider: a send, a lookup by sequenceId, one transaction's detail. */
+export type GatewayRole = 'send' | 'lookup' | 'detail' | 'other';
 
 export interface GatewayRequest {
   endpoint: GatewayEndpoint;
-  /** The sequenceId in the body (sendTransaction: halfSigned.sequenceId; get-transfer: sequenceId). */
+  role: GatewayRole;
+  /**
+   * The sequenceId the request names. First provider: in the body (sendTransaction: halfSigned.sequenceId;
+   * get-transfer: sequenceId). BitGo: `sequenceId` at the top of the send's body; the last path segment
+   * of a lookup.
+   */
   sequenceId: string | undefined;
 }
 
@@ -33,6 +55,41 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+const ROLES: Record<GatewayEndpoint, GatewayRole> = {
+  sendTransaction: 'send',
+  getTransfer: 'lookup',
+  getWalletTransaction: 'detail',
+  isEnabled: 'other',
+  token: 'other',
+  'bitgo:sendTransaction': 'send',
+  'bitgo:transferBySequenceId': 'lookup',
+  'bitgo:getTransfer': 'detail',
+  other: 'other',
+};
+
+/** BitGo's wallet routes (docs/bitgo-api.md): `/api/v2/{coin}/wallet/{walletId}/…`, the rest captured. */
+const BITGO_WALLET_ROUTE = /^\/api\/v2\/[^/]+\/wallet\/[^/]+\/(.+)$/;
+
+/** A BitGo route, with the sequenceId of a lookup (from its path); undefined for any other path. */
+function bitgoRouteOf(method: string | undefined, path: string): { endpoint: GatewayEndpoint; sequenceId?: string } | undefined {
+  const rest = BITGO_WALLET_ROUTE.exec(path.split('?')[0]!)?.[1];
+  if (rest === undefined) return undefined;
+  if (method === 'POST' && rest === 'tx/send') return { endpoint: 'bitgo:sendTransaction' };
+  const lookup = /^transfer\/sequenceId\/([^/]+)$/.exec(rest);
+  if (method === 'GET' && lookup) return { endpoint: 'bitgo:transferBySequenceId', sequenceId: decodeSegment(lookup[1]!) };
+  if (method === 'GET' && /^transfer\/[^/]+$/.test(rest)) return { endpoint: 'bitgo:getTransfer' };
+  return { endpoint: 'other' };
+}
+
+function decodeSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The first provider's paths. */
 function endpointOf(path: string): GatewayEndpoint {
   if (path.endsWith('/sendTransaction')) return 'sendTransaction';
   if (path.endsWith('/api/wallet/get-transfer')) return 'getTransfer';
@@ -40,6 +97,26 @@ function endpointOf(path: string): GatewayEndpoint {
   if (path.endsWith('/api/travel-rule/is-enabled')) return 'isEnabled';
   if (path.endsWith('/oauth/token')) return 'token';
   return 'other';
+}
+
+/** BitGo's send body: `{ sequenceId, txHex }`, the sequenceId a string (or, as BitGo also takes, a number). */
+function bitgoSendSequenceIdOf(body: string): string | undefined {
+  try {
+    const value = (JSON.parse(body) as { sequenceId?: unknown }).sequenceId;
+    return typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function classify(method: string | undefined, path: string, body: string): GatewayRequest {
+  const bitgo = bitgoRouteOf(method, path);
+  if (bitgo) {
+    const sequenceId = bitgo.endpoint === 'bitgo:sendTransaction' ? bitgoSendSequenceIdOf(body) : bitgo.sequenceId;
+    return { endpoint: bitgo.endpoint, role: ROLES[bitgo.endpoint], sequenceId };
+  }
+  const endpoint = endpointOf(path);
+  return { endpoint, role: ROLES[endpoint], sequenceId: sequenceIdOf(body) };
 }
 
 function sequenceIdOf(body: string): string | undefined {
@@ -66,7 +143,7 @@ export async function startGateway(origin: string): Promise<Gateway> {
     void (async () => {
       const body = await readBody(req);
       const path = req.url ?? '/';
-      const seen: GatewayRequest = { endpoint: endpointOf(path), sequenceId: sequenceIdOf(body.toString('utf8')) };
+      const seen = classify(req.method, path, body.toString('utf8'));
       const upstream = httpRequest(
         { host: target.hostname, port: target.port, method: req.method, path, headers: { ...req.headers, host: target.host } },
         (answer) => {
