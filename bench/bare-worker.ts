@@ -6,6 +6,11 @@
  *           answer to a stream (MAXLEN ~ like ours); no validation, no ledger, no tracking job.
  *   track:  one HTTP POST get-transfer (Basic auth) per job, then the job re-delays itself with
  *           moveToDelayed + DelayedError, the BullMQ idiom for "poll again later" (ours does the same).
+ *           With BARE_PROVIDER=bitgo: one BitGo GET /api/v2/{coin}/wallet/{walletId}/transfer/sequenceId/{sequenceId}
+ *           (Bearer BARE_ACCESS_TOKEN) instead, what ours polls with CUSTODY_PROVIDER=bitgo.
+ *
+ * BARE_PROVIDER: wallet-service (default; BARE_CLIENT_ID and BARE_CLIENT_SECRET required) or bitgo
+ * (BARE_ACCESS_TOKEN required; track mode only).
  *
  * BARE_LIMIT_RPS (optional, > 0): a BullMQ `limiter` of one job per 1000/R ms on the Worker, so it
  * polls at most R/s (bench/scale.ts compares it with ours under CUSTODY_MAX_RPS=R).
@@ -26,10 +31,11 @@ const required = (name: string): string => {
 };
 
 const mode = required('BARE_MODE');
+const provider = env.BARE_PROVIDER || 'wallet-service';
+if (provider !== 'wallet-service' && provider !== 'bitgo')
+  throw new Error(`BARE_PROVIDER must be wallet-service or bitgo, not ${provider}`);
 const prefix = required('BARE_PREFIX');
 const stream = required('BARE_STREAM');
-const clientId = required('BARE_CLIENT_ID');
-const clientSecret = required('BARE_CLIENT_SECRET');
 const concurrency = Number(required('BARE_CONCURRENCY'));
 const trackDelayMs = Number(env.BARE_TRACK_DELAY_MS ?? '10');
 const limitRps = Number(env.BARE_LIMIT_RPS ?? '0');
@@ -50,6 +56,14 @@ async function post(path: string, headers: Record<string, string>, body: string)
   return text;
 }
 
+async function get(path: string, headers: Record<string, string>): Promise<string> {
+  const response = await pool.request({ method: 'GET', path, headers: { accept: 'application/json', ...headers } });
+  const text = await response.body.text();
+  // BitGo documents 206 (the transfer without inputs/outputs) as a success of get-transfer-by-sequenceId.
+  if (response.statusCode !== 200 && response.statusCode !== 206) throw new Error(`${path}: HTTP ${response.statusCode}`);
+  return text;
+}
+
 interface SubmitData {
   walletId: number;
   txHex: string;
@@ -58,13 +72,27 @@ interface SubmitData {
 
 interface TrackData {
   sequenceId: string;
-  walletId: number;
+  /** wallet-service: an integer; bitgo: 32 lowercase hex. */
+  walletId: number | string;
   coin: string;
 }
 
 let processor: (job: Job, token?: string) => Promise<void>;
 let queueName: string;
-if (mode === 'submit') {
+if (provider === 'bitgo') {
+  if (mode !== 'track') throw new Error(`BARE_PROVIDER=bitgo: BARE_MODE must be track, not ${mode}`);
+  const authorization = `Bearer ${required('BARE_ACCESS_TOKEN')}`;
+  queueName = 'track-transfer';
+  processor = async (job, token) => {
+    const data = job.data as TrackData;
+    const wallet = `/api/v2/${encodeURIComponent(data.coin)}/wallet/${encodeURIComponent(String(data.walletId))}`;
+    await get(`${wallet}/transfer/sequenceId/${encodeURIComponent(data.sequenceId)}`, { authorization });
+    await job.moveToDelayed(Date.now() + trackDelayMs, token);
+    throw new DelayedError();
+  };
+} else if (mode === 'submit') {
+  const clientId = required('BARE_CLIENT_ID');
+  const clientSecret = required('BARE_CLIENT_SECRET');
   const tokenAnswer = JSON.parse(
     await post('/oauth/token', {}, JSON.stringify({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret })),
   ) as { access_token: string };
@@ -92,6 +120,8 @@ if (mode === 'submit') {
     );
   };
 } else if (mode === 'track') {
+  const clientId = required('BARE_CLIENT_ID');
+  const clientSecret = required('BARE_CLIENT_SECRET');
   const authorization = `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`;
   queueName = 'track-transfer';
   processor = async (job, token) => {
@@ -119,7 +149,7 @@ const worker = new Worker(queueName, processor, {
 worker.on('error', (error) => process.stderr.write(`bare worker error: ${error.message}\n`));
 worker.on('failed', (job, error) => process.stderr.write(`bare job ${job?.id} failed: ${error.message}\n`));
 await worker.waitUntilReady();
-process.stdout.write(`${JSON.stringify({ msg: 'bare worker ready', mode, concurrency, limitRps })}\n`);
+process.stdout.write(`${JSON.stringify({ msg: 'bare worker ready', provider, mode, concurrency, limitRps })}\n`);
 
 let stopping = false;
 async function stop(): Promise<void> {

@@ -12,6 +12,10 @@
  *
  * Sizes: BUDGET_SIZES="600x40x30,5000x100x100" (N x R x K). Writes bench/results/budget.json and
  * budget.svg. One worker process, a private redis-server, the simulator as a child process.
+ *
+ * BUDGET_PROVIDER=bitgo measures the BitGo adapter instead (CUSTODY_PROVIDER=bitgo against the BitGo
+ * simulator with its own limit of R requests/s, no approval wait; its `POST /_sim/txids` releases
+ * every txid) and writes budget-bitgo.json / budget-bitgo.svg.
  */
 import { byEndpoint, simStats, total } from './sim-stats.ts';
 import { writeFileSync, mkdirSync } from 'node:fs';
@@ -19,8 +23,8 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { acquireRedis } from '../tools/redis/private-redis.ts';
 import { forEachLimited, oursTarget, readStream, sleep, entryMs } from './load.ts';
-import { startOurWorker, startSimulatorProcess } from './processes.ts';
-import { samplePayload } from '../tools/sample-payloads.ts';
+import { startOurWorker, startProviderSimulator } from './processes.ts';
+import { benchPayload, readBenchProvider, type BenchProvider } from './provider.ts';
 import { BUDGET_GOALS } from './goals.ts';
 import { machine } from './report.ts';
 import { getFreePort } from '../tools/redis/redis-server.ts';
@@ -71,15 +75,22 @@ async function waitFor(what: string, timeoutMs: number, done: () => boolean): Pr
   }
 }
 
-async function runSize(redisUrl: string, size: Size): Promise<SizeResult> {
+async function runSize(redisUrl: string, size: Size, provider: BenchProvider): Promise<SizeResult> {
   const { n, rps, k } = size;
   const prefix = `budget-${n}-${rps}-${Date.now()}`;
-  const sim = await startSimulatorProcess({ SIM_TXID_AFTER: '24h' });
-  await fetch(`${sim.url}/_sim/settings`, {
+  // No txid until phase 3; BitGo's simulator needs no approval by default (approvalAfterMs 0).
+  const sim = await startProviderSimulator(provider, { SIM_TXID_AFTER: '24h' });
+  // The provider's own request limit: 429 past R (both simulators take `maxRps` in their settings).
+  const limited = await fetch(`${sim.url}/_sim/settings`, {
     method: 'PATCH',
     body: JSON.stringify({ maxRps: rps }),
     headers: { 'content-type': 'application/json' },
   });
+  await limited.arrayBuffer();
+  if (limited.status !== 200) {
+    await sim.process.stop(5_000);
+    throw new Error(`simulator settings: HTTP ${limited.status}`);
+  }
   const httpPort = await getFreePort();
   const worker = await startOurWorker({
     httpPort,
@@ -110,7 +121,7 @@ async function runSize(redisUrl: string, size: Size): Promise<SizeResult> {
     };
 
     // 1. N at once.
-    const first = Array.from({ length: n }, () => samplePayload());
+    const first = Array.from({ length: n }, () => benchPayload(provider));
     const t0 = await nowMs();
     await forEachLimited(first, 64, (p) => target.enqueue(p));
     log(`${n} enqueued; waiting for their submission (floor ${(n / rps).toFixed(1)} s)`);
@@ -126,7 +137,7 @@ async function runSize(redisUrl: string, size: Size): Promise<SizeResult> {
     const pollRate = (total(pollEnd, (e) => e !== 'token') - total(pollStart, (e) => e !== 'token')) / ((Date.now() - pollT) / 1000);
 
     // 2. K new sends at once, while polling is saturated.
-    const fresh = Array.from({ length: k }, () => samplePayload());
+    const fresh = Array.from({ length: k }, () => benchPayload(provider));
     const tk = await nowMs();
     await Promise.all(fresh.map((p) => target.enqueue(p)));
     await waitFor(`${k} new submitted`, 120_000, () => fresh.every((p) => submittedAt.has(p.halfSigned.sequenceId)));
@@ -136,7 +147,10 @@ async function runSize(redisUrl: string, size: Size): Promise<SizeResult> {
     const all = [...first, ...fresh];
     const before = await simStats(sim);
     const tx = await nowMs();
-    await fetch(`${sim.url}/_sim/txids`, { method: 'POST' });
+    const released = await fetch(`${sim.url}/_sim/txids`, { method: 'POST' });
+    const { released: count } = (await released.json()) as { released: number };
+    if (released.status !== 200 || count < all.length)
+      throw new Error(`txids: HTTP ${released.status}, ${count} of ${all.length} released`);
     log(`txids released; waiting for ${all.length} broadcasts (floor ${((2 * all.length) / rps).toFixed(1)} s)`);
     await waitFor(`${all.length} broadcast`, ((2 * all.length) / rps) * 10_000 + 60_000, () =>
       all.every((p) => broadcastAt.has(p.halfSigned.sequenceId)),
@@ -247,22 +261,25 @@ ${rows.join('\n')}
 }
 
 // No AOF, as the recorded budgets were measured (the worker runs with REDIS_ALLOW_VOLATILE=1).
+const provider = readBenchProvider('BUDGET_PROVIDER');
+const resultName = provider === 'wallet-service' ? 'budget' : `budget-${provider}`;
 const redis = await acquireRedis({ noContainers: true, server: { appendonly: false } });
 try {
   const results: SizeResult[] = [];
   for (const size of sizes()) {
-    log(`size N=${size.n} R=${size.rps}/s K=${size.k}`);
-    const result = await runSize(redis.url, size);
+    log(`${provider}: size N=${size.n} R=${size.rps}/s K=${size.k}`);
+    const result = await runSize(redis.url, size, provider);
     results.push(result);
     process.stdout.write(`${format(result)}\n`);
   }
   mkdirSync(RESULTS, { recursive: true });
   writeFileSync(
-    `${RESULTS}budget.json`,
-    `${JSON.stringify({ finishedAt: new Date().toISOString(), machine: machine(), results }, null, 2)}\n`,
+    `${RESULTS}${resultName}.json`,
+    // provider: the custody provider measured (BUDGET_PROVIDER), its adapter and simulator.
+    `${JSON.stringify({ finishedAt: new Date().toISOString(), provider, machine: machine(), results }, null, 2)}\n`,
   );
-  writeFileSync(`${RESULTS}budget.svg`, chart(results));
-  log('wrote bench/results/budget.json and budget.svg');
+  writeFileSync(`${RESULTS}${resultName}.svg`, chart(results));
+  log(`wrote bench/results/${resultName}.json and ${resultName}.svg`);
 } finally {
   await redis.stop();
 }

@@ -8,7 +8,9 @@ import { fileURLToPath } from 'node:url';
 import { spawnNodeScript, type NodeScript } from '../tools/child-process.ts';
 import { getFreePort } from '../tools/redis/redis-server.ts';
 import { labelProcess } from './cpu.ts';
-import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, workerCustodyEnv } from '../src/simulator/index.ts';
+import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, workerBitgoEnv, workerCustodyEnv } from '../src/simulator/index.ts';
+import { DEFAULT_BITGO_ACCESS_TOKEN } from '../src/simulator/bitgo/index.ts';
+import type { BenchProvider } from './provider.ts';
 
 const SIMULATOR_SCRIPT = fileURLToPath(new URL('../src/simulator/main.ts', import.meta.url));
 const WORKER_SCRIPT = fileURLToPath(new URL('../src/worker.ts', import.meta.url));
@@ -49,18 +51,30 @@ function spawnChild(options: ChildOptions): NodeChild {
   return child;
 }
 
-export interface SimulatorChild {
+/** The wallet-service simulator as a child: its origin and the client credentials it accepts. */
+export interface WalletServiceSimulatorChild {
+  provider: 'wallet-service';
   url: string;
   clientId: string;
   clientSecret: string;
   process: NodeChild;
 }
 
-/** `node src/simulator/main.ts` on a free port; `env` holds its SIM_* settings. */
+/** The BitGo simulator as a child: its origin and the bearer token it accepts. */
+export interface BitgoSimulatorChild {
+  provider: 'bitgo';
+  url: string;
+  accessToken: string;
+  process: NodeChild;
+}
+
+export type SimulatorChild = WalletServiceSimulatorChild | BitgoSimulatorChild;
+
+/** `node src/simulator/main.ts` (the wallet-service simulator) on a free port; `env` holds its SIM_* settings. */
 export async function startSimulatorProcess(
   env: Record<string, string>,
   options: { cpuProfDir?: string | undefined; echo?: boolean } = {},
-): Promise<SimulatorChild> {
+): Promise<WalletServiceSimulatorChild> {
   const child = spawnChild({
     name: 'simulator',
     role: 'simulator',
@@ -70,7 +84,41 @@ export async function startSimulatorProcess(
   });
   const line = await child.waitForLog('custody simulator listening');
   const { url } = JSON.parse(line) as { url: string };
-  return { url, clientId: DEFAULT_CLIENT_ID, clientSecret: DEFAULT_CLIENT_SECRET, process: child };
+  return { provider: 'wallet-service', url, clientId: DEFAULT_CLIENT_ID, clientSecret: DEFAULT_CLIENT_SECRET, process: child };
+}
+
+/**
+ * The simulator of `provider` on a free port: the wallet-service one (startSimulatorProcess), or
+ * `node src/simulator/main.ts` with SIMULATOR_PROVIDER=bitgo and its default access token. `env` holds
+ * its SIM_* settings (SIM_TXID_AFTER applies to both).
+ */
+export async function startProviderSimulator(
+  provider: BenchProvider,
+  env: Record<string, string>,
+  options: { cpuProfDir?: string | undefined; echo?: boolean } = {},
+): Promise<SimulatorChild> {
+  if (provider === 'wallet-service') return startSimulatorProcess(env, options);
+  const child = spawnChild({
+    name: 'simulator',
+    role: 'simulator',
+    script: SIMULATOR_SCRIPT,
+    // No approval wait unless `env` asks for one (SIM_APPROVAL_AFTER): a send answers 200, signed.
+    env: {
+      SIMULATOR_PORT: '0',
+      SIMULATOR_PROVIDER: 'bitgo',
+      SIM_BITGO_ACCESS_TOKEN: DEFAULT_BITGO_ACCESS_TOKEN,
+      SIM_APPROVAL_AFTER: '0ms',
+      ...env,
+    },
+    ...options,
+  });
+  const line = await child.waitForLog('custody simulator listening');
+  const { url, provider: played } = JSON.parse(line) as { url: string; provider?: string };
+  if (played !== 'bitgo') {
+    await child.stop(1_000);
+    throw new Error(`the simulator plays ${played ?? 'wallet-service'}, not bitgo`);
+  }
+  return { provider: 'bitgo', url, accessToken: DEFAULT_BITGO_ACCESS_TOKEN, process: child };
 }
 
 export interface WorkerChildOptions {
@@ -99,7 +147,7 @@ export async function startOurWorker(options: WorkerChildOptions): Promise<NodeC
     env: {
       REDIS_URL: options.redisUrl,
       QUEUE_PREFIX: options.prefix,
-      ...workerCustodyEnv(options.sim),
+      ...(options.sim.provider === 'bitgo' ? workerBitgoEnv(options.sim) : workerCustodyEnv(options.sim)),
       HTTP_HOST: '127.0.0.1',
       HTTP_PORT: String(port),
       LOG_LEVEL: 'warn',
@@ -157,8 +205,9 @@ export async function startBareWorker(options: BareWorkerOptions): Promise<NodeC
       BARE_PREFIX: options.prefix,
       BARE_STREAM: options.stream,
       BARE_SIM_URL: options.sim.url,
-      BARE_CLIENT_ID: options.sim.clientId,
-      BARE_CLIENT_SECRET: options.sim.clientSecret,
+      ...(options.sim.provider === 'bitgo'
+        ? { BARE_PROVIDER: 'bitgo', BARE_ACCESS_TOKEN: options.sim.accessToken }
+        : { BARE_PROVIDER: 'wallet-service', BARE_CLIENT_ID: options.sim.clientId, BARE_CLIENT_SECRET: options.sim.clientSecret }),
       BARE_CONCURRENCY: String(options.concurrency),
       BARE_CONNECTIONS: String(options.connections),
       BARE_TRACK_DELAY_MS: String(options.trackDelayMs ?? 10),

@@ -17,7 +17,7 @@ import { acquireRedis, redactRedisUrl, type PrivateRedis } from '../tools/redis/
 import { readBenchConfig } from './config.ts';
 import { bareTarget, oursTarget, payloads, type SubmitTarget } from './load.ts';
 import { measureMemory } from './memory.ts';
-import { startBareWorker, startOurWorker, startSimulatorProcess, type NodeChild, type SimulatorChild } from './processes.ts';
+import { startBareWorker, startOurWorker, startSimulatorProcess, type NodeChild, type WalletServiceSimulatorChild } from './processes.ts';
 import { format, machine, median, packageVersion, targets, type BenchResult } from './report.ts';
 import { measureLatency, sweepPoint, throughputRound, warmUp, type SweepPoint, type ThroughputRound } from './submissions.ts';
 import { acceptTransfers, prepareBareTracking, prepareOurTracking, trackingRound, trackQueue, type TrackingRound } from './tracking.ts';
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
   const children: NodeChild[] = [];
   const targetsToClose: SubmitTarget[] = [];
   const queuesToClose: Queue[] = [];
-  let sim: SimulatorChild | undefined;
+  let sim: WalletServiceSimulatorChild | undefined;
   const echo = config.verbose;
   log(`redis: ${privateRedis.source} ${redactRedisUrl(privateRedis.url)}, prefix ${base}-*`);
 

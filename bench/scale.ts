@@ -18,7 +18,11 @@
  *      bench/bare-worker.ts in track mode (one get-transfer and a re-delay per job) with a BullMQ
  *      limiter of one job per 1000/R ms; the same window figures (no sends: it has no send path).
  *
- * Writes bench/results/scale.json and scale.svg (SCALE_QUICK=1: scale-quick.json / .svg, not committed).
+ * SCALE_PROVIDER=bitgo measures the BitGo adapter instead (CUSTODY_PROVIDER=bitgo against the BitGo
+ * simulator, no approval wait, no txid; the bare worker polls BitGo's get-transfer-by-sequenceId).
+ *
+ * Writes bench/results/scale.json and scale.svg (SCALE_QUICK=1: scale-quick.json / .svg, not committed);
+ * with SCALE_PROVIDER=bitgo, scale-bitgo.json (scale-bitgo-quick.json).
  */
 import { byEndpoint, simStats, total } from './sim-stats.ts';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,17 +32,19 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { acquireRedis } from '../tools/redis/private-redis.ts';
 import { getFreePort } from '../tools/redis/redis-server.ts';
-import { samplePayload } from '../tools/sample-payloads.ts';
+import { newSequenceId } from '../tools/sample-payloads.ts';
 import { jobIdFor } from '../packages/producer/src/job-id.ts';
 import { parseSubmitPayload, SUBMIT_TRANSACTION } from '../packages/producer/src/payload.ts';
 import { cpuWindow, type CpuShare } from './cpu.ts';
 import { entryMs, forEachLimited, lastEntryId, oursTarget, readStream, sleep, SUBMIT_QUEUE, TRACK_QUEUE } from './load.ts';
-import { startBareWorker, startOurWorker, startSimulatorProcess, type NodeChild, type SimulatorChild } from './processes.ts';
+import { startBareWorker, startOurWorker, startProviderSimulator, type NodeChild, type SimulatorChild } from './processes.ts';
+import { BENCH_WALLET, benchPayload, POLL_ENDPOINT, readBenchProvider, type BenchProvider } from './provider.ts';
 import { commandWindow, type CommandCounts } from './redis-stats.ts';
 import { machine, packageVersion } from './report.ts';
 
 interface Settings {
   quick: boolean;
+  provider: BenchProvider;
   sizes: number[];
   rps: number;
   windowSeconds: number;
@@ -64,9 +70,12 @@ function settings(): Settings {
     if (!Number.isInteger(n) || n <= 0) throw new Error(`SCALE_SIZES: "${part}" is not a positive whole number`);
     return n;
   });
+  const provider = readBenchProvider('SCALE_PROVIDER', env);
   const results = fileURLToPath(new URL('./results/', import.meta.url));
+  const fileName = ['scale', ...(provider === 'wallet-service' ? [] : [provider]), ...(quick ? ['quick'] : [])].join('-');
   return {
     quick,
+    provider,
     sizes,
     rps: number('SCALE_RPS', quick ? 50 : 100),
     windowSeconds: number('SCALE_WINDOW_SECONDS', quick ? 10 : 60),
@@ -74,7 +83,7 @@ function settings(): Settings {
     sends: number('SCALE_SENDS', quick ? 10 : 50),
     seedRps: number('SCALE_SEED_RPS', 2000),
     seedConcurrency: number('SCALE_SEED_CONCURRENCY', 128),
-    resultFile: env.SCALE_RESULT_FILE ?? `${results}${quick ? 'scale-quick.json' : 'scale.json'}`,
+    resultFile: env.SCALE_RESULT_FILE || `${results}${fileName}.json`,
   };
 }
 
@@ -205,7 +214,7 @@ async function measureWindow(options: WindowOptions): Promise<SideResult> {
         const due = startedAt + every * (i + 0.5);
         const wait = due - performance.now();
         if (wait > 0) await sleep(wait);
-        const sequenceId = samplePayload().halfSigned.sequenceId;
+        const sequenceId = newSequenceId();
         enqueuedAt.set(sequenceId, Date.now());
         await sends.enqueue(sequenceId);
       }
@@ -289,11 +298,12 @@ async function waitUntil(what: string, timeoutMs: number, done: () => boolean | 
 const TRACK_ENV = { TRACK_POLL_MIN: '500ms', TRACK_POLL_MAX: '5s' } as const;
 
 async function runSize(config: Settings, n: number): Promise<SizeResult> {
-  const { rps } = config;
+  const { rps, provider } = config;
   // A fresh Redis per size: used_memory starts from an empty instance, commandstats from zero.
   const server = await acquireRedis({ noContainers: true, server: { appendonly: false } });
   const redis = new Redis(server.url, { maxRetriesPerRequest: null });
-  const sim = await startSimulatorProcess({ SIM_TXID_AFTER: '24h' });
+  // No txid ever; BitGo's simulator needs no approval by default (approvalAfterMs 0).
+  const sim = await startProviderSimulator(provider, { SIM_TXID_AFTER: '24h' });
   const children: NodeChild[] = [];
   const prefix = `scale-${n}`;
   try {
@@ -330,7 +340,7 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
         async (chunk) => {
           const jobs = [];
           for (let i = chunk * 1000; i < Math.min(n, (chunk + 1) * 1000); i++) {
-            const parsed = parseSubmitPayload(samplePayload());
+            const parsed = parseSubmitPayload(benchPayload(provider));
             if (!parsed.ok) throw new Error(`sample payload invalid: ${JSON.stringify(parsed.issues)}`);
             const sequenceId = parsed.payload.halfSigned.sequenceId;
             sequenceIds.push(sequenceId);
@@ -357,7 +367,7 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
       // would count that one-off write on nearly every poll at large N. Tracking queues are first due,
       // first polled, so N × SEED_POLL_ROUNDS polls reach every transfer.
       await waitUntil(`every transfer polled once`, 120_000 + n * 50, async () => {
-        return total(await simStats(sim), (endpoint) => endpoint === 'getTransfer') >= n * SEED_POLL_ROUNDS;
+        return total(await simStats(sim), (endpoint) => endpoint === POLL_ENDPOINT[provider]) >= n * SEED_POLL_ROUNDS;
       });
     } finally {
       await reader.stop();
@@ -385,7 +395,9 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
     const target = oursTarget(redis, prefix);
     let ours: SideResult;
     try {
-      log(`N=${n}: ours at R=${rps}/s: ${config.warmupSeconds} s warm-up, ${config.windowSeconds} s window, ${config.sends} sends`);
+      log(
+        `N=${n}: ours (${provider}) at R=${rps}/s: ${config.warmupSeconds} s warm-up, ${config.windowSeconds} s window, ${config.sends} sends`,
+      );
       ours = await measureWindow({
         redis,
         sim,
@@ -394,7 +406,7 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
         warmupSeconds: config.warmupSeconds,
         windowSeconds: config.windowSeconds,
         metricsPort: httpPort,
-        sends: { count: config.sends, stream, enqueue: (sequenceId) => target.enqueue(samplePayload({ sequenceId })) },
+        sends: { count: config.sends, stream, enqueue: (sequenceId) => target.enqueue(benchPayload(provider, sequenceId)) },
       });
     } finally {
       await target.close();
@@ -413,7 +425,7 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
         await trackQueue.addBulk(
           sequenceIds.slice(i, i + 1000).map((sequenceId) => ({
             name: TRACK_QUEUE,
-            data: { sequenceId, walletId: 310, coin: 'eth' },
+            data: { sequenceId, ...BENCH_WALLET[provider] },
             opts: { jobId: `track-${sequenceId}` },
           })),
         );
@@ -512,7 +524,7 @@ function table(results: SizeResult[]): string {
 const COLOURS = { ours: '#1f6feb', bare: '#8b949e' } as const;
 
 /** Two panels (Redis commands per call, worker CPU ms per call), grouped bars per N, log scale. */
-export function chart(results: SizeResult[], subtitle: string): string {
+export function chart(results: SizeResult[], subtitle: string, provider: BenchProvider = 'wallet-service'): string {
   const panelW = 360;
   const top = 70;
   const bottom = 290;
@@ -572,7 +584,7 @@ export function chart(results: SizeResult[], subtitle: string): string {
     const x = left + index * 260;
     parts.push(`<rect x="${x}" y="${height - 27}" width="12" height="12" fill="${COLOURS[side]}"/>`);
     parts.push(
-      `<text x="${x + 18}" y="${height - 17}">${side === 'ours' ? 'ours (src/worker.ts)' : 'bare BullMQ (1 get-transfer + re-delay, limiter R)'}</text>`,
+      `<text x="${x + 18}" y="${height - 17}">${side === 'ours' ? `ours (src/worker.ts${provider === 'wallet-service' ? '' : `, ${provider}`})` : `bare BullMQ (1 ${provider === 'bitgo' ? 'get-transfer-by-sequenceId' : 'get-transfer'} + re-delay, limiter R)`}</text>`,
     );
   });
   parts.push('</svg>');
@@ -583,7 +595,7 @@ async function main(): Promise<void> {
   const config = settings();
   const started = performance.now();
   log(
-    `sizes ${config.sizes.join(', ')}, R=${config.rps}/s, warm-up ${config.warmupSeconds} s, window ${config.windowSeconds} s, ${config.sends} sends${config.quick ? ' (SCALE_QUICK: figures meaningless)' : ''}`,
+    `provider ${config.provider}, sizes ${config.sizes.join(', ')}, R=${config.rps}/s, warm-up ${config.warmupSeconds} s, window ${config.windowSeconds} s, ${config.sends} sends${config.quick ? ' (SCALE_QUICK: figures meaningless)' : ''}`,
   );
   const results: SizeResult[] = [];
   const command = [
@@ -602,6 +614,8 @@ async function main(): Promise<void> {
       finishedAt: new Date().toISOString(),
       complete,
       quick: config.quick,
+      /** The custody provider measured (SCALE_PROVIDER): its adapter, simulator and bare poll. */
+      provider: config.provider,
       command,
       durationSeconds: (performance.now() - started) / 1000,
       machine: m,
@@ -624,7 +638,8 @@ async function main(): Promise<void> {
       svgFile,
       chart(
         results,
-        `R=${config.rps}/s, ${config.windowSeconds} s window; ${m.cores} cores, ${process.version}${config.quick ? ', SCALE_QUICK (figures meaningless)' : ''}`,
+        `${config.provider === 'wallet-service' ? '' : `${config.provider}, `}R=${config.rps}/s, ${config.windowSeconds} s window; ${m.cores} cores, ${process.version}${config.quick ? ', SCALE_QUICK (figures meaningless)' : ''}`,
+        config.provider,
       ),
     );
   };
@@ -633,7 +648,7 @@ async function main(): Promise<void> {
     write(results.length === config.sizes.length);
     process.stdout.write(`${table(results.slice(-1))}\n`);
   }
-  process.stdout.write(`\nmachine: ${m.cpu}, ${m.cores} cores, ${process.version}\n${table(results)}\n`);
+  process.stdout.write(`\nprovider: ${config.provider}; machine: ${m.cpu}, ${m.cores} cores, ${process.version}\n${table(results)}\n`);
   log(`wrote ${config.resultFile} and ${svgFile} in ${((performance.now() - started) / 1000).toFixed(0)} s`);
 }
 

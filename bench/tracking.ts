@@ -15,7 +15,7 @@ import type { Redis } from 'ioredis';
 import type { ValidSamplePayload } from '../tools/sample-payloads.ts';
 import { cpuWindow, type CpuShare } from './cpu.ts';
 import { commandWindow, type CommandCounts } from './redis-stats.ts';
-import type { SimulatorChild } from './processes.ts';
+import type { WalletServiceSimulatorChild } from './processes.ts';
 import { forEachLimited, sleep, TRACK_QUEUE, waitForStreamLength, type SubmitTarget } from './load.ts';
 
 export interface TrackingRound {
@@ -62,7 +62,7 @@ export async function prepareOurTracking(redis: Redis, target: SubmitTarget, que
  * Has the simulator accept `transfers` (sendTransaction straight from the load generator), so that
  * the bare tracker's get-transfer finds each one as ours does.
  */
-export async function acceptTransfers(sim: SimulatorChild, transfers: ValidSamplePayload[]): Promise<void> {
+export async function acceptTransfers(sim: WalletServiceSimulatorChild, transfers: ValidSamplePayload[]): Promise<void> {
   const token = (await (
     await fetch(`${sim.url}/oauth/token`, {
       method: 'POST',
