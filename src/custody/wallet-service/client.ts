@@ -144,19 +144,22 @@ export class CustodyClient implements CustodyPort {
       amountPlaces: LIST_AMOUNT_PLACES,
       walletId: wallet.walletId,
       unreadableOurs: answer.skipped.filter((record) => record.ours).length,
+      // By txid, the records kept are those carrying it: the txid itself narrows the answer.
       narrows:
-        narrowing && txid === undefined
-          ? () =>
-              narrowing.narrows(wallet, async () => {
-                const probe = `probe-${randomUUID()}`;
-                const list = await this.getTransfersBySequenceId(wallet, probe, {
-                  signal: call.signal,
-                  hooks: call.hooks,
-                  budget: { klass: BudgetClass.SETTLE, member: probe },
-                });
-                return list.length === 0;
-              })
-          : undefined,
+        txid !== undefined
+          ? async () => true
+          : narrowing
+            ? () =>
+                narrowing.narrows(wallet, async () => {
+                  const probe = `probe-${randomUUID()}`;
+                  const list = await this.getTransfersBySequenceId(wallet, probe, {
+                    signal: call.signal,
+                    hooks: call.hooks,
+                    budget: { klass: BudgetClass.SETTLE, member: probe },
+                  });
+                  return list.length === 0;
+                })
+            : undefined,
     });
   }
 
