@@ -255,6 +255,7 @@ export async function createApp(
       if (streak === POLL_FAILURES_ALERT) metrics.pollFailureStreaks.inc();
     },
     onUnmatched: () => metrics.unmatchedTransfers.inc(),
+    onHalted: (state) => metrics.haltedTransfers.inc({ state }),
     onPollStretched: (ms) => metrics.pollStretch.observe(ms / 1000),
     onBroadcast: (calls) => metrics.callsPerTransfer.observe(calls),
     onFoundForOther: () => metrics.foundForOther.inc(),

@@ -142,6 +142,12 @@ function declareMetrics() {
       help: 'Tracked transfers whose get-transfer answers listed sends of their wallet without a match for UNMATCHED_POLLS_ALERT (20) polls in a row (counted once per transfer).',
       registers: [registry],
     }),
+    haltedTransfers: new Counter({
+      name: 'custody_track_halted_total',
+      help: "Tracked transfers the provider halted without a txid (BitGo: rejected by an approver, failed, removed), by the provider's state; counted once per transfer. They stay tracked until an operator acts or TRACK_DEADLINE.",
+      labelNames: ['state'] as const,
+      registers: [registry],
+    }),
     workersReplaced: new Counter({
       name: 'custody_worker_replaced_total',
       help: 'BullMQ workers of this process replaced because they started no job for WORKER_STALL_TIMEOUT while their queue had work due (a worker that stopped fetching, as after some Redis failovers).',

@@ -158,6 +158,12 @@ export interface ListedTransfer {
   txid: string;
   /** Present when the provider carries the sequenceId on its records. */
   sequenceId?: string | undefined;
+  /**
+   * Set by the adapter when the provider says this transfer, without a txid, will not get one unless
+   * someone acts (BitGo: `rejected` by an admin, `failed`, `removed`, `deleted`): the provider's own
+   * name of the state. Tracking reports it to operators; it never ends the transfer by itself.
+   */
+  halted?: string | undefined;
   outputs: TransferOutput[];
   [key: string]: unknown;
 }

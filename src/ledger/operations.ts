@@ -306,6 +306,11 @@ export const op = {
     return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, unmatchedPolls } };
   },
 
+  /** Tracking: the provider says the transfer will get no txid unless someone acts (reported once; tracking goes on). */
+  halted(upstreamState: string): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, haltedAs: upstreamState } };
+  },
+
   /** Tracking: the wallet-transaction lookup for a found txid failed, retried. */
   enrichFailed(tries: number): TransitionRequest {
     return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { enrichFailures: tries } };

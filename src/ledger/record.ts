@@ -55,6 +55,8 @@ export interface TransferRecord {
   pollFailures: number;
   /** Polls in a row whose list held a `send` of the wallet that matched nothing (UNMATCHED_POLLS_ALERT). */
   unmatchedPolls: number;
+  /** The provider's state when it said the transfer will get no txid unless someone acts (ListedTransfer.halted); reported once. */
+  haltedAs: string | undefined;
   /** Failed wallet-transaction lookups once the txid is known. */
   enrichFailures: number;
   broadcastAt: number | undefined;
@@ -147,13 +149,14 @@ export const TRACKING_VIEW = recordView(
     'updatedAt',
     'pollFailures',
     'unmatchedPolls',
+    'haltedAs',
     'enrichFailures',
     'matchTransactionId',
     'matchAddress',
     'matchAmount',
     'txid',
   ],
-  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'enrichFailures', 'match', 'txid'],
+  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'haltedAs', 'enrichFailures', 'match', 'txid'],
 );
 export type TrackingView = Pick<
   TransferRecord,
@@ -165,6 +168,7 @@ export type TrackingView = Pick<
   | 'updatedAt'
   | 'pollFailures'
   | 'unmatchedPolls'
+  | 'haltedAs'
   | 'enrichFailures'
   | 'match'
   | 'txid'
@@ -210,6 +214,7 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     txid: opt(hash.txid),
     pollFailures: num(hash.pollFailures),
     unmatchedPolls: num(hash.unmatchedPolls),
+    haltedAs: opt(hash.haltedAs),
     enrichFailures: num(hash.enrichFailures),
     broadcastAt: opt(hash.broadcastAt) === undefined ? undefined : num(hash.broadcastAt),
     lastError: opt(hash.lastError),

@@ -17,6 +17,7 @@ import { workerBitgoEnv } from '../../src/simulator/worker-env.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { FAST_ENV } from '../helpers/harness.ts';
 import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
+import { sleep } from '../helpers/wait.ts';
 
 const hexId = () => crypto.randomUUID().replaceAll('-', '');
 
@@ -103,5 +104,29 @@ describe('CUSTODY_PROVIDER=bitgo', () => {
       data: { code: 'INVALID_PAYLOAD', issues: [{ path: 'walletId' }] },
     });
     expect(sim.stats().sends[sequenceId]).toBeUndefined();
+  });
+  it('a transfer an approver rejects: reported once (log, metric), never broadcast, still tracked', async () => {
+    const before = sim.settings().approvalAfterMs;
+    sim.updateSettings({ approvalAfterMs: 60_000 });
+    try {
+      const payload = bitgoPayload();
+      const sequenceId = payload.halfSigned.sequenceId;
+      await producer.submit(payload);
+      await producer.waitForTerminal(sequenceId, 15_000, new Set(['transfer.submitted']));
+      sim.setState(sequenceId, 'rejected');
+      const halted = async () => (await app.metrics.registry.getSingleMetric('custody_track_halted_total')?.get())?.values ?? [];
+      const deadline = Date.now() + 15_000;
+      while (!(await halted()).some((v) => v.labels.state === 'rejected' && v.value >= 1) && Date.now() < deadline) await sleep(50);
+      expect(await halted()).toContainEqual(expect.objectContaining({ labels: { state: 'rejected' }, value: 1 }));
+      // Later polls see the same state: counted once, and the transfer stays submitted (tracked).
+      const polls = sim.stats().requests.transferBySequenceId?.['200'] ?? 0;
+      while ((sim.stats().requests.transferBySequenceId?.['200'] ?? 0) < polls + 3 && Date.now() < deadline) await sleep(50);
+      expect((await halted()).find((v) => v.labels.state === 'rejected')?.value).toBe(1);
+      const record = await app.ledger.get(sequenceId);
+      expect(record).toMatchObject({ state: 'submitted', haltedAs: 'rejected' });
+      expect(accepted(sequenceId)).toBe(1);
+    } finally {
+      sim.updateSettings({ approvalAfterMs: before });
+    }
   });
 });

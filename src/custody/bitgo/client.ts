@@ -303,9 +303,13 @@ function acceptedPendingApproval(response: TransportResponse, sequenceId: string
  * A transfer as the port lists it: `outputs` are its recipient entries (address, and base units as
  * integer text); everything else (state, entries, values) rides along.
  */
+/** BitGo's states (docs/bitgo-api.md section 4) of a transfer that gets no txid unless someone acts. */
+const HALTED_STATES: ReadonlySet<string> = new Set(['rejected', 'failed', 'removed', 'deleted']);
+
 function listed(transfer: BitgoTransfer, walletId: string): ListedTransfer {
   const outputs = recipientEntries(transfer.entries, walletId).map((entry) => ({ address: entry.address, amount: entry.valueString }));
-  return { ...transfer, outputs };
+  const state = typeof transfer.state === 'string' ? transfer.state : '';
+  return { ...transfer, outputs, ...(transfer.txid === '' && HALTED_STATES.has(state) ? { halted: state } : {}) };
 }
 
 function checkTxid(endpoint: CustodyEndpoint, txid: string): void {

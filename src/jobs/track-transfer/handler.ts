@@ -47,6 +47,8 @@ export interface TrackDeps {
   onPollFailed?: (streak: number) => void;
   /** UNMATCHED_POLLS_ALERT polls in a row listed a `send` of the wallet that matched nothing (once per transfer). */
   onUnmatched?: () => void;
+  /** The provider says the transfer will get no txid unless someone acts (ListedTransfer.halted; once per transfer). */
+  onHalted?: (upstreamState: string) => void;
   /** The budget turned a poll away: the tracking queue waits `ms` for the next free slot. */
   onPollStretched?: (ms: number) => void;
   /** The transfer was broadcast; `calls`: the upstream calls made for it. */
@@ -132,6 +134,15 @@ export function createTrackHandler(deps: TrackDeps) {
     }
     if (found.kind === 'found' && found.transfer.txid !== '') {
       return broadcast(record, found.transfer, log);
+    }
+    if (found.kind === 'found' && found.transfer.halted !== undefined && record.haltedAs === undefined) {
+      // Rejected by an approver, failed before broadcast, …: nothing more will happen upstream on its
+      // own. Not an end the contract knows (never `failed` once a send may have been accepted): it is
+      // reported once, and tracking goes on until an operator acts or TRACK_DEADLINE ends it.
+      const upstreamState = found.transfer.halted.slice(0, 64);
+      await deps.ledger.transition(sequenceId, op.halted(upstreamState));
+      deps.onHalted?.(upstreamState);
+      log.error({ upstreamState, transactionId: found.transfer.id }, 'the provider halted the transfer without a txid: an operator must act');
     }
     if (found.kind === 'found' && match.transactionId === undefined) {
       // Remember the record id: a later answer is then matched by id, the cheapest sure way.
