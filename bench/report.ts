@@ -80,11 +80,12 @@ export function targets(result: Omit<BenchResult, 'targets' | 'notes' | 'version
       met: result.submissions.ratio >= 0.7,
     },
     {
+      // Issue 31's goal (it was 0.80 before): a poll reads the ledger and the answer, the bare worker neither.
       name: 'tracking polls/s, ours ÷ bare',
-      target: '≥ 0.80',
+      target: '≥ 0.90',
       value: result.tracking.ratio,
       unit: '×',
-      met: result.tracking.ratio >= 0.8,
+      met: result.tracking.ratio >= 0.9,
     },
     {
       name: 'Redis memory per tracked transfer',
