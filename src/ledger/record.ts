@@ -156,7 +156,19 @@ export const TRACKING_VIEW = recordView(
     'matchAmount',
     'txid',
   ],
-  ['state', 'walletId', 'coin', 'submittedAt', 'updatedAt', 'pollFailures', 'unmatchedPolls', 'haltedAs', 'enrichFailures', 'match', 'txid'],
+  [
+    'state',
+    'walletId',
+    'coin',
+    'submittedAt',
+    'updatedAt',
+    'pollFailures',
+    'unmatchedPolls',
+    'haltedAs',
+    'enrichFailures',
+    'match',
+    'txid',
+  ],
 );
 export type TrackingView = Pick<
   TransferRecord,

@@ -142,7 +142,10 @@ export function createTrackHandler(deps: TrackDeps) {
       const upstreamState = found.transfer.halted.slice(0, 64);
       await deps.ledger.transition(sequenceId, op.halted(upstreamState));
       deps.onHalted?.(upstreamState);
-      log.error({ upstreamState, transactionId: found.transfer.id }, 'the provider halted the transfer without a txid: an operator must act');
+      log.error(
+        { upstreamState, transactionId: found.transfer.id },
+        'the provider halted the transfer without a txid: an operator must act',
+      );
     }
     if (found.kind === 'found' && match.transactionId === undefined) {
       // Remember the record id: a later answer is then matched by id, the cheapest sure way.
