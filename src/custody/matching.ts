@@ -98,7 +98,7 @@ export function matchAnswer(
 function decide(
   candidates: ListedTransfer[],
   others: ReadonlyMap<string, ListedTransfer>,
-  compared: string[],
+  compared: readonly string[],
   bySequenceId: boolean,
   sendsListed = 0,
 ): TransferFinding {
@@ -151,10 +151,19 @@ function othersIn(answer: readonly ListedTransfer[], sequenceId: string): Readon
   return others;
 }
 
-function comparedBy(known: KnownTransfer, rules: Pick<MatchRules, 'amountPlaces'>): string[] {
-  if (known.transactionId !== undefined) return ['sequenceId', 'id'];
-  const places = rules.amountPlaces === undefined ? 'exactly' : `at ${rules.amountPlaces} fractional digits`;
-  return ['sequenceId', 'outputs[].address (any letter case)', `outputs[].amount (${places})`];
+const COMPARED_BY_ID: readonly string[] = ['sequenceId', 'id'];
+/** The fields compared by address and amount, per amount precision: made once, not on every poll. */
+const comparedByOutputs = new Map<number | undefined, readonly string[]>();
+
+function comparedBy(known: KnownTransfer, rules: Pick<MatchRules, 'amountPlaces'>): readonly string[] {
+  if (known.transactionId !== undefined) return COMPARED_BY_ID;
+  let compared = comparedByOutputs.get(rules.amountPlaces);
+  if (!compared) {
+    const places = rules.amountPlaces === undefined ? 'exactly' : `at ${rules.amountPlaces} fractional digits`;
+    compared = ['sequenceId', 'outputs[].address (any letter case)', `outputs[].amount (${places})`];
+    comparedByOutputs.set(rules.amountPlaces, compared);
+  }
+  return compared;
 }
 
 const HEX_TXID = /^(0x)?[0-9a-f]+$/i;

@@ -28,10 +28,10 @@ import { countBy, versionProblems } from '../helpers/harness.ts';
 import { parseCheckedEntry } from '../helpers/json-schemas.ts';
 import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
 import { seededRandom } from '../helpers/seeded-random.ts';
-import { sleep, until } from '../helpers/wait.ts';
+import { sleep } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type ExitInfo, type WorkerProcess } from '../helpers/worker-process.ts';
 import { consumedPerEndpoint, countInjected, randomFaultSequence, type FaultEntry } from './fault-plan.ts';
-import { BASE_WORKER_ENV, chaosSeed, FAULT_SEQUENCE_LENGTH, MAX_OUTPUT_CHARS, type FaultMix } from './run-chaos.ts';
+import { BASE_WORKER_ENV, chaosSeed, FAULT_SEQUENCE_LENGTH, MAX_OUTPUT_CHARS, untilQueuesIdle, type FaultMix } from './run-chaos.ts';
 
 const SEED = chaosSeed();
 const TRANSFERS = 300;
@@ -267,18 +267,7 @@ describe('chaos with CUSTODY_PROVIDER=bitgo: SIGKILLs, BitGo faults, pendingAppr
 
     // A stalled copy of a job may still run after the last terminal event (and must send and publish
     // nothing): wait until no submit or track job is left before looking.
-    await until(
-      'idle submit and track queues',
-      60_000,
-      async () => {
-        for (const queue of [submitQueue, trackQueue]) {
-          const counts = await queue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children');
-          if (Object.values(counts).some((n) => n > 0)) return undefined;
-        }
-        return true;
-      },
-      250,
-    );
+    await untilQueuesIdle([submitQueue, trackQueue]);
 
     // ---- stop: SIGTERM to every live worker; each must drain and exit 0
     shuttingDown = true;

@@ -545,18 +545,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
 
   // A stalled copy of a job may still run after the last terminal event (and must publish and send
   // nothing): wait until no submit or track job is left anywhere before looking.
-  await until(
-    'idle submit and track queues',
-    60_000,
-    async () => {
-      for (const queue of [submitQueue, trackQueue]) {
-        const counts = await queue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children');
-        if (Object.values(counts).some((n) => n > 0)) return undefined;
-      }
-      return true;
-    },
-    250,
-  );
+  await untilQueuesIdle([submitQueue, trackQueue]);
 
   // ---- stop: SIGTERM to every live worker; each must drain and exit 0
   shuttingDown = true;
@@ -884,6 +873,22 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
 }
 
 /** docs/contract.md section 4, whatever the scenario: every list of `run.problems` empty, clean exits, no leak. */
+/** Waits until none of `queues` holds a job that could still run (active, waiting, delayed or prioritized). */
+export async function untilQueuesIdle(queues: readonly Queue[]): Promise<void> {
+  await until(
+    'idle submit and track queues',
+    60_000,
+    async () => {
+      for (const queue of queues) {
+        const counts = await queue.getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children');
+        if (Object.values(counts).some((n) => n > 0)) return undefined;
+      }
+      return true;
+    },
+    250,
+  );
+}
+
 export function expectGuarantees(run: ChaosRun): void {
   expect(run.unexpectedExits, 'workers that died without being killed').toEqual([]);
   for (const [name, ids] of Object.entries(run.problems)) {

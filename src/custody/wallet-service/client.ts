@@ -124,18 +124,8 @@ export class CustodyClient implements CustodyPort {
     const { txid, ...call } = options;
     const answer =
       txid === undefined
-        ? await this.#getTransfer(
-            { wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', known.sequenceId) },
-            call,
-            call.budget ?? { klass: BudgetClass.POLL, member: known.sequenceId },
-            known.sequenceId,
-          )
-        : await this.#getTransfer(
-            { wallet: walletBody(wallet), txId: nonEmpty('txId', txid) },
-            call,
-            call.budget ?? { klass: BudgetClass.VERIFY, member: txid },
-            known.sequenceId,
-          );
+        ? await this.#bySequenceId(wallet, known.sequenceId, call)
+        : await this.#byTxId(wallet, txid, call, known.sequenceId);
     const transactions: ListedTransfers =
       txid === undefined ? answer.transactions : answer.transactions.filter((tx) => txidEquals(tx.txid, txid));
     if (txid !== undefined && answer.transactions[UNREADABLE] !== undefined) transactions[UNREADABLE] = answer.transactions[UNREADABLE];
@@ -165,15 +155,23 @@ export class CustodyClient implements CustodyPort {
 
   /** 4.1 by sequenceId. The list may hold other transfers of the wallet too (upstream API 4.1 leaves it open). */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<Transaction[]> {
-    const budget = options.budget ?? { klass: BudgetClass.POLL, member: sequenceId };
-    const body = { wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) };
-    return (await this.#getTransfer(body, options, budget, sequenceId)).transactions;
+    return (await this.#bySequenceId(wallet, sequenceId, options)).transactions;
   }
 
   /** 4.1 by txId, for `send` and `receive`. */
   async getTransfersByTxId(wallet: WalletRef, txId: string, options: CallOptions = {}): Promise<Transaction[]> {
-    const budget = options.budget ?? { klass: BudgetClass.VERIFY, member: txId };
-    return (await this.#getTransfer({ wallet: walletBody(wallet), txId: nonEmpty('txId', txId) }, options, budget)).transactions;
+    return (await this.#byTxId(wallet, txId, options)).transactions;
+  }
+
+  #bySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions) {
+    const body = { wallet: walletBody(wallet), sequenceId: nonEmpty('sequenceId', sequenceId) };
+    return this.#getTransfer(body, options, options.budget ?? { klass: BudgetClass.POLL, member: sequenceId }, sequenceId);
+  }
+
+  /** `ours`: the sequenceId whose records, when unreadable, are reported as ours (SkippedRecord.ours). */
+  #byTxId(wallet: WalletRef, txId: string, options: CallOptions, ours?: string) {
+    const body = { wallet: walletBody(wallet), txId: nonEmpty('txId', txId) };
+    return this.#getTransfer(body, options, options.budget ?? { klass: BudgetClass.VERIFY, member: txId }, ours);
   }
 
   /**
