@@ -15,7 +15,16 @@ import { Trackers } from './queues/trackers.ts';
 import { InFlight } from './queues/in-flight.ts';
 import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
 import { QueueActivity, startWatchdog, type Watched } from './queues/watchdog.ts';
-import { POLL_FAILURES_ALERT, sendDeadlineMs, sendLeaseMs, SUBMIT_RETRY, trackLimiter, withBase } from './timing.ts';
+import {
+  LEDGER_CHECK_EVERY_MS,
+  POLL_FAILURES_ALERT,
+  REDIS_ERROR_LOG_INTERVAL_MS,
+  sendDeadlineMs,
+  sendLeaseMs,
+  SUBMIT_RETRY,
+  trackLimiter,
+  withBase,
+} from './timing.ts';
 import type { CustodyPort } from './custody/port.ts';
 import { createCustodyPort } from './custody/provider.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
@@ -96,6 +105,14 @@ export async function createApp(
       'the ledger is recovering from a loss: transfers are looked up before their first send',
     );
   }
+
+  // Redis errors are logged by their own listener; this says only that the check did not run (throttled).
+  let checkWarnedAt = 0;
+  const stopLedgerCheck = ledger.epoch.watch(LEDGER_CHECK_EVERY_MS, (err) => {
+    if (Date.now() - checkWarnedAt < REDIS_ERROR_LOG_INTERVAL_MS) return;
+    checkWarnedAt = Date.now();
+    logger.warn({ err }, 'could not compare the ledger with what this worker saw, next try later');
+  });
 
   metrics.reconcileInterval.set(config.reconcile.everyMs / 1000);
   const budget = new RequestBudget(redis, keys.rateLimit, config.custody.maxRps, {
@@ -325,6 +342,7 @@ export async function createApp(
       closed = true;
       reconcileSchedule.stop();
       watchdog?.stop();
+      stopLedgerCheck();
       // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
       // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,
       // which is safe since every run picks up where the last one left off.

@@ -202,6 +202,14 @@ export const REDIS_ERROR_LOG_INTERVAL_MS = 5_000;
 export const READY_CHECK_TIMEOUT_MS = 1_000;
 
 /**
+ * How often each worker process compares the ledger's epoch and tick with what it saw (epoch.ts,
+ * `watch`): a ledger that went back in time (a lagging replica promoted, a snapshot restored) is noticed
+ * within this long even while the process makes no transition, before processes that restarted onto the
+ * older copy can make up the lost count. One read of one small hash per process per interval.
+ */
+export const LEDGER_CHECK_EVERY_MS = 1_000;
+
+/**
  * The readiness write probe's key (`<QUEUE_PREFIX>:ready-probe`, one per deployment, rewritten by every
  * probe of every process) expires this long after the last probe: it holds nothing anyone reads, so it
  * should not outlive the probes by much, and one key rewritten costs Redis nothing it could run out of.

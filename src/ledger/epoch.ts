@@ -21,12 +21,19 @@ import type { RedisClient } from '../redis.ts';
  */
 
 /**
- * KEYS[1] the epoch hash. ARGV[1] mode: read | init | lost | accept; ARGV[2] the epoch the caller knows
- * (lost); ARGV[3] a new id (init, lost); ARGV[4] the recovery window, ms (lost); ARGV[5] the clock, ms
- * ('' = Redis TIME). Fields: id, createdAt, recoveryUntil (ms, 0 = none), supersedes (ids of lost
- * epochs, comma-separated), lostAt, acceptedAt.
+ * KEYS[1] the epoch hash. ARGV[1] mode: read | init | lost | declare | accept; ARGV[2] the epoch the
+ * caller knows (lost); ARGV[3] a new id (init, lost, declare); ARGV[4] the recovery window, ms (lost,
+ * declare); ARGV[5] the clock, ms ('' = Redis TIME); ARGV[6] the highest tick the caller saw under the
+ * epoch it knows ('' = none; lost). Fields: id, createdAt, recoveryUntil (ms, 0 = none), supersedes (ids
+ * of lost epochs, comma-separated), lostAt, acceptedAt, tick (advanced by every transition:
+ * transition.lua).
+ *
+ * `lost` declares a loss (a new epoch with a recovery window that supersedes every id it replaces)
+ * when the ledger has no epoch, holds one that does not supersede the caller's, or holds the caller's
+ * with a tick below the one the caller saw (the ledger went back in time: a lagging replica promoted, a
+ * snapshot or backup restored). `declare` does it whatever the ledger holds (`ledger init --after-loss`).
  * Returns {id or false, createdAt, recoveryUntil, supersedes, declared (1 when this call recorded a
- * loss or created the first epoch), now, lostAt (0: never)}.
+ * loss or created the first epoch), now, lostAt (0: never), tick}.
  */
 const EPOCH_LUA = `
 local now
@@ -35,40 +42,48 @@ if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local mode = ARGV[1]
-local e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt')
+local e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt', 'tick')
 local declared = 0
+local function listed(id)
+  for one in string.gmatch(e[4] or '', '[^,]+') do
+    if one == id then return true end
+  end
+  return false
+end
+-- A new epoch that replaces the ledger's (if any) and the caller's (if any): events of the new life
+-- never share an epoch with those of a life the ledger forgot, or went back to.
+local function supersede(known)
+  local ids = {}
+  for one in string.gmatch(e[4] or '', '[^,]+') do ids[#ids + 1] = one end
+  if e[1] then ids[#ids + 1] = e[1] end
+  if known ~= '' and known ~= e[1] and not listed(known) then ids[#ids + 1] = known end
+  local untilMs = math.max(tonumber(e[3] or '0'), now + tonumber(ARGV[4]))
+  redis.call('HSET', KEYS[1], 'id', ARGV[3], 'createdAt', now, 'recoveryUntil', untilMs,
+    'supersedes', table.concat(ids, ','), 'lostAt', now, 'tick', tonumber(e[6] or '0'))
+  redis.call('HDEL', KEYS[1], 'acceptedAt')
+  declared = 1
+end
 if mode == 'init' and not e[1] then
-  redis.call('HSET', KEYS[1], 'id', ARGV[3], 'createdAt', now, 'recoveryUntil', 0)
+  redis.call('HSET', KEYS[1], 'id', ARGV[3], 'createdAt', now, 'recoveryUntil', 0, 'tick', 0)
   declared = 1
 elseif mode == 'lost' then
   local known = ARGV[2]
-  if not e[1] then
-    redis.call('HSET', KEYS[1], 'id', ARGV[3], 'createdAt', now, 'recoveryUntil', now + tonumber(ARGV[4]),
-      'supersedes', known, 'lostAt', now)
-    declared = 1
-  elseif e[1] ~= known then
-    local supersedes = e[4] or ''
-    local listed = false
-    for id in string.gmatch(supersedes, '[^,]+') do
-      if id == known then listed = true end
-    end
-    if not listed then
-      if supersedes ~= '' then supersedes = supersedes .. ',' end
-      local untilMs = math.max(tonumber(e[3] or '0'), now + tonumber(ARGV[4]))
-      redis.call('HSET', KEYS[1], 'supersedes', supersedes .. known, 'recoveryUntil', untilMs, 'lostAt', now)
-      declared = 1
-    end
+  local seen = tonumber(ARGV[6]) or 0
+  if not e[1] or (e[1] ~= known and not listed(known)) or (e[1] == known and tonumber(e[6] or '0') < seen) then
+    supersede(known)
   end
+elseif mode == 'declare' then
+  supersede('')
 elseif mode == 'accept' and e[1] then
   redis.call('HSET', KEYS[1], 'recoveryUntil', 0, 'acceptedAt', now)
 end
-e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt')
-return {e[1], e[2] or '0', e[3] or '0', e[4] or '', declared, tostring(now), e[5] or '0'}`;
+e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt', 'tick')
+return {e[1], e[2] or '0', e[3] or '0', e[4] or '', declared, tostring(now), e[5] or '0', e[6] or '0'}`;
 
-type EpochReply = [string | null, string, string, string, number, string, string];
+type EpochReply = [string | null, string, string, string, number, string, string, string];
 
 interface EpochCommands {
-  ledgerEpoch(key: string, mode: string, known: string, newId: string, windowMs: number, clock: string): Promise<EpochReply>;
+  ledgerEpoch(key: string, mode: string, known: string, newId: string, windowMs: number, clock: string, seen: string): Promise<EpochReply>;
 }
 
 /** The epoch as Redis holds it. */
@@ -84,6 +99,8 @@ export interface EpochState {
   lostAt: number;
   /** The ledger's clock when this was read (ms). */
   now: number;
+  /** How many transitions the ledger has made (transition.lua advances it): it never goes back unless the ledger did. */
+  tick: number;
 }
 
 export type LedgerInit = 'auto' | 'manual';
@@ -113,6 +130,8 @@ export class LedgerEpoch {
   readonly #options: EpochOptions;
   #known: string | undefined;
   #state: EpochState | undefined;
+  /** The highest tick this process saw under the epoch it knows: what the ledger may never fall below. */
+  #seen = 0;
 
   constructor(redis: RedisClient, key: string, options: EpochOptions) {
     this.#redis = redis;
@@ -124,6 +143,11 @@ export class LedgerEpoch {
   /** The epoch this process knows ('' when none): what its sends in flight are recorded under. */
   get known(): string {
     return this.#known ?? '';
+  }
+
+  /** The highest tick seen under the known epoch (0 when none): every transition is refused below it. */
+  get seen(): number {
+    return this.#seen;
   }
 
   /** The last state read (undefined before the first read). */
@@ -143,6 +167,18 @@ export class LedgerEpoch {
   async init(): Promise<EpochState> {
     const state = await this.#call('init');
     return this.#adopt(state.declared ? await this.#replicated(state) : state);
+  }
+
+  /**
+   * An operator declares the ledger lost (`ledger init --after-loss`): a new epoch with a recovery
+   * window, superseding the one the ledger holds (if any), so that every transfer is looked up before
+   * its first send. For a Redis that came back empty, or older, after every process restarted onto it.
+   */
+  async declareLost(): Promise<EpochState> {
+    const previous = (await this.#call('read')).id ?? '';
+    const state = await this.#replicated(await this.#call('declare'));
+    this.#options.onLost?.({ previous, state });
+    return this.#adopt(state);
   }
 
   /** An operator ends the recovery window early (`ledger accept-epoch`). */
@@ -166,19 +202,65 @@ export class LedgerEpoch {
   }
 
   /**
-   * A send in flight was refused under this process's epoch. With no epoch known yet: adopt the
-   * ledger's, or initialise it (auto). Otherwise the ledger lost what this process knew it held:
-   * record the loss (a new epoch with a recovery window, or the window on the epoch another process
-   * made on the empty ledger) and adopt the result.
+   * What a transition's reply said of the ledger (its epoch and tick). The same epoch: the tick seen
+   * rises. Another one: the ledger was lost, went back to an older epoch, or another process declared
+   * a loss; `mismatch` finds out which (resolves with whether it had to).
+   */
+  async observe(id: string, tick: number): Promise<boolean> {
+    if (this.#known !== undefined && id === this.#known) {
+      if (tick > this.#seen) this.#seen = tick;
+      return false;
+    }
+    await this.mismatch();
+    return true;
+  }
+
+  /**
+   * Compares the ledger with what this process saw (a periodic check, so that a ledger that went back
+   * in time is noticed even while no transition runs): an epoch other than the known one, or the known
+   * one with a tick below the one seen, is dealt with by `mismatch`. Resolves with the state after.
+   */
+  async check(): Promise<EpochState> {
+    const state = await this.#call('read');
+    if (this.#known === undefined || state.id !== this.#known || state.tick < this.#seen) return this.mismatch();
+    return this.#adopt(state);
+  }
+
+  /**
+   * The ledger no longer holds what this process knew: a send in flight (or any transition) was
+   * refused under its epoch, or a reply or `check` showed another epoch or a tick gone back. With no
+   * epoch known yet: adopt the ledger's, or initialise it (auto). Otherwise the ledger lost what this
+   * process knew it held: record the loss (a new epoch with a recovery window, superseding the lost
+   * one) and adopt the result; when another process recorded it already, adopt that.
    */
   async mismatch(): Promise<EpochState> {
     if (this.#known === undefined) return this.start();
     const previous = this.#known;
-    const state = await this.#call('lost', previous);
+    const state = await this.#call('lost', previous, this.#seen);
     if (!state.declared) return this.#adopt(state);
     const replicated = await this.#replicated(state);
     this.#options.onLost?.({ previous, state: replicated });
     return this.#adopt(replicated);
+  }
+
+  /**
+   * Runs `check` every `everyMs` until the returned stop is called (the worker's, so that a ledger
+   * that went back in time is noticed within that long while any process that saw the newer one
+   * lives, whether or not it makes a transition). A failed check is reported and tried again later.
+   */
+  watch(everyMs: number, onError: (error: unknown) => void): () => void {
+    let running = false;
+    const timer = setInterval(() => {
+      if (running) return;
+      running = true;
+      this.check()
+        .catch(onError)
+        .finally(() => {
+          running = false;
+        });
+    }, everyMs);
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   async #replicated(state: EpochState & { declared: boolean }): Promise<EpochState & { declared: boolean }> {
@@ -187,21 +269,27 @@ export class LedgerEpoch {
   }
 
   #adopt(state: EpochState): EpochState {
+    // A new epoch starts its own count of what was seen; the same one only ever raises it.
+    if (state.id !== this.#known) this.#seen = state.tick;
+    else this.#seen = Math.max(this.#seen, state.tick);
     this.#known = state.id;
     this.#state = state;
     this.#options.onState?.(state);
     return state;
   }
 
-  async #call(mode: 'read' | 'init' | 'lost' | 'accept', known = ''): Promise<EpochState & { declared: boolean }> {
+  async #call(mode: 'read' | 'init' | 'lost' | 'declare' | 'accept', known = '', seen = 0): Promise<EpochState & { declared: boolean }> {
     const clock = this.#options.clock?.();
-    const [id, createdAt, recoveryUntil, supersedes, declared, now, lostAt] = await (this.#redis as unknown as EpochCommands).ledgerEpoch(
+    const [id, createdAt, recoveryUntil, supersedes, declared, now, lostAt, tick] = await (
+      this.#redis as unknown as EpochCommands
+    ).ledgerEpoch(
       this.#key,
       mode,
       known,
       newEpochId(),
       this.#options.recoveryWindowMs,
       clock === undefined ? '' : String(clock),
+      String(seen),
     );
     return {
       id: id ?? undefined,
@@ -210,6 +298,7 @@ export class LedgerEpoch {
       supersedes: supersedes === '' ? [] : supersedes.split(','),
       lostAt: Number(lostAt),
       now: Number(now),
+      tick: Number(tick),
       declared: Number(declared) === 1,
     };
   }

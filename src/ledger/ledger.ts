@@ -245,7 +245,11 @@ export class Ledger {
   async cancel(sequenceId: string, data: EventData['transfer.cancelled'], replicas?: CancelReplicas): Promise<CancelResult> {
     const session = replicas && replicas.min > 0 ? this.session() : '';
     // The outcome is read from the script's answer by the package's cancelOutcome, as its cancel() does.
-    const result = cancelOutcome(sequenceId, await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW));
+    let answer = await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW);
+    // Refused under this process's epoch: #run has dealt with it (adopted the epoch in force, or
+    // declared the ledger lost); judged once more under the epoch now known.
+    if (!answer.ok && answer.reason === 'epoch') answer = await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW);
+    const result = cancelOutcome(sequenceId, answer);
     if (replicas && replicas.min > 0 && result.outcome !== 'too-late') {
       // A cancel a failover loses would let the job send after all: `cancelled` (or `already-ended`,
       // the answer to a cancel again) only once the replicas have it, as the producer's cancel() waits.
@@ -468,7 +472,7 @@ export class Ledger {
     const tombstoneKey = indexMember === '' ? `${key}:ended` : this.#keys.tombstone(indexMember);
     const encoded = encodeRequest(
       request,
-      { eventSequenceId, indexMember, clock: this.#options.clock?.(), epoch: this.epoch.known },
+      { eventSequenceId, indexMember, clock: this.#options.clock?.(), epoch: this.epoch.known, seen: this.epoch.seen },
       {
         eventsMaxLen: this.#options.eventsMaxLen,
         retentionMs: this.#options.retentionMs,
@@ -490,6 +494,11 @@ export class Ledger {
     );
     if (reply[0] === 1) {
       if (request.event) this.#options.onEvent?.(request.event.type);
+      // What the ledger says of itself: a tick gone back or another epoch is dealt with before the
+      // caller's next transition (epoch.ts); this change was made, under the epoch the reply names.
+      const known = this.epoch.known;
+      if (known !== '' && (reply[5] !== known || Number(reply[4]) > this.epoch.seen))
+        await this.epoch.observe(String(reply[5] ?? ''), Number(reply[4]));
       const sequenceId = eventSequenceId || indexMember;
       const flat = (reply[3] ?? []) as Array<string | null>;
       const version = Number(reply[1]);
@@ -500,8 +509,9 @@ export class Ledger {
       return { ok: true, version, streamId, record: toRecord(sequenceId, fields) };
     }
     const reason = String(reply[2]) as RefusalReason;
-    // The ledger no longer holds this process's epoch (or it has none yet): find out why before the
-    // caller tries again (epoch.ts), so that its next try is judged under the epoch now in force.
+    // The ledger no longer holds this process's epoch (or it has none yet), or holds it with a tick
+    // below the one this process saw (it went back in time): find out why before the caller tries
+    // again (epoch.ts), so that its next try is judged under the epoch now in force.
     if (reason === 'epoch') await this.epoch.mismatch();
     else if (reason === 'recovery') await this.epoch.refresh();
     return {

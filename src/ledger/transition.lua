@@ -19,10 +19,13 @@
 
   KEYS[8] the tracker outbox (sorted set, score = when its entry was recorded, ms): the ledger's own
           key; this script writes no key of BullMQ's.
-  KEYS[9] the ledger's epoch (hash: id, recoveryUntil, ...; see epoch.ts): read here, never written.
-          Every event carries its id; a transition that records a send in flight needs it to be the
-          epoch the caller knows (else refused: 'epoch'), and, while recovery lasts, a lookup made
-          first (else refused: 'recovery').
+  KEYS[9] the ledger's epoch (hash: id, recoveryUntil, tick, ...; see epoch.ts): read by every
+          transition; only its `tick` is written here (every change advances it by one). Every event
+          carries its id; a transition that records a send in flight needs it to be the epoch the
+          caller knows (else refused: 'epoch'), and, while recovery lasts, a lookup made first (else
+          refused: 'recovery'). Any transition whose caller saw a higher tick under the same epoch is
+          refused ('epoch'): the ledger went back in time (a lagging replica promoted, a snapshot or a
+          backup restored) and may have forgotten sends.
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
     seq       sequenceId for the event ('' when the payload had none)
@@ -50,7 +53,8 @@
     set       field, value, field, value ... to set (all text)
     epoch     { check = true for a transition that records a send in flight, id = the epoch the
                 caller knows ('' = none: always refused), lookedUpAt = the ledger's time (ms, text)
-                before the caller looked the transfer up upstream ('' = it did not) }
+                before the caller looked the transfer up upstream ('' = it did not), seen = the highest
+                tick the caller saw under that epoch (text; '0' = none) }
     intact    true for a change that vouches for what never happened before it (a cancel: "no send of
               this transfer was ever made"): refused ('ledger') unless KEYS[9] holds an epoch whose
               recovery window is over. A ledger without one may have lost its record of sends.
@@ -70,15 +74,18 @@
     lease (lease.ms) or more after the loss was recorded, when every send of the lost life has ended
     ('recovery');
   - a change that needs an intact ledger (`intact`) is refused while the ledger has no epoch or
-    recovers from a loss ('ledger').
+    recovers from a loss ('ledger');
+  - no change is made under the caller's epoch when its tick is below the one the caller saw ('epoch',
+    with the ledger's epoch id): the ledger went back in time.
 
   Every read of the record before the first write is one HMGET, and consecutive writes of the same
   kind are one command: a call from Lua costs Redis more than the field it touches. The order of the
   writes is the order of the steps below, so a field written by several steps ends as it did when each
   step was its own command.
 
-  Returns {1, version, streamId, fields} on success, fields being what `read` asked for of the record
-  after the change (field, value pairs for '*'; values, false for an absent field, for a list);
+  Returns {1, version, streamId, fields, tick, epochId} on success, fields being what `read` asked for
+  of the record after the change (field, value pairs for '*'; values, false for an absent field, for a
+  list), tick the ledger's tick after the change and epochId its epoch (false: none);
   {0, currentState, reason, leaseUntil, now, tombstone} when refused, reason one of
   state | terminal | lease | owner | present | unknown | ended | epoch | recovery | ledger (tombstone:
   '<state>:<version>', only with 'ended'; with 'epoch' the ledger's epoch id instead, false if none).
@@ -104,6 +111,14 @@ local nowText = tostring(now)
 
 local function refuse(reason)
   return {0, current, reason, before[3] or '0', nowText}
+end
+
+-- The epoch, read by every transition (one HMGET): a ledger below the tick its caller saw under the
+-- same epoch went back in time, and whatever it forgot (this transfer's send, its last event) it
+-- cannot be trusted to have kept. Refused before any check that could read the older record as fact.
+local epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil', 'lostAt', 'tick')
+if req.epoch.id ~= '' and epoch[1] == req.epoch.id and tonumber(epoch[4] or '0') < tonumber(req.epoch.seen) then
+  return {0, current, 'epoch', before[3] or '0', nowText, epoch[1]}
 end
 
 -- The contract's terminal states, put in by the ledger when it loads this script (catalog.ts).
@@ -144,9 +159,6 @@ if req.to == 'failed' and not req.operator then
   if before[5] or before[6] or pendingOfOther then return refuse('unknown') end
 end
 
--- The epoch: read by every transition that publishes or checks it (one HMGET).
-local epoch = nil
-if req.epoch.check or req.intact or req.event ~= '' then epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil', 'lostAt') end
 if req.epoch.check then
   -- A ledger that no longer holds the caller's epoch was lost (or replaced): what it forgot may
   -- include this very transfer's earlier send.
@@ -258,6 +270,10 @@ end
 
 if req.tracker and member ~= '' then redis.call('ZADD', KEYS[8], nowText, member) end
 
+-- Every change advances the ledger's tick (an epoch-less ledger has none to advance).
+local tick = 0
+if epoch[1] then tick = redis.call('HINCRBY', KEYS[9], 'tick', 1) end
+
 -- Decoding a whole record costs the caller more than the change itself: it names what it reads.
 local reply = {}
 if req.read == '*' then
@@ -270,4 +286,4 @@ if req.read == '*' then
 elseif #req.read > 0 then
   reply = redis.call('HMGET', KEYS[1], unpack(req.read))
 end
-return {1, version, streamId, reply}
+return {1, version, streamId, reply, tick, epoch[1] or false}

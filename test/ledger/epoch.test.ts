@@ -15,6 +15,7 @@ import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 const redis = newRedis();
 const WINDOW_MS = 3_600_000;
 let keys: Keys;
+let prefix: string;
 let clock: number;
 let seq = 0;
 const id = () => `seq-${++seq}`;
@@ -29,7 +30,8 @@ function ledger(options: { init?: 'auto' | 'manual'; onLost?: (lost: { previous:
 }
 
 beforeEach(() => {
-  keys = createKeys(uniquePrefix('epoch'), 'events');
+  prefix = uniquePrefix('epoch');
+  keys = createKeys(prefix, 'events');
   keys.events = `${keys.active}:events`;
   clock = 1_700_000_000_000;
 });
@@ -93,19 +95,19 @@ describe('a ledger that Redis lost', () => {
     const b = ledger({ onLost: ({ previous }) => lost.push(`b:${previous}`) });
     const old = (await a.epoch.start()).id!;
     await b.epoch.start();
+    const sequenceId = id();
+    await gated(a, sequenceId);
+    const other = id();
+    await gated(b, other);
     // Redis lost its data (the shared test Redis: only this test's keys go).
     await redis.del(keys.epoch);
 
-    const sequenceId = id();
-    await gated(a, sequenceId);
     expect(await a.transition(sequenceId, sendInFlight('a'))).toMatchObject({ ok: false, reason: 'epoch' });
     const now = a.epoch.state!;
     expect(now.id).not.toBe(old);
     expect(now.supersedes).toEqual([old]);
     expect(now.recoveryUntil).toBe(clock + WINDOW_MS);
     // B still knows the old epoch: it adopts the new one without declaring the loss again.
-    const other = id();
-    await gated(b, other);
     expect(await b.transition(other, sendInFlight('b'))).toMatchObject({ ok: false, reason: 'epoch' });
     expect(b.epoch.known).toBe(now.id);
     expect(lost).toEqual([`a:${old}`]);
@@ -137,15 +139,113 @@ describe('a ledger that Redis lost', () => {
       unset: ['leaseOwner', 'leaseUntil', 'pending'],
     });
     const other = id();
+    // The reply of its first transition names an epoch that does not supersede the one it knows: the
+    // loss is recorded at once, under an epoch of its own (the restarted process's life ends too).
     await gated(remembers, other);
-    expect(await remembers.transition(other, sendInFlight('m'))).toMatchObject({ ok: false, reason: 'epoch' });
-    expect(remembers.epoch.state).toMatchObject({ id: fresh, supersedes: [old], recoveryUntil: clock + WINDOW_MS });
-    // The restarted process now meets the window too.
+    const declared = remembers.epoch.state!;
+    expect(declared.id).not.toBe(fresh);
+    expect(declared.id).not.toBe(old);
+    expect(declared).toMatchObject({ supersedes: [fresh, old], recoveryUntil: clock + WINDOW_MS });
+    expect(await remembers.transition(other, sendInFlight('m'))).toMatchObject({ ok: false, reason: 'recovery' });
+    // The restarted process now meets the new epoch, then its window.
+    expect(await restarted.transition(sequenceId, sendInFlight('r'))).toMatchObject({ ok: false, reason: 'epoch' });
+    expect(restarted.epoch.known).toBe(declared.id);
     expect(await restarted.transition(sequenceId, sendInFlight('r'))).toMatchObject({ ok: false, reason: 'recovery' });
     expect(restarted.epoch.state?.recoveryUntil).toBe(clock + WINDOW_MS);
     // An operator ends the window.
     await ledger().epoch.accept();
     expect((await restarted.transition(sequenceId, sendInFlight('r'))).ok).toBe(true);
+  });
+});
+
+/** Every key of this test's ledger as it is now (DUMP), to put back later: a snapshot or backup restored. */
+async function snapshot(): Promise<() => Promise<void>> {
+  const names = await redis.keys(`${prefix}:*`);
+  const saved = await Promise.all(names.map(async (name) => ({ name, dump: await redis.dumpBuffer(name), ttl: await redis.pttl(name) })));
+  return async () => {
+    const now = await redis.keys(`${prefix}:*`);
+    if (now.length > 0) await redis.del(...now);
+    for (const { name, dump, ttl } of saved) if (dump) await redis.restore(name, ttl > 0 ? ttl : 0, dump);
+  };
+}
+
+describe('a ledger that went back in time (same epoch: a lagging replica promoted, a snapshot restored)', () => {
+  const CANCEL = { reason: 'customer asked', by: 'test' };
+
+  it('refuses the next transition of a process that saw the newer ledger, declares the loss once, and a cancel is too late', async () => {
+    const lost: string[] = [];
+    const a = ledger({ onLost: ({ previous }) => lost.push(`a:${previous}`) });
+    const b = ledger({ onLost: ({ previous }) => lost.push(`b:${previous}`) });
+    const old = (await a.epoch.start()).id!;
+    await b.epoch.start();
+    const sent = id();
+    await gated(a, sent);
+    const restore = await snapshot();
+    // After the snapshot: the send in flight, and B's own work (B saw the newer ledger too).
+    expect((await a.transition(sent, sendInFlight('a'))).ok).toBe(true);
+    const other = id();
+    await gated(b, other);
+    await restore();
+
+    // The older copy shows `sent` gated, never sent: without the tick a cancel would say "no send was made".
+    expect(await a.cancel(sent, CANCEL)).toMatchObject({ outcome: 'too-late', ledger: 'no-epoch-or-recovering' });
+    const now = a.epoch.state!;
+    expect(now.id).not.toBe(old);
+    expect(now).toMatchObject({ supersedes: [old], recoveryUntil: clock + WINDOW_MS, lostAt: clock });
+    // B adopts the new epoch without declaring again; the send needs a lookup first.
+    expect(await b.transition(sent, sendInFlight('b'))).toMatchObject({ ok: false, reason: 'epoch' });
+    expect(b.epoch.known).toBe(now.id);
+    expect(await b.transition(sent, sendInFlight('b'))).toMatchObject({ ok: false, reason: 'recovery' });
+    expect(lost).toEqual([`a:${old}`]);
+    expect(await redis.exists(keys.tombstone(sent))).toBe(0);
+  });
+
+  it('is noticed by the periodic check while no transition runs, and events of the new life carry the new epoch', async () => {
+    const lost: string[] = [];
+    const a = ledger({ onLost: ({ previous }) => lost.push(previous) });
+    const old = (await a.epoch.start()).id!;
+    const sequenceId = id();
+    await gated(a, sequenceId);
+    const restore = await snapshot();
+    await a.transition(sequenceId, note(1)); // version 1, under the old epoch
+    await restore();
+
+    const after = await a.epoch.check();
+    expect(after.id).not.toBe(old);
+    expect(lost).toEqual([old]);
+    expect((await a.epoch.check()).id).toBe(after.id); // once
+    // The older copy lost version 1: the next event is version 1 again, but never under the same epoch.
+    await a.transition(sequenceId, note(2));
+    const published = (await events()).filter((event) => event.sequenceId === sequenceId);
+    expect(published.map((event) => [event.version, event.epoch])).toEqual([[1, after.id]]);
+  });
+
+  it('a process that starts on the older copy cannot tell (the residual risk)', async () => {
+    const a = ledger();
+    await a.epoch.start();
+    const sequenceId = id();
+    await gated(a, sequenceId);
+    const restore = await snapshot();
+    await a.transition(sequenceId, note(1));
+    await restore();
+    const late = ledger();
+    const known = (await late.epoch.start()).id!;
+    expect((await late.epoch.check()).id).toBe(known);
+    expect((await late.transition(sequenceId, note(2))).ok).toBe(true);
+  });
+
+  it('a transition with a tick the ledger never reached is refused before it changes anything', async () => {
+    const a = ledger();
+    await a.epoch.start();
+    const sequenceId = id();
+    await gated(a, sequenceId);
+    const tick = Number(await redis.hget(keys.epoch, 'tick'));
+    expect(tick).toBeGreaterThan(0);
+    expect(a.epoch.seen).toBe(tick);
+    await redis.hset(keys.epoch, 'tick', String(tick - 1));
+    const before = await redis.hgetall(keys.transfer(sequenceId));
+    expect(await a.transition(sequenceId, note(1))).toMatchObject({ ok: false, reason: 'epoch' });
+    expect(await redis.hgetall(keys.transfer(sequenceId))).toEqual(before);
   });
 });
 

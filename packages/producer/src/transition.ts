@@ -73,6 +73,11 @@ export interface EpochCheck {
   id: string;
   /** ms as text; '' when the caller did not look the transfer up. */
   lookedUpAt: string;
+  /**
+   * The highest tick (the ledger's count of transitions) the caller saw under epoch `id`, as text: a
+   * ledger under that epoch with a lower tick went back in time (refused: 'epoch'), whatever the change.
+   */
+  seen: string;
 }
 
 /** The ledger-wide settings a request carries (the script has no configuration of its own). */
@@ -93,6 +98,8 @@ export interface RequestTarget {
   clock: number | undefined;
   /** The epoch this process knows ('' = none), checked when the request records a send in flight. */
   epoch: string;
+  /** The highest tick the caller saw under `epoch` (0 or absent: none): a ledger below it went back in time. */
+  seen?: number;
 }
 
 const TERMINAL: ReadonlySet<string> = new Set(TERMINAL_STATES);
@@ -151,6 +158,7 @@ export function encodeRequest(
         check: request.sendInFlight !== undefined,
         id: target.epoch,
         lookedUpAt: request.sendInFlight?.lookedUpAt === undefined ? '' : String(request.sendInFlight.lookedUpAt),
+        seen: String(target.seen ?? 0),
       } satisfies EpochCheck,
       intact: request.requireIntactLedger === true,
     },
@@ -232,6 +240,9 @@ export function cancelOutcome(sequenceId: string, answer: CancelAnswer): CancelR
       // A send may have been processed: submitting (even if every send was "not taken"), or later.
       return { outcome: 'too-late', state: answer.state };
     case 'ledger':
+    // The ledger went back in time (below the tick the caller saw) or holds another epoch than the
+    // caller's: it cannot vouch that no send was made either.
+    case 'epoch':
       return { outcome: 'too-late', state: answer.state, ledger: 'no-epoch-or-recovering' };
     default:
       throw new Error(`the ledger refused the cancel of ${sequenceId} for an unexpected reason: ${answer.reason}`);
