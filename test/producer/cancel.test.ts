@@ -113,6 +113,35 @@ describe('TransferProducer.cancel', () => {
     expect(await cancel(sequenceId)).toEqual({ outcome: 'already-ended', state: 'broadcast' });
   });
 
+  it('a ledger that went back below the tick this producer saw (a replica promoted, a snapshot restored): too-late', async () => {
+    // A ledger of its own, with no worker watching it (a worker would declare the loss itself).
+    const prefix = `${h.prefix}-rollback`;
+    const keys = createKeys(prefix, `${prefix}:transfer-events`);
+    await new Ledger(h.redis, keys, { eventsMaxLen: 1_000, retentionMs: 60_000 }).epoch.init();
+    const producer = new TransferProducer({ connection: testRedisUrl(), prefix, eventsStream: keys.events });
+    let late: TransferProducer | undefined;
+    try {
+      const first = samplePayload().halfSigned.sequenceId;
+      expect(await producer.cancel(first, { reason: REASON })).toMatchObject({ outcome: 'cancelled' }); // it sees the tick of its change
+      // The older copy: the last change (this cancel among them) forgotten.
+      const tick = Number(await h.redis.hget(keys.epoch, 'tick'));
+      await h.redis.hset(keys.epoch, 'tick', String(tick - 1));
+      const second = samplePayload().halfSigned.sequenceId;
+      expect(await producer.cancel(second, { reason: REASON })).toEqual({
+        outcome: 'too-late',
+        state: '-',
+        ledger: 'no-epoch-or-recovering',
+      });
+      expect(await h.redis.exists(keys.transfer(second), keys.tombstone(second))).toBe(0);
+      // A producer that first reads the older copy cannot tell (the residual risk the docs state).
+      late = new TransferProducer({ connection: testRedisUrl(), prefix, eventsStream: keys.events });
+      expect(await late.cancel(second, { reason: REASON })).toMatchObject({ outcome: 'cancelled' });
+    } finally {
+      await producer.close();
+      await late?.close();
+    }
+  });
+
   it('refuses an invalid reason or sequenceId with InvalidCancelError before Redis is contacted', async () => {
     // Every command the producer's connection is asked to send, recorded (BullMQ's own set-up included).
     const lazy = new Redis(testRedisUrl(), { lazyConnect: true });

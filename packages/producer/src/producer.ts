@@ -13,7 +13,7 @@ import {
 } from './errors.ts';
 import { EVENT_DATA_SCHEMAS, parseStreamEntry, TERMINAL_EVENTS, type TransferEvent } from './events.ts';
 import { jobIdFor } from './job-id.ts';
-import { defaultEventsStream, tombstoneKey, transferKey, transitionKeys } from './keys.ts';
+import { defaultEventsStream, ledgerKeys, tombstoneKey, transferKey, transitionKeys } from './keys.ts';
 import { parseEnqueuedPayload, SUBMIT_TRANSACTION, type PayloadIssue, type SubmitPayload, type SubmitPayloadInput } from './payload.ts';
 import { readTransferEvents, type EventKeys } from './read.ts';
 import { connectionSession, replicaAcknowledgement } from './replicas.ts';
@@ -159,8 +159,18 @@ export class TransferProducer {
   readonly #readiness = new Map<Client, Readiness>();
   #lastError: Error | undefined;
   #closed = false;
+  /**
+   * The ledger's epoch and the highest tick (its count of transitions) this producer saw under it:
+   * every cancel carries them, and the worker's script refuses a cancel under that epoch below that
+   * tick (the ledger went back in time: a lagging replica promoted, a snapshot restored), as it does
+   * for the worker's own transitions. Read on the first cancel and on every (re)connection.
+   */
+  #ledgerSeen: { epoch: string; tick: number } | undefined;
   readonly #onError = (error: Error): void => {
     this.#lastError = error;
+  };
+  readonly #onReady = (): void => {
+    this.#readLedger().catch(() => {});
   };
 
   constructor(options: ProducerOptions) {
@@ -196,6 +206,8 @@ export class TransferProducer {
         : options.connection;
     // Keeps the last connection error for the messages (and stops ioredis printing unhandled errors).
     this.#redis.on('error', this.#onError);
+    // What the ledger holds at each (re)connection raises what this producer saw (never lowers it).
+    this.#redis.on('ready', this.#onReady);
     const prefix = options.prefix ?? 'bull';
     this.#prefix = prefix;
     this.#keys = { transfer: (sequenceId) => transferKey(prefix, sequenceId), events: options.eventsStream ?? defaultEventsStream(prefix) };
@@ -298,6 +310,18 @@ export class TransferProducer {
     return fromTombstone ? { event: fromTombstone, version: Number(tombstone.slice(at + 1)) } : undefined;
   }
 
+  /** Reads the ledger's epoch and tick (see #ledgerSeen). */
+  async #readLedger(): Promise<void> {
+    const [epoch, tick] = await this.#redis.hmget(ledgerKeys(this.#prefix).epoch, 'id', 'tick');
+    if (typeof epoch === 'string') this.#sawLedger(epoch, Number(tick ?? 0));
+  }
+
+  /** The same epoch: the tick seen only rises. Another one: its tick is where this producer starts. */
+  #sawLedger(epoch: string, tick: number): void {
+    if (this.#ledgerSeen?.epoch === epoch) this.#ledgerSeen.tick = Math.max(this.#ledgerSeen.tick, tick);
+    else this.#ledgerSeen = { epoch, tick };
+  }
+
   /**
    * Cancels the transfer of `sequenceId` before any send of it may have been processed
    * (docs/contract.md section 4, "Cancelling a transfer"), `by: 'producer'`. Decided by the worker's own
@@ -329,15 +353,18 @@ export class TransferProducer {
     }
     if (!parsed.success || issues.length > 0) throw new InvalidCancelError(issues);
     this.#assertOpen();
+    if (this.#ledgerSeen === undefined) await this.#call('cancel', () => this.#readLedger());
+    const seen = this.#ledgerSeen as { epoch: string; tick: number } | undefined;
     const encoded = encodeRequest(
       cancelRequest({ reason: parsed.data.reason, by: 'producer' }),
-      { eventSequenceId: sequenceId, indexMember: sequenceId, clock: undefined, epoch: '' },
+      { eventSequenceId: sequenceId, indexMember: sequenceId, clock: undefined, epoch: seen?.epoch ?? '', seen: seen?.tick ?? 0 },
       this.#ledger,
       [],
     );
     const keys = transitionKeys(this.#prefix, this.#keys.events, sequenceId);
     const session = this.#minReplicas > 0 ? connectionSession(this.#redis, keys[0]!) : '';
-    const reply = await this.#call('cancel', () => this.#redis.eval(TRANSITION_LUA, keys.length, ...keys, encoded));
+    const reply = (await this.#call('cancel', () => this.#redis.eval(TRANSITION_LUA, keys.length, ...keys, encoded))) as unknown[];
+    if (Number(reply[0]) === 1 && typeof reply[5] === 'string') this.#sawLedger(reply[5], Number(reply[4]));
     const result = cancelOutcome(sequenceId, decodeAnswer(reply));
     if (this.#minReplicas > 0 && result.outcome !== 'too-late') {
       // A cancel a failover loses would let the job send after all: `cancelled` (or `already-ended`,
@@ -398,6 +425,7 @@ export class TransferProducer {
     const deadline = Date.now() + this.#timeoutMs;
     await bounded(this.#queue.close(), deadline, () => new Error('queue close timed out')).catch(() => undefined);
     this.#queue.off('error', this.#onError);
+    this.#redis.off('ready', this.#onReady);
     if (!this.#ownsRedis) {
       this.#redis.off('error', this.#onError);
       return;
