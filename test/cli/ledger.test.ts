@@ -122,6 +122,34 @@ describe('ledger init', () => {
 });
 
 describe('after the ledger was lost', () => {
+  it('init --after-loss declares it: a new epoch superseding the one the ledger holds, with a recovery window', async () => {
+    const prefix = uniquePrefix('cli-ledger-after-loss');
+    // On an empty Redis (every process restarted onto it): a first epoch, but with the window open.
+    const empty = await json<LedgerInitResult>(prefix, ['init', '--after-loss'], { LEDGER_INIT: 'manual', LEDGER_RECOVERY_WINDOW: '2h' });
+    expect(empty).toMatchObject({ created: true, afterLoss: true, recoveryActive: true, supersedes: [] });
+    expect(Date.parse(empty.recoveryUntil!) - Date.parse(empty.now)).toBe(2 * HOUR_MS);
+    // On a ledger that has an epoch (a worker with LEDGER_INIT=auto initialised the older copy).
+    const again = await json<LedgerInitResult>(prefix, ['init', '--after-loss']);
+    expect(again.epoch).not.toBe(empty.epoch);
+    expect(again).toMatchObject({ created: true, afterLoss: true, recoveryActive: true, supersedes: [empty.epoch] });
+    expect(await redis.hget(epochKey(prefix), 'id')).toBe(again.epoch);
+    const text = await cli(prefix, ['init', '--after-loss']);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/after a loss: created epoch [0-9a-f]{12}; every transfer is looked up before its first send until /);
+  });
+
+  it('init takes --fresh or --after-loss, not both, and neither with another subcommand', async () => {
+    const prefix = uniquePrefix('cli-ledger-init-flags');
+    expect((await cli(prefix, ['init', '--fresh', '--after-loss'])).code).toBe(2);
+    expect((await cli(prefix, ['status', '--after-loss'])).code).toBe(2);
+    expect(await redis.exists(epochKey(prefix))).toBe(0);
+    expect(await json<LedgerInitResult>(prefix, ['init', '--fresh'])).toMatchObject({
+      created: true,
+      afterLoss: false,
+      recoveryActive: false,
+    });
+  });
+
   it('status shows the recovery window open and the epoch it supersedes; accept-epoch ends it', async () => {
     const prefix = uniquePrefix('cli-ledger-lost');
     const loss = await simulateLoss(prefix);

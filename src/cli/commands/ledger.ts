@@ -1,6 +1,8 @@
 import { loadLedgerConfig } from '../../config/config.ts';
 import type { EpochState } from '../../ledger/ledger.ts';
-import type { Command } from '../command.ts';
+import type { Readable } from 'node:stream';
+import { createInterface } from 'node:readline/promises';
+import type { Command, OptionValues } from '../command.ts';
 import { refused, usageError } from '../errors.ts';
 import { table } from '../format.ts';
 import { cliLedger, withRedis } from '../redis-run.ts';
@@ -24,8 +26,10 @@ export interface EpochView {
 }
 
 export interface LedgerInitResult extends EpochView {
-  /** true: this run wrote the first epoch; false: the ledger had one already (unchanged). */
+  /** true: this run wrote an epoch (the first, or after a loss); false: the ledger had one already (unchanged). */
   created: boolean;
+  /** true: the ledger was declared lost (`--after-loss`): the new epoch has a recovery window. */
+  afterLoss: boolean;
 }
 
 export interface LedgerAcceptResult extends EpochView {
@@ -47,9 +51,18 @@ docs/operations.md).
 
   status         the epoch id (or none), when it was created, the end of its recovery window (or
                  none), whether that window is open now, and the epochs it superseded; exit 0
-  init           writes the first epoch unless the ledger has one, and says which: needed once with
-                 LEDGER_INIT=manual before any worker sends (LEDGER_INIT=auto workers do it themselves
-                 at start-up); exit 0 either way, an existing epoch is left as it is
+  init           says whether this Redis ever held the ledger: asked at a terminal, or given as
+                 --fresh (a new deployment: nothing was ever sent through it) or --after-loss (it
+                 lost its data, or came back older: a restore, a promoted replica).
+                 --fresh writes the first epoch unless the ledger has one, and says which: needed once
+                 with LEDGER_INIT=manual before any worker sends (LEDGER_INIT=auto workers do it
+                 themselves at start-up); an existing epoch is left as it is. Without a terminal and
+                 without either flag, --fresh is assumed (as before this choice existed).
+                 --after-loss declares the ledger lost: a new epoch, superseding the one the ledger
+                 holds (if any), with a recovery window in which every transfer is looked up at the
+                 provider before its first send; run it before the workers start again after a restore
+                 from a backup, or after every worker restarted onto an empty or older Redis.
+                 Both wait for REDIS_MIN_REPLICAS replicas when set. Exit 0
   accept-epoch   ends the recovery window now: workers send again without looking each transfer up
                  first, which gives up that protection, so only as the runbook says. Exit 0, also when
                  no window was open; exit 4 (NO_EPOCH), changing nothing, when the ledger has no epoch
@@ -62,17 +75,30 @@ EVENTS_MAXLEN, RETENTION, TOMBSTONE_RETENTION, LEDGER_INIT, LEDGER_RECOVERY_WIND
 
 Examples:
   custody-worker ledger status
-  custody-worker ledger init
+  custody-worker ledger init --fresh
+  custody-worker ledger init --after-loss
   custody-worker ledger accept-epoch --json`,
-  options: {},
+  options: {
+    fresh: { type: 'boolean' },
+    'after-loss': { type: 'boolean' },
+  },
   positionals: { min: 1, max: 1, names: '<subcommand>' },
-  async run({ positionals, out, env }) {
+  async run({ positionals, values, out, env, stdin }) {
     const subcommand = parseSubcommand(positionals[0]!);
+    if (subcommand !== 'init' && (values.fresh !== undefined || values['after-loss'] !== undefined)) {
+      throw usageError('--fresh and --after-loss go with `ledger init` only');
+    }
+    const afterLoss = subcommand === 'init' ? await initKind(values, stdin) : false;
     const config = loadLedgerConfig(env);
     await withRedis(config.redis, out, async (redis) => {
       const ledger = cliLedger(redis, config);
       if (subcommand === 'status') {
         out.result(view(await ledger.epoch.refresh()), formatStatus);
+        return;
+      }
+      if (subcommand === 'init' && afterLoss) {
+        const state = await ledger.epoch.declareLost();
+        out.result<LedgerInitResult>({ created: true, afterLoss: true, ...view(state) }, formatInit);
         return;
       }
       if (subcommand === 'init') {
@@ -81,7 +107,7 @@ Examples:
         // The script stamps an epoch it creates with the clock of that same call: one that another
         // process (a worker with LEDGER_INIT=auto) wrote between the read and the init is older.
         const created = before.id === undefined && state.id !== undefined && state.createdAt === state.now;
-        out.result<LedgerInitResult>({ created, ...view(state) }, formatInit);
+        out.result<LedgerInitResult>({ created, afterLoss: false, ...view(state) }, formatInit);
         return;
       }
       const before = await ledger.epoch.refresh();
@@ -104,6 +130,27 @@ Examples:
 function parseSubcommand(value: string): Subcommand {
   if ((SUBCOMMANDS as readonly string[]).includes(value)) return value as Subcommand;
   throw usageError(`unknown ledger subcommand "${value.slice(0, 40)}": status, init or accept-epoch (see: custody-worker ledger --help)`);
+}
+
+/**
+ * Whether `init` declares a loss: --after-loss or --fresh, else the answer to the question at a
+ * terminal, else (a script, as before the choice existed) fresh.
+ */
+async function initKind(values: OptionValues, stdin: Readable): Promise<boolean> {
+  if (values.fresh === true && values['after-loss'] === true) throw usageError('--fresh and --after-loss exclude each other');
+  if (values['after-loss'] === true) return true;
+  if (values.fresh === true || !(stdin as Readable & { isTTY?: boolean }).isTTY) return false;
+  const prompt = createInterface({ input: stdin, output: process.stderr });
+  try {
+    const answer = await prompt.question(
+      'Did this Redis ever hold the ledger (were transfers ever sent through it, before it was emptied, restored or replaced)? [y/n] ',
+    );
+    if (/^y(es)?$/i.test(answer.trim())) return true;
+    if (/^no?$/i.test(answer.trim())) return false;
+    throw usageError('answer y (it held the ledger: --after-loss) or n (a new deployment: --fresh)');
+  } finally {
+    prompt.close();
+  }
 }
 
 function iso(ms: number): string {
@@ -141,9 +188,14 @@ function formatStatus(epoch: EpochView): string {
 }
 
 function formatInit(result: LedgerInitResult): string {
-  const what: [string, unknown] = result.created
-    ? ['initialised', `yes: created epoch ${result.epoch ?? '-'}`]
-    : ['initialised', `no: the ledger already has epoch ${result.epoch ?? '-'} (unchanged)`];
+  const what: [string, unknown] = result.afterLoss
+    ? [
+        'initialised',
+        `after a loss: created epoch ${result.epoch ?? '-'}; every transfer is looked up before its first send until ${result.recoveryUntil ?? '-'}`,
+      ]
+    : result.created
+      ? ['initialised', `yes: created epoch ${result.epoch ?? '-'}`]
+      : ['initialised', `no: the ledger already has epoch ${result.epoch ?? '-'} (unchanged)`];
   return table([what, ...rows(result)]);
 }
 
