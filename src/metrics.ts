@@ -2,8 +2,15 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { EVENT_TYPES } from '../packages/producer/src/catalog.ts';
 import { QueueName } from './queues/names.ts';
 import { BUDGET_CLASSES } from './custody/budget.ts';
+import { CUSTODY_ENDPOINTS, NO_ANSWER_CODES } from './custody/errors.ts';
+import { NO_ANSWER_STATUS } from './custody/port.ts';
+import { haltedStates } from './custody/providers.ts';
+import { TRAVEL_RULE_SOURCES } from './custody/travel-rule-cache.ts';
 import { JOB_OUTCOMES } from './queues/outcomes.ts';
 import { REFUSED_WRITE_CODES } from './redis-errors.ts';
+
+/** The steps that count ambiguous matches: tracking, resolving an unknown send, reconciliation. */
+export const AMBIGUOUS_STEPS = ['track', 'resolve', 'reconcile'] as const;
 
 /**
  * Every Prometheus metric of the worker, on its own registry (no global state, so tests and several
@@ -247,12 +254,20 @@ export type Metrics = ReturnType<typeof createMetrics>;
 /**
  * Every series an alert rule or the board reads exists from start-up, at 0 for each known label value:
  * `increase()` cannot see a series that first appears at 1, so without this the first
- * transfer.unresolved of a process would never fire its alert (deploy/prometheus/alerts.yml).
+ * transfer.unresolved (or halted transfer) of a process would never fire its alert
+ * (deploy/prometheus/alerts.yml). test/deploy/metrics-at-startup.test.ts checks a fresh worker of each provider.
  */
 function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   for (const event of EVENT_TYPES) metrics.transferEvents.inc({ event }, 0);
-  for (const step of ['track', 'resolve', 'reconcile']) metrics.ambiguousMatches.inc({ step }, 0);
-  for (const source of ['cache', 'upstream']) metrics.travelRuleLookups.inc({ source }, 0);
+  for (const step of AMBIGUOUS_STEPS) metrics.ambiguousMatches.inc({ step }, 0);
+  // Whichever provider runs (a fleet may mix them), so the board and the alerts read the same series.
+  for (const state of haltedStates()) metrics.haltedTransfers.inc({ state }, 0);
+  // Statuses that came are open-ended; a request that got none is what the error-rate alert watches.
+  for (const endpoint of CUSTODY_ENDPOINTS) {
+    for (const code of NO_ANSWER_CODES) metrics.upstreamRequests.inc({ endpoint, status: NO_ANSWER_STATUS, code }, 0);
+    metrics.upstreamDuration.zero({ endpoint, status: NO_ANSWER_STATUS });
+  }
+  for (const source of TRAVEL_RULE_SOURCES) metrics.travelRuleLookups.inc({ source }, 0);
   for (const ours of ['true', 'false']) metrics.skippedRecords.inc({ endpoint: 'lookup', ours }, 0);
   for (const klass of BUDGET_CLASSES) {
     metrics.budgetUsed.inc({ class: klass }, 0);

@@ -38,7 +38,9 @@ export type CustodyErrorCode = (typeof CustodyErrorCode)[keyof typeof CustodyErr
  * txid; `detail` the wallet's view of a transaction; `gate` the travel-rule setting; `token` an access
  * token request.
  */
-export type CustodyEndpoint = 'token' | 'send' | 'lookup' | 'detail' | 'gate';
+export const CUSTODY_ENDPOINTS = ['token', 'send', 'lookup', 'detail', 'gate'] as const;
+
+export type CustodyEndpoint = (typeof CUSTODY_ENDPOINTS)[number];
 
 const RETRYABLE: ReadonlySet<CustodyErrorCode> = new Set([
   CustodyErrorCode.TIMEOUT,
@@ -48,11 +50,9 @@ const RETRYABLE: ReadonlySet<CustodyErrorCode> = new Set([
 ]);
 
 /** Codes that, without an HTTP status, mean the request was written and no complete answer came. */
-const NO_ANSWER: ReadonlySet<CustodyErrorCode> = new Set([
-  CustodyErrorCode.TIMEOUT,
-  CustodyErrorCode.UNAVAILABLE,
-  CustodyErrorCode.BAD_RESPONSE,
-]);
+export const NO_ANSWER_CODES = [CustodyErrorCode.TIMEOUT, CustodyErrorCode.UNAVAILABLE, CustodyErrorCode.BAD_RESPONSE] as const;
+
+const NO_ANSWER: ReadonlySet<CustodyErrorCode> = new Set(NO_ANSWER_CODES);
 
 export interface CustodyErrorDetails {
   endpoint: CustodyEndpoint;

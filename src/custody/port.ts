@@ -55,6 +55,9 @@ export interface BudgetTag {
   counted?: boolean;
 }
 
+/** RequestHooks.afterRequest's `status` when no answer came, and its `code` when one did. */
+export const NO_ANSWER_STATUS = 'none';
+
 /** What a provider's 429 asked for, as the adapter read it. */
 export interface ProviderRateLimit {
   endpoint: CustodyEndpoint;
@@ -85,8 +88,8 @@ export interface RequestHooks {
   beforeRequest(endpoint: CustodyEndpoint, signal: AbortSignal | undefined, tag: BudgetTag | undefined): Promise<void>;
   /**
    * Called once per request that `beforeRequest` let through: `status` is the HTTP status as text, or
-   * `none` when no answer came; `code` is the error code (CUSTODY_TIMEOUT, CUSTODY_UNAVAILABLE, ...)
-   * when no answer came, else `none`.
+   * NO_ANSWER_STATUS (`none`) when no answer came; `code` is the error code (CUSTODY_TIMEOUT,
+   * CUSTODY_UNAVAILABLE, ...) when no answer came, else `none`.
    */
   afterRequest(endpoint: CustodyEndpoint, status: string, code: string, durationMs: number): void;
   /** The provider answered 429: `pauseMs` is the pause it imposes (its Retry-After, capped at CUSTODY_MAX_PAUSE). */

@@ -54,6 +54,8 @@ export interface CustodyProvider<Name extends string = string, Shape extends z.Z
   settings(env: z.infer<z.ZodObject<Shape>>): Settings;
   /** What its settings hold that must never be printed, as it could appear (the CLI redacts these). */
   secrets(settings: Settings): Array<string | undefined>;
+  /** Every value its adapter can give ListedTransfer.halted (none when absent): the metrics count halts by it. */
+  readonly haltedStates?: readonly string[];
   /** Its adapter, undecorated (src/custody/provider.ts adds the budget, metrics and tracing). */
   create(settings: Settings, shared: SharedCustodySettings, options: AdapterOptions): CustodyPort;
 }
@@ -69,6 +71,7 @@ export interface AnyCustodyProvider {
   check?(env: NodeJS.ProcessEnv): string[];
   settings(env: never): unknown;
   secrets(settings: never): Array<string | undefined>;
+  readonly haltedStates?: readonly string[];
   create(settings: never, shared: SharedCustodySettings, options: AdapterOptions): CustodyPort;
 }
 

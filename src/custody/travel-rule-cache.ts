@@ -11,11 +11,15 @@ export interface GateSetting {
   fetchedAt: string;
 }
 
+/** Where a lookup found the setting: the shared Redis cache, or the provider. */
+export const TRAVEL_RULE_SOURCES = ['cache', 'upstream'] as const;
+export type TravelRuleSource = (typeof TRAVEL_RULE_SOURCES)[number];
+
 export interface TravelRuleCacheOptions {
   ttlMs: number;
   /** How long one refresh may take before another process may try (the upstream time-out and a margin). */
   refreshTimeoutMs: number;
-  onLookup?: (source: 'cache' | 'upstream') => void;
+  onLookup?: (source: TravelRuleSource) => void;
   /** A monotonic clock, ms (tests pass their own). */
   monotonicNow?: () => number;
 }

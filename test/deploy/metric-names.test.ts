@@ -1,10 +1,9 @@
-import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
 import { createHttpServer } from '../../src/http/server.ts';
 import { createLogger } from '../../src/logger.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
+import { board, expressions, metricNames, PROMETHEUS_OWN, ruleFiles } from '../helpers/deploy-queries.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 
 /**
@@ -13,53 +12,6 @@ import { startHarness, type Harness } from '../helpers/harness.ts';
  * /metrics after a transfer. A renamed metric, or a panel written against a metric that does not exist,
  * fails here instead of showing "No data" in production.
  */
-const board = JSON.parse(readFileSync(new URL('../../deploy/grafana/custody-worker.json', import.meta.url), 'utf8')) as {
-  panels: Array<{ title?: string; targets?: Array<{ expr?: string }>; panels?: unknown[] }>;
-};
-const alerts = parse(readFileSync(new URL('../../deploy/prometheus/alerts.yml', import.meta.url), 'utf8')) as {
-  groups: Array<{
-    name: string;
-    rules: Array<{ alert?: string; expr?: string; for?: string; labels?: Record<string, string>; annotations?: Record<string, string> }>;
-  }>;
-};
-
-/** Series Prometheus itself adds to every scrape target. */
-const PROMETHEUS_OWN = new Set(['up']);
-const KEYWORDS = new Set([
-  'by',
-  'without',
-  'on',
-  'ignoring',
-  'group_left',
-  'group_right',
-  'offset',
-  'bool',
-  'and',
-  'or',
-  'unless',
-  'inf',
-  'nan',
-]);
-
-/** Metric names in a PromQL expression: identifiers that are not functions, keywords, label names, strings or durations. */
-export function metricNames(expr: string): string[] {
-  const stripped = expr
-    .replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'/g, '""')
-    .replace(/\{[^}]*\}/g, ' ')
-    .replace(/\[[^\]]*\]/g, ' ')
-    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ');
-  const names: string[] = [];
-  for (const match of stripped.matchAll(/[A-Za-z_:][A-Za-z0-9_:]*/g)) {
-    const after = stripped.slice(match.index + match[0].length);
-    if (/^\s*\(/.test(after)) continue; // a function or aggregation
-    if (KEYWORDS.has(match[0].toLowerCase())) continue;
-    const before = stripped.slice(0, match.index);
-    if (/[0-9.]$/.test(before)) continue; // the exponent of a number, e.g. 1e3
-    names.push(match[0]);
-  }
-  return names;
-}
-
 function balanced(expr: string): boolean {
   let depth = 0;
   for (const char of expr.replace(/"(?:[^"\\]|\\.)*"/g, '')) {
@@ -90,11 +42,6 @@ function aggregatedWithMax(expr: string, metric: string): boolean {
   }
   return true;
 }
-
-const expressions: Array<{ where: string; expr: string }> = [
-  ...board.panels.flatMap((panel) => (panel.targets ?? []).map((target) => ({ where: `panel "${panel.title}"`, expr: target.expr ?? '' }))),
-  ...alerts.groups.flatMap((group) => group.rules.map((rule) => ({ where: `alert ${rule.alert}`, expr: String(rule.expr ?? '') }))),
-];
 
 describe('deploy/: Grafana board and Prometheus alerts', () => {
   let h: Harness;
@@ -166,7 +113,7 @@ describe('deploy/: Grafana board and Prometheus alerts', () => {
       expect(panel.title, JSON.stringify(panel).slice(0, 80)).toBeTruthy();
       expect(panel.targets?.length ?? 0, `panel "${panel.title}"`).toBeGreaterThan(0);
     }
-    const rules = alerts.groups.flatMap((group) => group.rules);
+    const rules = ruleFiles.flatMap((file) => file.groups.flatMap((group) => group.rules)).filter((rule) => rule.alert !== undefined);
     expect(rules.map((rule) => rule.alert)).toEqual(
       expect.arrayContaining([
         'CustodyTransferUnresolved',

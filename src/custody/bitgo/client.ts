@@ -304,7 +304,8 @@ function acceptedPendingApproval(response: TransportResponse, sequenceId: string
  * integer text); everything else (state, entries, values) rides along.
  */
 /** BitGo's states (docs/bitgo-api.md section 4) of a transfer that gets no txid unless someone acts. */
-const HALTED_STATES: ReadonlySet<string> = new Set(['rejected', 'failed', 'removed', 'deleted']);
+export const BITGO_HALTED_STATES = ['rejected', 'failed', 'removed', 'deleted'] as const;
+const HALTED_STATES: ReadonlySet<string> = new Set(BITGO_HALTED_STATES);
 
 function listed(transfer: BitgoTransfer, walletId: string): ListedTransfer {
   const outputs = recipientEntries(transfer.entries, walletId).map((entry) => ({ address: entry.address, amount: entry.valueString }));

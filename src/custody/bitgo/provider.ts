@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { httpUrl, requiredSecret } from '../../config/validators.ts';
 import { defineCustodyProvider } from '../provider-kind.ts';
-import { BitgoClient } from './client.ts';
+import { BITGO_HALTED_STATES, BitgoClient } from './client.ts';
 
 export const bitgoProvider = defineCustodyProvider({
   name: 'bitgo',
@@ -24,5 +24,6 @@ export const bitgoProvider = defineCustodyProvider({
   // The origin, without a trailing slash, so that `${baseUrl}/api/v2/...` has one.
   settings: (env) => ({ baseUrl: env.BITGO_BASE_URL.replace(/\/+$/, ''), accessToken: env.BITGO_ACCESS_TOKEN }),
   secrets: (settings) => [settings.accessToken],
+  haltedStates: BITGO_HALTED_STATES,
   create: (settings, shared) => new BitgoClient({ ...shared, ...settings }),
 });

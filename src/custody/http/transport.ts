@@ -1,7 +1,7 @@
 import { Pool, type Dispatcher } from 'undici';
 import { Deadline } from '../deadline.ts';
 import { CustodyError, CustodyErrorCode, type CustodyEndpoint } from '../errors.ts';
-import type { BudgetTag, RequestHooks } from '../port.ts';
+import { NO_ANSWER_STATUS, type BudgetTag, type RequestHooks } from '../port.ts';
 import { DEFAULT_MAX_PAUSE_MS } from '../../timing.ts';
 
 /** What a provider's 429 asked for: the port's type (what `hooks.onRateLimited` is told). */
@@ -168,8 +168,8 @@ export class Transport {
     await req.hooks?.beforeRequest(req.endpoint, req.signal, req.budget);
     notPastDeadline(req);
     const started = performance.now();
-    let status = 'none';
-    let code = 'none';
+    let status: string = NO_ANSWER_STATUS;
+    let code: string = NO_ANSWER_STATUS;
     // The request's own time-out, or the caller's overall deadline when that comes first.
     const deadline = new Deadline(this.#options.timeoutMs, req.signal);
     // What `beforeWrite` threw: the request was never written, and the caller gets exactly that.
