@@ -24,5 +24,5 @@ export const bitgoProvider = defineCustodyProvider({
   // The origin, without a trailing slash, so that `${baseUrl}/api/v2/...` has one.
   settings: (env) => ({ baseUrl: env.BITGO_BASE_URL.replace(/\/+$/, ''), accessToken: env.BITGO_ACCESS_TOKEN }),
   secrets: (settings) => [settings.accessToken],
-  create: (settings, shared) => new BitgoClient({ ...shared, ...settings }),
+  create: (settings, shared, options) => new BitgoClient({ ...shared, ...settings, onSkippedRecords: options.onSkippedRecords }),
 });
