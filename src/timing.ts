@@ -58,6 +58,15 @@ export function withBase(profile: BackoffProfile, baseMs: number, maxMs = profil
 // ---------------------------------------------------------------------------------------------------
 // The send lease.
 
+/**
+ * The least TOMBSTONE_RETENTION the worker starts with (config.ts): 365 days. A transfer's tombstone
+ * lives RETENTION + TOMBSTONE_RETENTION, and it alone keeps an ended sequenceId (a cancelled one too)
+ * from being sent again once RETENTION removed its record; a producer's retry or replay older than
+ * that sends it. A year outlasts any retry or replay a producer is expected to make; ledgers built in
+ * code (tests) pass `tombstoneRetentionMs` to the Ledger directly and are not bound by it.
+ */
+export const TOMBSTONE_RETENTION_FLOOR_MS = 365 * 24 * 3_600_000;
+
 /** Longest local sleep for a CUSTODY_MAX_RPS slot; beyond it the call fails as rate limited. */
 export const MAX_RATE_LIMIT_WAIT_MS = 5_000;
 

@@ -5,6 +5,7 @@ import { hashTag, keySlot } from '../../packages/producer/src/redis-slot.ts';
 import { QueueName } from '../queues/names.ts';
 import { PROVIDERS } from '../custody/providers.ts';
 import type { AnyCustodyProvider, VariableDoc } from '../custody/provider-kind.ts';
+import { TOMBSTONE_RETENTION_FLOOR_MS } from '../timing.ts';
 import { bool, duration, integer, optionalDuration, optionalHttpUrl, text } from './validators.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
@@ -123,7 +124,11 @@ const envSchema = z.object({
   RECONCILE_EVERY: duration('5m', 1_000),
   RECONCILE_GRACE: duration('2m', 0),
   RETENTION: duration('30d', 1_000),
-  TOMBSTONE_RETENTION: duration('3650d', 1_000),
+  TOMBSTONE_RETENTION: duration(
+    '3650d',
+    TOMBSTONE_RETENTION_FLOOR_MS,
+    'must be at least 365d: once RETENTION + TOMBSTONE_RETENTION have passed, a sequenceId whose transfer ended (a cancelled one too) is sent again if a job for it comes',
+  ),
   LEDGER_INIT: z.preprocess((v) => (v === undefined || v === '' ? 'auto' : v), z.enum(['auto', 'manual'], 'must be auto or manual')),
   LEDGER_RECOVERY_WINDOW: optionalDuration(1_000),
   JOB_RETENTION: duration('1d', 1_000),
@@ -278,7 +283,7 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
   TOMBSTONE_RETENTION: {
     default: '`3650d`',
     meaning:
-      'how long the fact that a sequenceId ended (its terminal state and last version) outlives `RETENTION`: within it, a job for that sequenceId completes without a send or an event',
+      'how long the fact that a sequenceId ended (its terminal state and last version) outlives `RETENTION`: within it, a job for that sequenceId completes without a send or an event; after it, that sequenceId can be sent again. At least `365d` (shorter exits 78)',
   },
   LEDGER_INIT: {
     default: '`auto`',

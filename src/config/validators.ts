@@ -39,7 +39,8 @@ export const integer = (fallback: number, min: number, max: number) =>
       .refine((n) => n >= min && n <= max, `must be between ${min} and ${max}`),
   );
 
-export const duration = (fallback: string, minMs = 1) =>
+/** `tooShort`: the message for a duration under `minMs` (why it may not be shorter), instead of the bare bound. */
+export const duration = (fallback: string, minMs = 1, tooShort = `must be at least ${minMs} ms`) =>
   z.preprocess(
     (v) => (v === undefined || v === '' ? fallback : v),
     z
@@ -52,7 +53,7 @@ export const duration = (fallback: string, minMs = 1) =>
         }
         return ms;
       })
-      .refine((ms) => ms >= minMs, `must be at least ${minMs} ms`),
+      .refine((ms) => ms >= minMs, tooShort),
   );
 
 /** A duration whose default is another variable's (the caller fills it in): undefined when unset. */

@@ -38,10 +38,16 @@ const NO_OTHERS: ReadonlyMap<string, ListedTransfer> = new Map();
  *     amount (at `rules.amountPlaces`);
  *  4. knowing neither (the send was recovered from a conflict), only an answer of exactly one record,
  *     a `send` (records the adapter could not read count), and only from a provider that narrows.
- * A record carrying our sequenceId that the adapter could not read makes the finding `unreadable`.
+ * A record carrying our sequenceId that the adapter could not read makes the finding `unreadable`; so
+ * does any record it could not read in an answer found `absent` from a provider that narrows (every
+ * record of a narrowed answer is the sequenceId's, whether or not it carries it): "absent" would let a
+ * resend rest on the provider's duplicate refusal alone.
  */
 export async function findInAnswer(answer: ListedTransfers, known: KnownTransfer, rules: MatchRules = {}): Promise<TransferFinding> {
   const finding = matchAnswer(answer, known, rules);
+  if (finding.kind === 'absent' && (answer[UNREADABLE] ?? 0) > 0 && (await narrowed(rules))) {
+    return { kind: 'unreadable', others: finding.others, compared: finding.compared };
+  }
   if (finding.kind === 'found' && 'loneRecord' in finding && !(await narrowed(rules))) {
     return { kind: 'ambiguous', candidates: 1, others: finding.others, compared: finding.compared };
   }

@@ -203,7 +203,10 @@ interface FindingBase {
  * - `absent`: none of the listed transfers can be it; `sendsListed` counts the wallet's other sends listed;
  * - `ambiguous`: several could be, or one could be without proof (no guess is made; nothing is resent
  *   or claimed on it); `bySequenceId` when the candidates carry the sequenceId;
- * - `unreadable`: a record carrying the sequenceId is there, but could not be read.
+ * - `unreadable`: a record of the sequenceId is there, but could not be read: one that carries it, or
+ *   any record of an answer narrowed to the sequenceId (BitGo: a 2xx to the lookup by sequenceId whose
+ *   body fails the schema). An answer that cannot be read at all, and does not by itself say that such
+ *   a record is there, is a CustodyError (BAD_RESPONSE), like no answer.
  */
 export type TransferFinding =
   | (FindingBase & { kind: 'found'; transfer: ListedTransfer; bySequenceId: boolean })

@@ -129,4 +129,42 @@ describe('CUSTODY_PROVIDER=bitgo', () => {
       sim.updateSettings({ approvalAfterMs: before });
     }
   });
+
+  it('every send refused, and the lookup before a resend answers a body it cannot read: in use, never failed', async () => {
+    // BitGo answers the lookup by sequenceId 200 only with that sequenceId's transfer: one is there.
+    sim.setFault('sendTransaction', { probability: 1, kinds: ['401'] });
+    sim.setFault('transferBySequenceId', { probability: 1, kinds: ['schema'] });
+    try {
+      const payload = bitgoPayload();
+      const sequenceId = payload.halfSigned.sequenceId;
+      await producer.submit(payload);
+      const event = await producer.waitForTerminal(sequenceId, 20_000, new Set(['transfer.unresolved', 'transfer.failed']));
+      expect(event).toMatchObject({ event: 'transfer.unresolved', data: { code: 'SEQUENCE_ID_IN_USE' } });
+      expect(sim.stats().sends[sequenceId]?.accepted ?? 0).toBe(0);
+    } finally {
+      sim.setFault('sendTransaction', null);
+      sim.setFault('transferBySequenceId', null);
+    }
+  });
+
+  it('a send that may have been processed, then lookups that keep failing: never failed, submitted once one answers', async () => {
+    sim.setFault('sendTransaction', { sequence: ['accept-504'] });
+    sim.setFault('transferBySequenceId', { probability: 1, kinds: ['5xx'] });
+    const payload = bitgoPayload();
+    const sequenceId = payload.halfSigned.sequenceId;
+    try {
+      await producer.submit(payload);
+      // More failed lookups than SUBMIT_ATTEMPTS (8): each one counts a failure on the record.
+      const deadline = Date.now() + 20_000;
+      while (((await app.ledger.get(sequenceId))?.failures ?? 0) < 10 && Date.now() < deadline) await sleep(50);
+      expect((await app.ledger.get(sequenceId))?.failures).toBeGreaterThanOrEqual(10);
+      expect(await app.ledger.get(sequenceId)).toMatchObject({ state: 'submitting' });
+    } finally {
+      sim.setFault('sendTransaction', null);
+      sim.setFault('transferBySequenceId', null);
+    }
+    const event = await producer.waitForTerminal(sequenceId, 20_000, new Set(['transfer.submitted', 'transfer.failed']));
+    expect(event.event).toBe('transfer.submitted');
+    expect(accepted(sequenceId)).toBe(1);
+  });
 });

@@ -2,7 +2,8 @@
  * A send of unknown outcome whose lookup answer holds our record, carrying our sequenceId, in a form
  * the adapter cannot read (it fails the schema and is skipped). The port's finding is `unreadable`:
  * the transfer stays unknown, never resent and never claimed. Before matching moved behind the port
- * (port.ts findTransfer), the domain saw an empty list, read it as "absent" and sent again.
+ * (port.ts findTransfer), the domain saw an empty list, read it as "absent" and sent again; and until
+ * matching counted an unreadable record of a narrowed answer as ours, so did one without a sequenceId.
  * Real parts: the first provider's adapter over HTTP (a scripted server plays the provider), the
  * submit handler, the ledger in a private Redis.
  */
@@ -43,7 +44,8 @@ afterAll(async () => {
   await closeAllRedis();
 });
 
-async function run(listing: (sequenceId: string) => unknown[]) {
+/** `narrows`: whether the adapter knows this provider's lookups to be narrowed to the sequenceId. */
+async function run(listing: (sequenceId: string) => unknown[], narrows = false) {
   listed = listing;
   lookups = [];
   sends = 0;
@@ -68,6 +70,7 @@ async function run(listing: (sequenceId: string) => unknown[]) {
     timeoutMs: 2_000,
     connectTimeoutMs: 2_000,
     connections: 2,
+    ...(narrows ? { narrowing: { narrows: async () => true } } : {}),
   });
   const handler = createSubmitHandler({
     ledger,
@@ -104,6 +107,11 @@ const unreadableOurs = (sequenceId: string) => [
   { coin: 'eth', id: { nested: true }, wallet: 310, txid: '', type: 'send', sequenceId, outputs: [{ address: '0xabc', amount: '1.0' }] },
 ];
 
+/** The same record as the spec lists transfers, without a sequenceId. */
+const unreadableUnlabelled = () => [
+  { coin: 'eth', id: { nested: true }, wallet: 310, txid: '', type: 'send', outputs: [{ address: '0xabc', amount: '1.0' }] },
+];
+
 describe('a lookup answer holding our record, unreadable', () => {
   it('leaves the send unknown: no resend, no claim, no event', async () => {
     const { outcome, events, record } = await run(unreadableOurs);
@@ -112,6 +120,16 @@ describe('a lookup answer holding our record, unreadable', () => {
     expect(outcome).toBeInstanceOf(RetryLater);
     expect(events).toEqual([]);
     expect(record?.state).not.toBe(TransferState.SUBMITTED);
+    expect(record?.unknownSince).toBeDefined();
+  });
+
+  it('without a sequenceId on the record, from a provider that narrows: still no resend, no claim', async () => {
+    // As the spec lists transfers (no sequenceId), in an answer narrowed to ours: the one record is ours.
+    const { outcome, events, record } = await run(unreadableUnlabelled, true);
+    expect(lookups.length).toBeGreaterThan(0);
+    expect(sends, 'sendTransaction requests after the unreadable answer').toBe(0);
+    expect(outcome).toBeInstanceOf(RetryLater);
+    expect(events).toEqual([]);
     expect(record?.unknownSince).toBeDefined();
   });
 

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, loadQueueConfig } from '../../src/config/config.ts';
+import { describe, expect, it, vi } from 'vitest';
+import { ConfigError, EX_CONFIG, loadConfig, loadConfigOrExit, loadLedgerConfig, loadQueueConfig } from '../../src/config/config.ts';
 import { parseDuration } from '../../src/config/duration.ts';
 import { DEFAULT_MAX_PAUSE_MS } from '../../src/timing.ts';
 
@@ -274,6 +274,33 @@ describe('configuration', () => {
       // Alone, not buried under the problems of either provider's variables.
       expect(problems({ CUSTODY_PROVIDER: 'other' })).toEqual(['CUSTODY_PROVIDER: must be one of wallet-service, bitgo']);
     });
+  });
+
+  it('refuses a TOMBSTONE_RETENTION under 365 days, naming the variable and what a shorter one lets happen', () => {
+    for (const value of ['30d', '364d', '8759h', '1000']) {
+      const lines = problems({ ...valid, TOMBSTONE_RETENTION: value });
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/^TOMBSTONE_RETENTION: must be at least 365d: /);
+      expect(lines[0]).toContain('RETENTION + TOMBSTONE_RETENTION');
+      expect(lines[0]).toContain('sent again');
+    }
+    expect(loadConfig({ ...valid, TOMBSTONE_RETENTION: '365d' }).retention.tombstonesMs).toBe(365 * 86_400_000);
+    expect(loadConfig(valid).retention.tombstonesMs).toBe(3650 * 86_400_000);
+  });
+
+  it('the CLI refuses it too (a cancel writes the tombstone), and the worker exits 78 on it', () => {
+    expect(() => loadLedgerConfig({ TOMBSTONE_RETENTION: '90d' })).toThrow(/TOMBSTONE_RETENTION: must be at least 365d/);
+    const exit = vi.spyOn(process, 'exit').mockImplementation((code) => {
+      throw new Error(`exit ${String(code)}`);
+    });
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      expect(() => loadConfigOrExit({ ...valid, TOMBSTONE_RETENTION: '90d' })).toThrow(`exit ${EX_CONFIG}`);
+      expect(String(stderr.mock.calls[0]?.[0])).toMatch(/TOMBSTONE_RETENTION: must be at least 365d/);
+    } finally {
+      exit.mockRestore();
+      stderr.mockRestore();
+    }
   });
 
   it('never prints a secret value, whatever is wrong', () => {

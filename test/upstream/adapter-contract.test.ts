@@ -22,6 +22,8 @@ interface Provider {
   reset(): void;
   /** The adapter; with `badSecret`, credentials the simulator refuses (that secret returned too). */
   client(badSecret?: string): CustodyPort;
+  /** The adapter, knowing that its lookups by sequenceId are narrowed (the first provider finds out by a probe). */
+  narrowedClient(): CustodyPort;
   /** The secret the adapter holds (token or client secret). */
   secret(): string;
   wallet: WalletRef;
@@ -52,6 +54,16 @@ function walletService(): Provider {
         tokenUrl: `${sim.url}/oauth/token`,
       });
     },
+    narrowedClient: () =>
+      new CustodyClient({
+        ...TRANSPORT,
+        sdkUrl: sim.url,
+        baseUrl: sim.url,
+        clientId: sim.clientId,
+        clientSecret: sim.clientSecret,
+        tokenUrl: `${sim.url}/oauth/token`,
+        narrowing: { narrows: async () => true },
+      }),
     secret: () => badSecret ?? sim.clientSecret,
     wallet: { walletId: 310, coin: 'eth' },
     fault: (endpoint, kind) => sim.setFault(endpoint === 'send' ? 'sendTransaction' : 'getTransfer', { sequence: [kind] }),
@@ -73,6 +85,8 @@ function bitgo(): Provider {
       badSecret = bad;
       return new BitgoClient({ ...TRANSPORT, baseUrl: sim.url, accessToken: bad ?? sim.accessToken });
     },
+    // BitGo's lookup by sequenceId is narrowed by design (its route answers that sequenceId's transfer or 404).
+    narrowedClient: () => new BitgoClient({ ...TRANSPORT, baseUrl: sim.url, accessToken: sim.accessToken }),
     secret: () => badSecret ?? sim.accessToken,
     wallet: { walletId: '5d1f0c9b2a7d4e3f8a6b1c0d9e8f7a6b', coin: 'hteth' },
     fault: (endpoint, kind) => sim.setFault(endpoint === 'send' ? 'sendTransaction' : 'transferBySequenceId', { sequence: [kind] }),
@@ -200,6 +214,30 @@ describe.each([
     provider.fault('lookup', 'malformed');
     const lookup = await failure(client().getTransfersBySequenceId(provider.wallet, newSequenceId()));
     expect(lookup.code).toBe(CustodyErrorCode.BAD_RESPONSE);
+  });
+
+  it('findTransfer: a record it cannot read in a narrowed answer is unreadable, never absent, whatever is known', async () => {
+    // The simulators' schema-breaking lookup answer: one record that carries no readable sequenceId.
+    const c = provider.narrowedClient();
+    clients.push(c);
+    const sequenceId = newSequenceId();
+    for (const known of [
+      { sequenceId },
+      { sequenceId, transactionId: '70000009' },
+      { sequenceId, destinationAddress: '0x00000000000000000000000000000000000000aa', amount: '1' },
+    ]) {
+      provider.fault('lookup', 'schema');
+      expect((await c.findTransfer(provider.wallet, known)).kind).toBe('unreadable');
+    }
+  });
+
+  it('findTransfer: a lookup answered 5xx, or whose connection dropped, is an error, never a finding', async () => {
+    const c = provider.narrowedClient();
+    clients.push(c);
+    provider.fault('lookup', '5xx');
+    expect((await failure(c.findTransfer(provider.wallet, { sequenceId: newSequenceId() }))).code).toBe(CustodyErrorCode.UNAVAILABLE);
+    provider.fault('lookup', 'reset');
+    expect((await failure(c.findTransfer(provider.wallet, { sequenceId: newSequenceId() }))).code).toBe(CustodyErrorCode.UNAVAILABLE);
   });
 
   it('bad credentials fail UNAUTHORIZED, nothing sent', async () => {

@@ -15,6 +15,7 @@ import { CustodyError, CustodyErrorCode, isCustodyError, type CustodyEndpoint } 
 import { Transport, type TransportOptions, type TransportResponse } from '../http/transport.ts';
 import {
   EXACT_AMOUNT,
+  UNREADABLE,
   type AcceptedSend,
   type BudgetTag,
   type CallOptions,
@@ -24,12 +25,13 @@ import {
   type ListedTransfers,
   type SendOptions,
   type SendRequest,
+  type SkippedRecord,
   type TransferFinding,
   type WalletRef,
   type WalletTransaction,
 } from '../port.ts';
 import { findInAnswer, txidEquals } from '../matching.ts';
-import { badResponse, errorForStatus, readBody } from './responses.ts';
+import { badResponse, errorForStatus, readBody, tryBody } from './responses.ts';
 import { pendingApprovalSchema, recipientEntries, sendAnswerSchema, transferSchema, type BitgoTransfer } from './schemas.ts';
 
 export interface BitgoClientOptions extends TransportOptions {
@@ -37,6 +39,8 @@ export interface BitgoClientOptions extends TransportOptions {
   baseUrl: string;
   /** A long-lived access token, sent as a bearer token as given. */
   accessToken: string;
+  /** A lookup's transfer failed the schema and findTransfer answered `unreadable` (reporting.ts counts and logs it). */
+  onSkippedRecords?: ((endpoint: CustodyEndpoint, skipped: readonly SkippedRecord[]) => void) | undefined;
 }
 
 /** A lowercase coin or token ticker (btc, tbtc, hteth, hteth:usdc); api.yaml `CoinString` gives no pattern. */
@@ -80,9 +84,11 @@ export class BitgoClient implements CustodyPort {
   readonly #transport: Transport;
   readonly #baseUrl: string;
   readonly #authorization: string;
+  readonly #onSkippedRecords: BitgoClientOptions['onSkippedRecords'];
 
   constructor(options: BitgoClientOptions) {
     if (!options.accessToken) throw new Error('BitgoClient needs an access token');
+    this.#onSkippedRecords = options.onSkippedRecords;
     this.#transport = new Transport(options);
     this.#baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.#authorization = `Bearer ${options.accessToken}`;
@@ -127,37 +133,26 @@ export class BitgoClient implements CustodyPort {
 
   /**
    * Matched (matching.ts) on the one transfer BitGo answers: it carries the sequenceId (a lookup by
-   * sequenceId is narrowed by design), and amounts are base units, compared exactly.
+   * sequenceId is narrowed by design), and amounts are base units, compared exactly. A 2xx whose body
+   * fails the schema is the transfer of that sequenceId (or txid), unreadable: one skipped record of
+   * a narrowed answer, so the finding is `unreadable` (as the first adapter's for a record of ours it
+   * cannot read), reported through `onSkippedRecords`. No answer, or an error status, stays an error.
    */
   async findTransfer(wallet: WalletRef, known: KnownTransfer, options: CallOptions & { txid?: string } = {}): Promise<TransferFinding> {
     const { txid, ...call } = options;
-    const answer =
-      txid === undefined
-        ? await this.getTransfersBySequenceId(wallet, known.sequenceId, call)
-        : await this.getTransfersByTxId(wallet, txid, call);
-    return findInAnswer(answer, known, { narrows: async () => true, walletId: wallet.walletId });
+    const answer = txid === undefined ? await this.#bySequenceId(wallet, known.sequenceId, call) : await this.#byTxId(wallet, txid, call);
+    if ('unreadable' in answer) this.#onSkippedRecords?.('lookup', [{ index: 0, paths: answer.paths, ours: true }]);
+    return findInAnswer(answer.listed, known, { narrows: async () => true, walletId: wallet.walletId });
   }
 
   /**
    * docs/bitgo-api.md section 3: `GET /api/v2/{coin}/wallet/{walletId}/transfer/sequenceId/{sequenceId}`.
    * 200 or 206 (the transfer without inputs/outputs) → one transfer; 404 → none (an assumption of the
    * doc: BitGo documents no answer for an unknown sequenceId). A transfer that does not carry our
-   * sequenceId identifies nothing: BAD_RESPONSE.
+   * sequenceId identifies nothing: BAD_RESPONSE; so is a body this adapter cannot read.
    */
   async getTransfersBySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions = {}): Promise<ListedTransfers> {
-    const { path, walletId } = walletPath('lookup', wallet);
-    checkSequenceId('lookup', sequenceId);
-    const url = `${path}/transfer/sequenceId/${segment(sequenceId)}`;
-    const transfer = await this.#getTransfer('lookup', url, options, { klass: BudgetClass.POLL, member: sequenceId });
-    if (transfer === undefined) return [];
-    if (transfer.sequenceId !== sequenceId) {
-      throw badResponse(
-        'lookup',
-        200,
-        transfer.sequenceId === undefined ? 'the transfer carries no sequenceId' : 'the transfer names another sequenceId',
-      );
-    }
-    return [listed(transfer, walletId)];
+    return readable(await this.#bySequenceId(wallet, sequenceId, options));
   }
 
   /**
@@ -167,15 +162,37 @@ export class BitgoClient implements CustodyPort {
    * 200 → the wallet's transfer of that transaction; 404 → none.
    */
   async getTransfersByTxId(wallet: WalletRef, txId: string, options: CallOptions = {}): Promise<ListedTransfers> {
+    return readable(await this.#byTxId(wallet, txId, options));
+  }
+
+  async #bySequenceId(wallet: WalletRef, sequenceId: string, options: CallOptions): Promise<Lookup> {
+    const { path, walletId } = walletPath('lookup', wallet);
+    checkSequenceId('lookup', sequenceId);
+    const url = `${path}/transfer/sequenceId/${segment(sequenceId)}`;
+    const answer = await this.#getTransfer('lookup', url, options, { klass: BudgetClass.POLL, member: sequenceId });
+    if (!('transfer' in answer)) return answer;
+    if (answer.transfer === undefined) return { listed: [] };
+    if (answer.transfer.sequenceId !== sequenceId) {
+      throw badResponse(
+        'lookup',
+        200,
+        answer.transfer.sequenceId === undefined ? 'the transfer carries no sequenceId' : 'the transfer names another sequenceId',
+      );
+    }
+    return { listed: [listed(answer.transfer, walletId)] };
+  }
+
+  async #byTxId(wallet: WalletRef, txId: string, options: CallOptions): Promise<Lookup> {
     const { path, walletId } = walletPath('lookup', wallet);
     checkTxid('lookup', txId);
-    const transfer = await this.#getTransfer('lookup', `${path}/transfer/${segment(txId)}`, options, {
+    const answer = await this.#getTransfer('lookup', `${path}/transfer/${segment(txId)}`, options, {
       klass: BudgetClass.VERIFY,
       member: txId,
     });
-    if (transfer === undefined) return [];
-    if (!txidEquals(transfer.txid, txId)) throw badResponse('lookup', 200, 'the transfer names another txid');
-    return [listed(transfer, walletId)];
+    if (!('transfer' in answer)) return answer;
+    if (answer.transfer === undefined) return { listed: [] };
+    if (!txidEquals(answer.transfer.txid, txId)) throw badResponse('lookup', 200, 'the transfer names another txid');
+    return { listed: [listed(answer.transfer, walletId)] };
   }
 
   /**
@@ -206,13 +223,22 @@ export class BitgoClient implements CustodyPort {
     await this.#transport.close();
   }
 
-  /** One get-transfer request: the transfer, or undefined on 404. */
-  async #getTransfer(endpoint: CustodyEndpoint, path: string, options: CallOptions, budget: BudgetTag): Promise<BitgoTransfer | undefined> {
+  /** One get-transfer request: the transfer, undefined on 404, or (a 2xx it cannot read) one unreadable record. */
+  async #getTransfer(
+    endpoint: CustodyEndpoint,
+    path: string,
+    options: CallOptions,
+    budget: BudgetTag,
+  ): Promise<{ transfer: BitgoTransfer | undefined } | Unreadable> {
     const response = await this.#request(endpoint, 'GET', path, options, budget);
     const error = errorForStatus(endpoint, response);
-    if (isCustodyError(error, CustodyErrorCode.NOT_FOUND)) return undefined;
+    if (isCustodyError(error, CustodyErrorCode.NOT_FOUND)) return { transfer: undefined };
     if (error) throw error;
-    return readBody(endpoint, response, transferSchema);
+    const read = tryBody(endpoint, response, transferSchema);
+    if ('body' in read) return { transfer: read.body };
+    const list: ListedTransfers = [];
+    list[UNREADABLE] = 1;
+    return { listed: list, unreadable: read.unreadable, paths: read.paths };
   }
 
   #request(
@@ -311,6 +337,24 @@ function listed(transfer: BitgoTransfer, walletId: string): ListedTransfer {
   const outputs = recipientEntries(transfer.entries, walletId).map((entry) => ({ address: entry.address, amount: entry.valueString }));
   const state = typeof transfer.state === 'string' ? transfer.state : '';
   return { ...transfer, outputs, ...(transfer.txid === '' && HALTED_STATES.has(state) ? { halted: state } : {}) };
+}
+
+/** A 2xx get-transfer answer whose body this adapter cannot read: no transfer, one unreadable record. */
+interface Unreadable {
+  listed: ListedTransfers;
+  /** The BAD_RESPONSE the raw lookups throw for it. */
+  unreadable: CustodyError;
+  /** Where the body broke the schema (SkippedRecord.paths). */
+  paths: string[];
+}
+
+/** A lookup's answer, as findTransfer matches it. */
+type Lookup = { listed: ListedTransfers } | Unreadable;
+
+/** The raw lookups (the CLI's `get-transfer`) match nothing: a body they cannot read is their error. */
+function readable(lookup: Lookup): ListedTransfers {
+  if ('unreadable' in lookup) throw lookup.unreadable;
+  return lookup.listed;
 }
 
 function checkTxid(endpoint: CustodyEndpoint, txid: string): void {

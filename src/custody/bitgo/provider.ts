@@ -25,5 +25,5 @@ export const bitgoProvider = defineCustodyProvider({
   settings: (env) => ({ baseUrl: env.BITGO_BASE_URL.replace(/\/+$/, ''), accessToken: env.BITGO_ACCESS_TOKEN }),
   secrets: (settings) => [settings.accessToken],
   haltedStates: BITGO_HALTED_STATES,
-  create: (settings, shared) => new BitgoClient({ ...shared, ...settings }),
+  create: (settings, shared, options) => new BitgoClient({ ...shared, ...settings, onSkippedRecords: options.onSkippedRecords }),
 });

@@ -152,18 +152,31 @@ export function errorForStatus(endpoint: CustodyEndpoint, response: TransportRes
 
 /** The body as JSON, then the schema; a failure is BAD_RESPONSE with the table's proof for an unreadable 2xx. Names paths, never values. */
 export function readBody<S extends z.ZodType>(endpoint: CustodyEndpoint, response: TransportResponse, schema: S): z.output<S> {
+  const read = tryBody(endpoint, response, schema);
+  if ('unreadable' in read) throw read.unreadable;
+  return read.body;
+}
+
+/**
+ * readBody without the throw: the body, or the BAD_RESPONSE readBody would throw and the field paths
+ * where the body broke the schema (`(body)` when it is not JSON), never values.
+ */
+export function tryBody<S extends z.ZodType>(
+  endpoint: CustodyEndpoint,
+  response: TransportResponse,
+  schema: S,
+): { body: z.output<S> } | { unreadable: CustodyError; paths: string[] } {
   let body: unknown;
   try {
     body = JSON.parse(response.text);
   } catch {
-    throw badResponse(endpoint, response.status, `HTTP ${response.status} body is not JSON`);
+    return { unreadable: badResponse(endpoint, response.status, `HTTP ${response.status} body is not JSON`), paths: ['(body)'] };
   }
   const parsed = schema.safeParse(body);
-  if (!parsed.success) {
-    const where = schemaFailure(parsed.error);
-    throw badResponse(endpoint, response.status, `answer fails the schema (${where})`);
-  }
-  return parsed.data;
+  if (parsed.success) return { body: parsed.data };
+  const where = schemaFailure(parsed.error);
+  const paths = [...new Set(parsed.error.issues.map((issue) => issue.path.join('.') || '(record)'))].slice(0, 5);
+  return { unreadable: badResponse(endpoint, response.status, `answer fails the schema (${where})`), paths };
 }
 
 /** A 2xx this adapter cannot use: may have been processed (BITGO_SEND_PROOF's last row). */

@@ -44,6 +44,8 @@ async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
   } catch (error) {
     const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
     // No resend without a look: try again later (failed once SUBMIT_ATTEMPTS runs could not look).
+    // `failed` claims nothing about upstream here: every send was answered "not taken" (the ledger
+    // refuses it once one may have been processed), and an unreadable answer is a finding, not this.
     run.log.warn({ err: error, code }, 'lookup before a resend failed');
     if (held.failures + 1 >= run.deps.attempts) {
       return fail(
