@@ -134,7 +134,7 @@ export const LEASE_WAIT_SLACK_MS = 50;
 
 /**
  * BullMQ's limiter on the tracking queue: it hands out jobs at about the budget's pace (two per two
- * intervals, TRACK_FETCH_PAIR), so a due poll
+ * intervals, TRACK_LIMITER_BURST), so a due poll
  * is fetched when a slot is free instead of being fetched, turned away and re-delayed; a slot a
  * higher class took makes the queue wait for the next one (WaitForSlot, BullMQ's manual rate limit,
  * which needs a limiter to exist). The interval is a little shorter than the budget's: a fetch that
@@ -145,21 +145,24 @@ export const LEASE_WAIT_SLACK_MS = 50;
  */
 export function trackLimiter(intervalMs: number): { max: number; duration: number } | undefined {
   if (intervalMs === 0) return undefined;
-  return { max: TRACK_FETCH_PAIR, duration: Math.max(1, Math.floor(TRACK_FETCH_PAIR * intervalMs * TRACK_FETCH_PACE)) };
+  return {
+    max: TRACK_LIMITER_BURST,
+    duration: Math.max(1, Math.floor(TRACK_LIMITER_BURST * intervalMs * TRACK_FETCH_PACE)),
+  };
 }
 
 /** The tracking queue's fetch interval as a share of the budget's (see trackLimiter). */
 export const TRACK_FETCH_PACE = 0.95;
 
 /**
- * Jobs the tracking queue hands out per limiter period (see trackLimiter): two per two budget intervals
- * rather than one per interval. Each period costs the worker a rate-limit wait whose timer fires late
+ * Jobs the tracking queue hands out per limiter period (see trackLimiter), so that the limiter's wait is
+ * paid once per this many jobs: two per two budget intervals rather than one per interval. Each period costs the worker a rate-limit wait whose timer fires late
  * on a busy machine (about a millisecond); at R = 100/s (10 ms slots), one job per period left 10 to
  * 13 % of the budget unused on this project's 2-core machine (bench:scale 86.5–89.8 % of R), two per
  * period 96 % (30 s windows, N = 1,000). Three brought more refusals (the budget admits a dispensed request at most
  * DISPENSED_AHEAD = 2 slots ahead) and more commands per call.
  */
-export const TRACK_FETCH_PAIR = 2;
+export const TRACK_LIMITER_BURST = 2;
 
 /** Consecutive failed polls after which each further failure is logged as an error (tracking goes on). */
 export const POLL_FAILURES_ALERT = 10;
