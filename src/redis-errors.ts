@@ -85,11 +85,11 @@ export type WriteProbe = { accepted: true } | { accepted: false; code: string; r
  * The `error` events of the process's BullMQ workers and queues and of its Redis client, in one place.
  *
  * Errors Redis repeats on every command while a cause lasts (a connection down, a refused write, a node
- * loading) come by the thousand: a worker whose job moves are refused retries at once, and the OOM drill
- * saw 105,000 lines in a minute. Each such code is logged at most once per REDIS_ERROR_LOG_INTERVAL_MS
- * for the whole process, naming the code, the source that met it, the other sources that met it since
- * and how many were left out (`suppressed`); never a job's data (the reply's text is Redis's, and the
- * logger drops a command's arguments). Anything else is logged each time, as a `worker error`.
+ * loading) come by the thousand: a worker whose job moves are refused retries at once, a line each time.
+ * Each such code is logged at most once per REDIS_ERROR_LOG_INTERVAL_MS for the whole process, naming
+ * the code, the source that met it, the other sources that met it since and how many were left out
+ * (`suppressed`); never a job's data (the reply's text is Redis's, and the logger drops a command's
+ * arguments). Anything else is logged each time, as a `worker error`.
  *
  * Whether Redis refuses writes is decided by a probe, not by these events: readiness writes one small
  * key (`probeWrites`) and is not ready while that write is refused. The events cannot tell it: a worker

@@ -142,33 +142,35 @@ export const LEASE_WAIT_SLACK_MS = 50;
 // Tracking.
 
 /**
- * BullMQ's limiter on the tracking queue: it hands out jobs at about the budget's pace (two per two
- * intervals, TRACK_FETCH_PAIR), so a due poll
- * is fetched when a slot is free instead of being fetched, turned away and re-delayed; a slot a
- * higher class took makes the queue wait for the next one (WaitForSlot, BullMQ's manual rate limit,
- * which needs a limiter to exist). The interval is a little shorter than the budget's: a fetch that
- * comes early waits for its slot inside the budget (at most one interval), and one that comes late
- * would leave the slot unused. With no limit (CUSTODY_MAX_RPS=0) there is none: only a provider's 429
- * turns polls away then, and each is put back on its own (a limiter would also show the queue as
- * "rate limited" in the dashboard all the time).
+ * BullMQ's limiter on the tracking queue: it hands out jobs at about the budget's pace
+ * (TRACK_LIMITER_BURST jobs per as many intervals), so a due poll is fetched when a slot is free
+ * instead of being fetched, turned away and re-delayed; a slot a higher class took makes the queue
+ * wait for the next one (WaitForSlot, BullMQ's manual rate limit, which needs a limiter to exist). The
+ * interval is a little shorter than the budget's: a fetch that comes early waits for its slot inside
+ * the budget (at most one interval), and one that comes late would leave the slot unused. With no limit
+ * (CUSTODY_MAX_RPS=0) there is none: only a provider's 429 turns polls away then, and each is put back
+ * on its own (a limiter would also show the queue as "rate limited" in the dashboard all the time).
  */
 export function trackLimiter(intervalMs: number): { max: number; duration: number } | undefined {
   if (intervalMs === 0) return undefined;
-  return { max: TRACK_FETCH_PAIR, duration: Math.max(1, Math.floor(TRACK_FETCH_PAIR * intervalMs * TRACK_FETCH_PACE)) };
+  return {
+    max: TRACK_LIMITER_BURST,
+    duration: Math.max(1, Math.floor(TRACK_LIMITER_BURST * intervalMs * TRACK_FETCH_PACE)),
+  };
 }
 
 /** The tracking queue's fetch interval as a share of the budget's (see trackLimiter). */
 export const TRACK_FETCH_PACE = 0.95;
 
 /**
- * Jobs the tracking queue hands out per limiter period (see trackLimiter): two per two budget intervals
- * rather than one per interval. Each period costs the worker a rate-limit wait whose timer fires late
- * on a busy machine (about a millisecond); at R = 100/s (10 ms slots), one job per period left 10 to
- * 13 % of the budget unused on this project's 2-core machine (bench:scale 86.5–89.8 % of R), two per
- * period 96 % (30 s windows, N = 1,000). Three brought more refusals (the budget admits a dispensed request at most
- * DISPENSED_AHEAD = 2 slots ahead) and more commands per call.
+ * Jobs the tracking queue hands out per limiter period (see trackLimiter), so that the limiter's wait is
+ * paid once per this many jobs. Each period costs the worker a rate-limit wait whose timer fires late
+ * on a busy machine, and a slot whose job comes late goes unused: one job per period leaves a share of
+ * the budget unused that grows with R. More than two per period outruns the budget, which admits a
+ * dispensed request at most DISPENSED_AHEAD = 2 slots ahead: more refusals, more commands per call.
+ * Measured with bench:scale (bench/README.md, "The tracking queue's limiter").
  */
-export const TRACK_FETCH_PAIR = 2;
+export const TRACK_LIMITER_BURST = 2;
 
 /** Consecutive failed polls after which each further failure is logged as an error (tracking goes on). */
 export const POLL_FAILURES_ALERT = 10;
@@ -200,7 +202,7 @@ export const SKIPPED_RECORD_LOG_INTERVAL_MS = 60_000;
  * Redis errors that repeat on every command while their cause lasts (a connection down, writes refused
  * for OOM, READONLY, MISCONF, NOREPLICAS, a node loading) are logged at most once per code per this
  * interval for the whole process, with a count of those left out (src/redis-errors.ts). A worker whose
- * moves are refused retries at once: unthrottled, a minute of OOM wrote 105,000 lines.
+ * moves are refused retries at once: unthrottled, that is a line per retry for as long as the cause lasts.
  */
 export const REDIS_ERROR_LOG_INTERVAL_MS = 5_000;
 

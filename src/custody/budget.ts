@@ -72,7 +72,7 @@ export type Admission =
  * How far apart refused requesters are told to come back, in slots. One slot each would bring them
  * back at exactly the rate left for them; their arrivals are not evenly spaced (job delays, other
  * pollers' regular polls), and a slot nobody asks for within its interval is lost, so at one slot each
- * about a third of the slots went unused in the benchmark. A third of a slot each brings three
+ * many slots go unused (bench/README.md, "The request budget"). A third of a slot each brings three
  * requests per free slot: the slot is nearly always taken, and the two refused cost a Redis call each.
  */
 export const COME_BACK_SPREAD = 1 / 3;

@@ -3,8 +3,8 @@
  * like `AbortSignal.timeout` (reason: a DOMException named `TimeoutError`), or with the reason of the
  * outer signal it follows, whichever comes first. `AbortSignal.timeout` cannot be cancelled: the timer
  * of every request fired long after the request had ended (15 s, 35 s) and built a DOMException and its
- * stack, and `AbortSignal.any` added a composite signal per request: several per cent of the worker's
- * time, spent on deadlines of calls already answered.
+ * stack, and `AbortSignal.any` added a composite signal per request: work spent on deadlines of calls
+ * already answered (bench/README.md, "What the profile found").
  */
 export class Deadline {
   readonly #controller = new AbortController();

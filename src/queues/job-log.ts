@@ -6,7 +6,8 @@ export type JobLog = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
 /**
  * A job's log, whose pino child (with the job's context) is made on the first line written at an
  * enabled level. Most jobs write no line at the default level, and making a child runs the logger's
- * redaction over its bindings: doing that for every job was a few per cent of the worker's time.
+ * redaction over its bindings: doing that for every job is work for nothing (bench/README.md, "What the
+ * profile found").
  */
 export class LazyJobLog implements JobLog {
   readonly #logger: Logger;

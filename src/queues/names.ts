@@ -13,8 +13,8 @@ export type QueueName = (typeof QueueName)[keyof typeof QueueName];
  * The one tracking job of a transfer: its id is derived from the sequenceId, so adding it again is a
  * no-op. It is short (28 characters, whatever the sequenceId's length) because BullMQ keeps the job id
  * inside the job hash's `opts` value, and one value over 64 bytes turns the hash into Redis's
- * hashtable encoding, about three times the memory of a listpack: with `track-<sequenceId>` that was
- * 664 B per tracked transfer. 132 bits of SHA-256 in base64url (no ':', never integer-like): distinct
+ * hashtable encoding, several times the memory of a listpack, which `track-<sequenceId>` did
+ * (bench/README.md, memory). 132 bits of SHA-256 in base64url (no ':', never integer-like): distinct
  * sequenceIds do not collide in practice. The job's data carries the sequenceId itself.
  */
 export function trackJobId(sequenceId: string): string {

@@ -17,7 +17,7 @@ export class RetryLater extends Error {
   readonly reason: string;
   constructor(delayMs: number, reason: string) {
     // Thrown on every poll of every tracked transfer: a signal, not a fault, so no stack is captured
-    // (capturing it was several per cent of the tracking worker's time).
+    // (a stack per poll is work for nothing: bench/README.md, "What the profile found").
     const stackTraceLimit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(`retry in ${delayMs} ms: ${reason}`);
