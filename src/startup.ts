@@ -91,13 +91,16 @@ export async function waitForRedis(redis: Config['redis'], logger: Logger): Prom
   }
 }
 
-/** Each step of the persistence check (connect, INFO, CONFIG GET, SENTINEL REPLICAS), at most this long. */
+/** Each step of the start-up check of Redis (connect, INFO, CONFIG GET, SENTINEL REPLICAS), at most this long. */
 const PERSISTENCE_STEP_TIMEOUT_MS = 3_000;
 
-/** What a node's own settings say about a restart: its data comes back, comes back empty, or cannot be told. */
-export type Persistence = 'persistent' | 'volatile' | 'unknown';
+/**
+ * What a node's own settings say about a restart: every acknowledged write comes back (AOF), only the
+ * last RDB snapshot does, nothing does, or it cannot be told.
+ */
+export type Persistence = 'persistent' | 'snapshot-only' | 'volatile' | 'unknown';
 
-/** What start-up makes of the primary (or the Cluster's masters). */
+/** What start-up makes of the primary's persistence (or the Cluster's masters'). */
 export type PersistenceCheck = 'persistent' | 'volatile-allowed' | 'unknown' | 'refused';
 
 export interface PersistenceFacts {
@@ -108,33 +111,74 @@ export interface PersistenceFacts {
 }
 
 /**
- * AOF on, or any RDB save point: the data survives a restart (up to the last fsync or save). Neither,
- * and both known: a restart empties it. Anything hidden (a managed service renames CONFIG or drops a
- * field) is unknown, never guessed to be volatile.
+ * AOF on: the data survives a restart (up to the last fsync). AOF off, and the save points known: with
+ * RDB saves a restart brings back the last snapshot and loses every write since (up to a save
+ * interval: an older ledger, in which a transfer already sent may look unsent again), with none it
+ * comes back empty. Anything hidden (a managed service renames CONFIG or drops a field) is unknown,
+ * never guessed: save points with AOF unknown may well have AOF on.
  */
 export function judgePersistence({ aofEnabled, saveConfig }: PersistenceFacts): Persistence {
   if (aofEnabled === true) return 'persistent';
-  if (saveConfig !== undefined && saveConfig.trim() !== '') return 'persistent';
-  if (aofEnabled === false && saveConfig !== undefined) return 'volatile';
+  if (aofEnabled === false && saveConfig !== undefined) return saveConfig.trim() === '' ? 'volatile' : 'snapshot-only';
   return 'unknown';
+}
+
+/** What `maxmemory-policy` says: no key is ever evicted, keys may be, or it cannot be told. */
+export type Eviction = 'noeviction' | 'evicting' | 'unknown';
+
+/** What start-up makes of the primary's eviction policy (or the Cluster's masters'). */
+export type EvictionCheck = 'noeviction' | 'eviction-allowed' | 'unknown' | 'refused';
+
+/**
+ * `noeviction` alone never drops a key: at `maxmemory` Redis refuses writes instead (OOM, nothing
+ * lost). Every other policy, the `volatile-*` ones too, may evict keys that carry a TTL, which is what
+ * tombstones, ended records and cancel records are; the policy is judged, not `maxmemory`, which an
+ * operator can set at run time. Hidden (undefined or empty): unknown.
+ */
+export function judgeEviction(policy: string | undefined): Eviction {
+  if (policy === undefined || policy.trim() === '') return 'unknown';
+  return policy.trim().toLowerCase() === 'noeviction' ? 'noeviction' : 'evicting';
+}
+
+/** A field of an `INFO` section's text (CRLF lines), undefined when absent. */
+function infoField(info: string, field: string): string | undefined {
+  return new RegExp(`^${field}:(.*?)\\r?$`, 'm').exec(info)?.[1];
 }
 
 /** `aof_enabled` from the text of `INFO persistence` (or `INFO`), undefined when absent. */
 export function parseAofEnabled(info: string): boolean | undefined {
-  const value = /^aof_enabled:(\d+)\r?$/m.exec(info)?.[1];
-  return value === undefined ? undefined : value !== '0';
+  const value = infoField(info, 'aof_enabled');
+  return value === undefined || !/^\d+$/.test(value) ? undefined : value !== '0';
 }
 
-/** The line start-up logs (fatal) when it refuses a volatile primary. */
+/** `maxmemory_policy` from the text of `INFO memory` (or `INFO`), undefined when absent. */
+export function parseMaxmemoryPolicy(info: string): string | undefined {
+  return infoField(info, 'maxmemory_policy') || undefined;
+}
+
+/** The line start-up logs (fatal) when it refuses a primary that keeps nothing on disk. */
 export const VOLATILE_REFUSAL =
   'redis keeps no data on disk (no AOF, no RDB saves): after a restart it comes back empty and transfers already sent could be sent again; enable persistence or set REDIS_ALLOW_VOLATILE=1';
 
-interface NodePersistence {
+/** The line start-up logs (fatal) when it refuses a primary that keeps RDB snapshots only. */
+export const SNAPSHOT_ONLY_REFUSAL =
+  'redis keeps RDB snapshots but no AOF: snapshot-only loses the writes since the last snapshot, so a restart brings back an older ledger and transfers already sent could be sent again; enable appendonly or set REDIS_ALLOW_VOLATILE=1';
+
+/** The line start-up logs (fatal) when it refuses a primary whose policy may evict keys. */
+export const EVICTION_REFUSAL =
+  'redis may evict keys (maxmemory-policy is not noeviction): an evicted tombstone, ended record or cancel record makes an ended or cancelled transfer unknown again, and a job for it could be sent; set maxmemory-policy noeviction or REDIS_ALLOW_EVICTION=1';
+
+interface NodeSettings {
   /** host:port, never a URL (it may carry a password). */
   node: string;
   persistence: Persistence;
-  /** Why it is unknown. */
-  reason?: string;
+  /** Why the persistence is unknown. */
+  persistenceReason?: string;
+  eviction: Eviction;
+  /** `maxmemory-policy`, when it was read. */
+  policy?: string;
+  /** Why the eviction policy is unknown. */
+  evictionReason?: string;
 }
 
 function within<T>(task: Promise<T>, what: string): Promise<T> {
@@ -152,28 +196,55 @@ function within<T>(task: Promise<T>, what: string): Promise<T> {
 
 const short = (error: unknown) => String((error as Error)?.message ?? error).slice(0, 200);
 
-/** Reads one node's persistence settings; unknown (with the reason) when INFO or CONFIG does not answer. */
-async function readNode(client: Redis, node: string): Promise<NodePersistence> {
-  let aofEnabled: boolean | undefined;
-  let saveConfig: string | undefined;
-  const reasons: string[] = [];
+/** One `INFO <section>`; undefined, and why in `reasons`, when it fails. */
+async function readInfo(client: Redis, section: string, reasons: string[]): Promise<string | undefined> {
   try {
-    aofEnabled = parseAofEnabled(await within(client.info('persistence'), 'INFO persistence'));
-    if (aofEnabled === undefined) reasons.push('INFO persistence has no aof_enabled');
+    return await within(client.info(section), `INFO ${section}`);
   } catch (error) {
-    reasons.push(`INFO persistence: ${short(error)}`);
+    reasons.push(`INFO ${section}: ${short(error)}`);
+    return undefined;
   }
-  if (aofEnabled !== true) {
-    try {
-      const reply = await within(client.config('GET', 'save') as Promise<unknown>, 'CONFIG GET save');
-      if (Array.isArray(reply) && reply[0] === 'save' && typeof reply[1] === 'string') saveConfig = reply[1];
-      else reasons.push('CONFIG GET save returned no value');
-    } catch (error) {
-      reasons.push(`CONFIG GET save: ${short(error)}`);
-    }
+}
+
+/** One `CONFIG GET <name>`; undefined, and why in `reasons`, when CONFIG is renamed, fails or has no value. */
+async function configGet(client: Redis, name: string, reasons: string[]): Promise<string | undefined> {
+  try {
+    const reply = await within(client.config('GET', name) as Promise<unknown>, `CONFIG GET ${name}`);
+    if (Array.isArray(reply) && reply[0] === name && typeof reply[1] === 'string') return reply[1];
+    reasons.push(`CONFIG GET ${name} returned no value`);
+  } catch (error) {
+    reasons.push(`CONFIG GET ${name}: ${short(error)}`);
   }
+  return undefined;
+}
+
+/** Reads one node's persistence and eviction policy; each unknown (with the reason) when not told. */
+async function readNode(client: Redis, node: string): Promise<NodeSettings> {
+  const persistenceReasons: string[] = [];
+  const persistenceInfo = await readInfo(client, 'persistence', persistenceReasons);
+  const aofEnabled = persistenceInfo === undefined ? undefined : parseAofEnabled(persistenceInfo);
+  if (persistenceInfo !== undefined && aofEnabled === undefined) persistenceReasons.push('INFO persistence has no aof_enabled');
+  const saveConfig = aofEnabled === true ? undefined : await configGet(client, 'save', persistenceReasons);
   const persistence = judgePersistence({ aofEnabled, saveConfig });
-  return persistence === 'unknown' ? { node, persistence, reason: reasons.join('; ') || 'not told' } : { node, persistence };
+
+  const evictionReasons: string[] = [];
+  let policy = await configGet(client, 'maxmemory-policy', evictionReasons);
+  if (policy === undefined) {
+    // A managed service that renames CONFIG still lists the policy in INFO memory.
+    const memoryInfo = await readInfo(client, 'memory', evictionReasons);
+    policy = memoryInfo === undefined ? undefined : parseMaxmemoryPolicy(memoryInfo);
+    if (memoryInfo !== undefined && policy === undefined) evictionReasons.push('INFO memory has no maxmemory_policy');
+  }
+  const eviction = judgeEviction(policy);
+
+  return {
+    node,
+    persistence,
+    ...(persistence === 'unknown' ? { persistenceReason: persistenceReasons.join('; ') || 'not told' } : {}),
+    eviction,
+    ...(policy === undefined ? {} : { policy }),
+    ...(eviction === 'unknown' ? { evictionReason: evictionReasons.join('; ') || 'not told' } : {}),
+  };
 }
 
 const quickTuning = {
@@ -182,8 +253,8 @@ const quickTuning = {
   retryStrategy: () => null,
 } as const;
 
-/** The primary's persistence, or each master's on a Cluster. */
-async function readPrimaries(redis: Config['redis']): Promise<NodePersistence[]> {
+/** The primary's settings, or each master's on a Cluster. */
+async function readPrimaries(redis: Config['redis']): Promise<NodeSettings[]> {
   const client = createRedis(redis, 'custody-worker-persistence', quickTuning);
   client.on('error', () => undefined); // the command's own failure says what went wrong
   try {
@@ -231,7 +302,7 @@ async function sentinelReplicas(sentinel: NonNullable<Config['redis']['sentinel'
   throw new Error(`no Sentinel listed the replicas: ${short(lastError)}`);
 }
 
-async function readReplica(host: string, port: number, password: string | undefined): Promise<NodePersistence> {
+async function readReplica(host: string, port: number, password: string | undefined): Promise<NodeSettings> {
   const node = `${host}:${port}`;
   const client = new Redis({ host, port, ...(password ? { password } : {}), connectionName: 'custody-worker-persistence', ...quickTuning });
   client.on('error', () => undefined);
@@ -242,57 +313,110 @@ async function readReplica(host: string, port: number, password: string | undefi
   }
 }
 
+export interface RedisSettingsCheck {
+  persistence: PersistenceCheck;
+  eviction: EvictionCheck;
+}
+
 /**
- * Start-up refuses a primary that keeps nothing on disk: after its restart it would come back empty,
- * with no record of the transfers already sent, and they could be sent again. Reads `INFO persistence`
- * (`aof_enabled`) and `CONFIG GET save` on the primary (on a Cluster: every master) over short-lived
- * connections. Volatile: one fatal line and 'refused', unless REDIS_ALLOW_VOLATILE (one warn line).
- * What cannot be read (CONFIG renamed by a managed service, a field missing, no answer) is 'unknown':
- * one warn line, and the worker starts. With Sentinels, each replica they list is read too: one warn
- * line per volatile replica (not a refusal: it holds nothing of its own while the primary lives, but
- * once promoted by a failover it is the primary that a restart would empty).
+ * Start-up checks what the guarantee needs of the primary (on a Cluster: every master), over
+ * short-lived connections:
+ * - that it keeps every write on disk (`INFO persistence`'s `aof_enabled`, `CONFIG GET save`). With
+ *   nothing on disk a restart empties it; with RDB snapshots only it goes back to the last one. Either
+ *   way the record of transfers already sent is gone and they could be sent again: one fatal line and
+ *   'refused', unless REDIS_ALLOW_VOLATILE (one warn line);
+ * - that it evicts nothing (`maxmemory-policy`, from `CONFIG GET`, else `INFO memory`): any other
+ *   policy than `noeviction` may drop tombstones, ended and cancel records: one fatal line and
+ *   'refused', unless REDIS_ALLOW_EVICTION (one warn line).
+ * Both are reported before refusing, so one restart shows everything to fix. What cannot be read
+ * (CONFIG renamed by a managed service, a field missing, no answer) is 'unknown': one warn line, and
+ * the worker starts. With Sentinels, each replica they list is read too: one warn line per replica
+ * that is volatile, snapshot-only or evicting (not a refusal: it holds nothing of its own while the
+ * primary lives, but a failover makes it the primary).
  */
-export async function checkPersistence(redis: Config['redis'], logger: Logger): Promise<PersistenceCheck> {
-  let primaries: NodePersistence[];
+export async function checkRedisSettings(redis: Config['redis'], logger: Logger): Promise<RedisSettingsCheck> {
+  let primaries: NodeSettings[];
   try {
     primaries = await readPrimaries(redis);
   } catch (error) {
-    primaries = [{ node: redis.clusterNodes ? 'cluster' : 'primary', persistence: 'unknown', reason: short(error) }];
+    const reason = short(error);
+    const node = redis.clusterNodes ? 'cluster' : 'primary';
+    primaries = [{ node, persistence: 'unknown', persistenceReason: reason, eviction: 'unknown', evictionReason: reason }];
   }
-  const volatile = primaries.filter((node) => node.persistence === 'volatile').map((node) => node.node);
-  const unknown = primaries.filter((node) => node.persistence === 'unknown');
-  if (volatile.length > 0 && !redis.allowVolatile) {
-    logger.fatal({ volatile }, VOLATILE_REFUSAL);
-    return 'refused';
-  }
-  let result: PersistenceCheck;
-  if (volatile.length > 0) {
-    logger.warn(
-      { volatile },
-      'redis keeps no data on disk (no AOF, no RDB saves), starting anyway as REDIS_ALLOW_VOLATILE is set: after a restart transfers already sent could be sent again',
-    );
-    result = 'volatile-allowed';
-  } else if (unknown.length > 0) {
-    logger.warn(
-      { unknown: unknown.map(({ node, reason }) => ({ node, reason })) },
-      'could not tell whether redis keeps its data on disk (AOF or RDB saves), starting; make sure it does',
-    );
-    result = 'unknown';
-  } else {
-    logger.debug({ nodes: primaries.map((node) => node.node) }, 'redis keeps its data on disk');
-    result = 'persistent';
-  }
-  if (redis.sentinel) await checkSentinelReplicas(redis.sentinel, logger);
-  return result;
+  const check = {
+    persistence: persistenceVerdict(primaries, redis.allowVolatile, logger),
+    eviction: evictionVerdict(primaries, redis.allowEviction, logger),
+  };
+  if (check.persistence !== 'refused' && check.eviction !== 'refused' && redis.sentinel)
+    await checkSentinelReplicas(redis.sentinel, logger);
+  return check;
 }
 
-/** One warn line per volatile replica the Sentinels list; replicas that cannot be read, one info line each. */
+const named = (nodes: NodeSettings[], persistence: Persistence) =>
+  nodes.filter((node) => node.persistence === persistence).map((node) => node.node);
+
+function persistenceVerdict(primaries: NodeSettings[], allowVolatile: boolean, logger: Logger): PersistenceCheck {
+  const volatile = named(primaries, 'volatile');
+  const snapshotOnly = named(primaries, 'snapshot-only');
+  if (volatile.length > 0 || snapshotOnly.length > 0) {
+    // One line, for the worst of them: nothing on disk says more than an old snapshot.
+    const fields = { ...(volatile.length > 0 ? { volatile } : {}), ...(snapshotOnly.length > 0 ? { snapshotOnly } : {}) };
+    if (!allowVolatile) {
+      logger.fatal(fields, volatile.length > 0 ? VOLATILE_REFUSAL : SNAPSHOT_ONLY_REFUSAL);
+      return 'refused';
+    }
+    logger.warn(
+      fields,
+      volatile.length > 0
+        ? 'redis keeps no data on disk (no AOF, no RDB saves), starting anyway as REDIS_ALLOW_VOLATILE is set: after a restart transfers already sent could be sent again'
+        : 'redis keeps RDB snapshots but no AOF, starting anyway as REDIS_ALLOW_VOLATILE is set: a restart loses the writes since the last snapshot and transfers already sent could be sent again',
+    );
+    return 'volatile-allowed';
+  }
+  const unknown = primaries.filter((node) => node.persistence === 'unknown');
+  if (unknown.length > 0) {
+    logger.warn(
+      { unknown: unknown.map(({ node, persistenceReason }) => ({ node, reason: persistenceReason })) },
+      'could not tell whether redis keeps every write on disk (AOF), starting; make sure appendonly is on',
+    );
+    return 'unknown';
+  }
+  logger.debug({ nodes: primaries.map((node) => node.node) }, 'redis keeps its data on disk');
+  return 'persistent';
+}
+
+function evictionVerdict(primaries: NodeSettings[], allowEviction: boolean, logger: Logger): EvictionCheck {
+  const evicting = primaries.filter((node) => node.eviction === 'evicting').map(({ node, policy }) => ({ node, policy }));
+  if (evicting.length > 0) {
+    if (!allowEviction) {
+      logger.fatal({ evicting }, EVICTION_REFUSAL);
+      return 'refused';
+    }
+    logger.warn(
+      { evicting },
+      'redis may evict keys (maxmemory-policy is not noeviction), starting anyway as REDIS_ALLOW_EVICTION is set: an evicted tombstone, ended record or cancel record lets a job for an ended or cancelled transfer be sent',
+    );
+    return 'eviction-allowed';
+  }
+  const unknown = primaries.filter((node) => node.eviction === 'unknown');
+  if (unknown.length > 0) {
+    logger.warn(
+      { unknown: unknown.map(({ node, evictionReason }) => ({ node, reason: evictionReason })) },
+      'could not tell whether redis may evict keys (maxmemory-policy), starting; make sure it is noeviction',
+    );
+    return 'unknown';
+  }
+  logger.debug({ nodes: primaries.map((node) => node.node) }, 'redis evicts no keys');
+  return 'noeviction';
+}
+
+/** One warn line per replica the Sentinels list that is volatile or evicts; what cannot be read, one info line each. */
 async function checkSentinelReplicas(sentinel: NonNullable<Config['redis']['sentinel']>, logger: Logger): Promise<void> {
   let replicas: { host: string; port: number }[];
   try {
     replicas = await sentinelReplicas(sentinel);
   } catch (error) {
-    logger.info({ error: short(error) }, "could not read the replicas' persistence");
+    logger.info({ error: short(error) }, "could not read the replicas' settings");
     return;
   }
   const reports = await Promise.all(replicas.map(({ host, port }) => readReplica(host, port, sentinel.password)));
@@ -302,8 +426,22 @@ async function checkSentinelReplicas(sentinel: NonNullable<Config['redis']['sent
         { replica: report.node },
         'redis replica keeps no data on disk (no AOF, no RDB saves): promoted after a failover and then restarted, it would come back empty',
       );
+    } else if (report.persistence === 'snapshot-only') {
+      logger.warn(
+        { replica: report.node },
+        'redis replica keeps RDB snapshots but no AOF: promoted after a failover and then restarted, it would lose the writes since its last snapshot',
+      );
     } else if (report.persistence === 'unknown') {
-      logger.info({ replica: report.node, reason: report.reason }, 'could not tell whether this redis replica keeps its data on disk');
+      logger.info(
+        { replica: report.node, reason: report.persistenceReason },
+        'could not tell whether this redis replica keeps every write on disk',
+      );
+    }
+    if (report.eviction === 'evicting') {
+      logger.warn(
+        { replica: report.node, policy: report.policy },
+        'redis replica may evict keys (maxmemory-policy is not noeviction): promoted after a failover, it could drop tombstones, ended and cancel records',
+      );
     }
   }
 }

@@ -5,7 +5,7 @@ import { EX_CONFIG, EX_SOFTWARE, EX_UNAVAILABLE, loadConfigOrExit } from './conf
 import { createHttpServer } from './http/server.ts';
 import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
-import { bounded, checkPersistence, createStartingServer, listenFailure, waitForRedis } from './startup.ts';
+import { bounded, checkRedisSettings, createStartingServer, listenFailure, waitForRedis } from './startup.ts';
 import { startTracing, type Tracing } from './telemetry.ts';
 
 /** How long the OpenTelemetry exporter may take to flush on the way out (an unreachable collector must not hold the exit). */
@@ -44,8 +44,9 @@ async function start(): Promise<void> {
   const startingAddress = await listen(starting, config.http.port);
   logger.info({ http: startingAddress }, 'http listening, starting');
   if (!(await waitForRedis(config.redis, logger))) process.exit(EX_UNAVAILABLE);
-  // A primary that keeps nothing on disk comes back empty after a restart, having forgotten what was sent.
-  if ((await checkPersistence(config.redis, logger)) === 'refused') process.exit(EX_CONFIG);
+  // A primary without AOF forgets, after a restart, what was sent; one that evicts drops tombstones.
+  const settings = await checkRedisSettings(config.redis, logger);
+  if (settings.persistence === 'refused' || settings.eviction === 'refused') process.exit(EX_CONFIG);
   if (stopping) return;
 
   tracing = await startTracing(config, logger);

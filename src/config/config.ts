@@ -89,6 +89,7 @@ const envSchema = z.object({
   REDIS_REPLICA_TIMEOUT: duration('1s', 1),
   REDIS_CONNECT_TIMEOUT: duration('60s', 0),
   REDIS_ALLOW_VOLATILE: bool(false),
+  REDIS_ALLOW_EVICTION: bool(false),
   QUEUE_PREFIX: queuePrefix,
   EVENTS_STREAM: text(),
   EVENTS_MAXLEN: integer(1_000_000, 1_000, 1_000_000_000),
@@ -210,7 +211,12 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
   REDIS_ALLOW_VOLATILE: {
     default: 'unset',
     meaning:
-      "at start-up the worker reads the primary's persistence (`INFO persistence`, `CONFIG GET save`); when it has neither AOF nor RDB saves it refuses to start (exit 78, one line naming the risk) unless this is `1`. Fields a managed service hides count as unknown, not refused",
+      "at start-up the worker reads the primary's persistence (`INFO persistence`, `CONFIG GET save`; every master of a Cluster); when it has no AOF it refuses to start (exit 78, one line naming the risk) unless this is `1`: with neither AOF nor RDB saves a restart empties it, with RDB saves only (snapshot-only) a restart loses the writes since the last snapshot. Fields a managed service hides count as unknown (a warning), not refused",
+  },
+  REDIS_ALLOW_EVICTION: {
+    default: 'unset',
+    meaning:
+      'at start-up the worker reads `maxmemory-policy` (`CONFIG GET`, else `INFO memory`) on the primary and every master of a Cluster; any policy but `noeviction` may evict keys with a TTL (tombstones, ended records, cancel records), so it refuses to start (exit 78, one line naming the risk) unless this is `1` (then one warning). A policy a managed service hides counts as unknown (a warning), not refused',
   },
   QUEUE_PREFIX: { default: '`bull`', meaning: 'BullMQ prefix; every key the worker owns starts with it' },
   EVENTS_STREAM: {
@@ -398,8 +404,10 @@ function build(env: z.infer<typeof envSchema>, custody: CustodySettings) {
       replicaTimeoutMs: env.REDIS_REPLICA_TIMEOUT,
       /** How long start-up waits for Redis before exiting EX_UNAVAILABLE; 0 = for ever. */
       connectTimeoutMs: env.REDIS_CONNECT_TIMEOUT,
-      /** Start even when the primary keeps nothing on disk (no AOF, no RDB saves): only for throw-away set-ups. */
+      /** Start even when the primary keeps no AOF (nothing on disk, or RDB snapshots only): only for throw-away set-ups. */
       allowVolatile: env.REDIS_ALLOW_VOLATILE,
+      /** Start even when the primary's maxmemory-policy may evict keys: tombstones and ended records could go. */
+      allowEviction: env.REDIS_ALLOW_EVICTION,
     },
     queue: {
       prefix,

@@ -41,7 +41,10 @@ process.on('disconnect', () => {
 
 try {
   const { GenericContainer, Wait } = await import('testcontainers');
+  // The image's defaults are RDB saves without AOF, which the worker's start-up check refuses
+  // (snapshot-only): AOF on, and the eviction policy it requires, as the private redis-server has.
   container = await new GenericContainer('redis:7.0')
+    .withCommand(['redis-server', '--appendonly', 'yes', '--maxmemory-policy', 'noeviction'])
     .withExposedPorts(6379)
     .withWaitStrategy(Wait.forLogMessage(/Ready to accept connections/))
     .start();
