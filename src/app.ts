@@ -171,6 +171,7 @@ export async function createApp(
     custody,
     trackers,
     attempts: config.submit.attempts,
+    lookupBeforeFirstSend: config.submit.lookupBeforeFirstSend,
     retry: withBase(SUBMIT_RETRY, config.submit.retryBaseMs, config.submit.retryMaxMs),
     sendDeadlineMs: sendDeadlineMs(config.custody.timeoutMs),
     sendLeaseMs: sendLeaseMs(config.custody.timeoutMs),

@@ -112,6 +112,7 @@ const envSchema = z.object({
   SUBMIT_CONCURRENCY: integer(16, 1, 10_000),
   TRACK_CONCURRENCY: integer(64, 1, 10_000),
   SUBMIT_ATTEMPTS: integer(8, 1, 1_000),
+  LOOKUP_BEFORE_FIRST_SEND: bool(false),
   SUBMIT_RETRY_BASE: duration('1s', 1),
   SUBMIT_RETRY_MAX: duration('60s', 1),
   UNRESOLVED_AFTER: duration('10m', 1),
@@ -260,6 +261,11 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
     default: '`8`',
     meaning:
       'sendTransaction requests (or failed travel-rule lookups) of a submission before `transfer.failed` when every one was answered "not taken"; also the most sends made while a send\'s outcome is unknown (then only lookups)',
+  },
+  LOOKUP_BEFORE_FIRST_SEND: {
+    default: 'unset',
+    meaning:
+      '`1`: every transfer is looked up by sequenceId before its first send, and sent only when the lookup finds nothing (found: submitted without a send; a record it cannot tell: no send, unresolved). For a provider that does not refuse a reused sequenceId: it covers a ledger that went back in time unnoticed (every worker process restarted onto an older Redis). Costs one lookup per transfer (bench/README.md)',
   },
   SUBMIT_RETRY_BASE: { default: '`1s`', meaning: 'first and largest delay between two submission attempts (capped exponential, jittered)' },
   SUBMIT_RETRY_MAX: { default: '`60s`', meaning: 'first and largest delay between two submission attempts (capped exponential, jittered)' },
@@ -437,6 +443,8 @@ function build(env: z.infer<typeof envSchema>, custody: CustodySettings) {
     submit: {
       concurrency: env.SUBMIT_CONCURRENCY,
       attempts: env.SUBMIT_ATTEMPTS,
+      /** Every transfer is looked up by sequenceId before its first send (not only while the ledger recovers). */
+      lookupBeforeFirstSend: env.LOOKUP_BEFORE_FIRST_SEND,
       retryBaseMs: env.SUBMIT_RETRY_BASE,
       retryMaxMs: env.SUBMIT_RETRY_MAX,
       unresolvedAfterMs: env.UNRESOLVED_AFTER,

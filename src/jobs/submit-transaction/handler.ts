@@ -7,7 +7,7 @@ import type { JobContext } from '../../queues/processor.ts';
 import { REREAD, SUBMITTED, type Run, type Step, type SubmitDeps } from './steps/context.ts';
 import { gate, startFresh } from './steps/gate.ts';
 import { resolve } from './steps/resolve.ts';
-import { takeAndSend } from './steps/send.ts';
+import { lookThenSend, takeAndSend } from './steps/send.ts';
 
 export type { SubmitDeps } from './steps/context.ts';
 
@@ -47,7 +47,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const run: Run = { deps, owner: newRunner(), log };
     const payload = parsed.payload;
     const sequenceId = payload.halfSigned.sequenceId;
-    const started = await startFresh(run, jobId, payload);
+    // The one-step start sends at once: with LOOKUP_BEFORE_FIRST_SEND every transfer goes step by step.
+    const started = deps.lookupBeforeFirstSend ? null : await startFresh(run, jobId, payload);
     if (started !== null) return drive(run, started, sequenceId);
     const record = await claim(jobId, payload);
     if ('ended' in record) {
@@ -127,7 +128,9 @@ export function createSubmitHandler(deps: SubmitDeps) {
           next = await gate(run, record);
           break;
         case TransferState.GATED:
-          next = await takeAndSend(run, record, TransferState.GATED);
+          next = deps.lookupBeforeFirstSend
+            ? await lookThenSend(run, record, TransferState.GATED)
+            : await takeAndSend(run, record, TransferState.GATED);
           break;
         case TransferState.SUBMITTING:
           next = await resolve(run, record);

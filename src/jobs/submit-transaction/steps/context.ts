@@ -20,6 +20,11 @@ export interface SubmitDeps {
   trackers: Pick<Trackers, 'ensure'>;
   /** SUBMIT_ATTEMPTS: sendTransaction requests (and failed gate lookups) before `transfer.failed`. */
   attempts: number;
+  /**
+   * LOOKUP_BEFORE_FIRST_SEND: every transfer is looked up by sequenceId before its first send (recover.ts:
+   * lookFirst), not only while the ledger recovers from a loss.
+   */
+  lookupBeforeFirstSend?: boolean;
   retry: BackoffProfile;
   /** The overall deadline of one sendTransaction call or one lookup (timing.ts: sendDeadlineMs). */
   sendDeadlineMs: number;

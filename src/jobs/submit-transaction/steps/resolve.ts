@@ -5,7 +5,7 @@ import type { TransferFinding } from '../../../custody/port.ts';
 import { CustodyError } from '../../../custody/errors.ts';
 import { refused, type Run, type Step } from './context.ts';
 import { cannotTell, identify, lookUp } from './lookup.ts';
-import { takeAndSend } from './send.ts';
+import { lookThenSend, takeAndSend } from './send.ts';
 import { expireUnsettled, fail, inUse, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
 
 /**
@@ -25,7 +25,12 @@ export async function resolve(run: Run, record: TransferRecord): Promise<Step> {
   const ledgerNow = held.updatedAt;
   if (held.inUseSince !== undefined) return parkInUse(run, held, ledgerNow);
   if (held.unknownSince !== undefined) return settleUnknown(run, held, ledgerNow);
-  if (held.sends === 0) return takeAndSend(run, held, TransferState.SUBMITTING);
+  if (held.sends === 0) {
+    // No send was ever made (a runner stopped between its lease and its send, or its lookup).
+    return run.deps.lookupBeforeFirstSend
+      ? lookThenSend(run, held, TransferState.SUBMITTING)
+      : takeAndSend(run, held, TransferState.SUBMITTING);
+  }
   return lookBeforeResend(run, held);
 }
 

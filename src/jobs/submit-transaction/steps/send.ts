@@ -66,6 +66,19 @@ export async function takeAndSend(
 }
 
 /**
+ * LOOKUP_BEFORE_FIRST_SEND: the transfer is looked up before its first send (lookFirst, without the
+ * marks of a loss), and sent only when the lookup finds nothing, the ledger told that it came first.
+ */
+export async function lookThenSend(
+  run: Run,
+  record: TransferRecord,
+  from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
+): Promise<Step> {
+  const looked = await lookFirst(run, record, from, false);
+  return 'settled' in looked ? looked.settled : takeAndSend(run, looked.absent, TransferState.SUBMITTING, looked.absent.updatedAt);
+}
+
+/**
  * The ledger refused a send in flight under this process's epoch and has dealt with it (Ledger: the
  * epoch adopted, or the loss recorded). With an epoch now known the step is tried again under it
  * (the record is read anew); with none (LEDGER_INIT=manual, not initialised) it waits.
