@@ -151,7 +151,7 @@ function declareMetrics() {
     }),
     haltedTransfers: new Counter({
       name: 'custody_track_halted_total',
-      help: "Tracked transfers the provider halted without a txid (BitGo: rejected by an approver, failed, removed), by the provider's state; counted once per transfer. They stay tracked until an operator acts or TRACK_DEADLINE.",
+      help: "Tracked transfers the provider halted without a txid, by the provider's state. A final state (BitGo: rejected by an approver, failed, deleted) ends the transfer transfer.halted; one that is not (BitGo: removed by a re-org) leaves it tracked until the provider moves on, an operator acts or TRACK_DEADLINE. Counted once per transfer in a state that is not final, and once when a final state ends it.",
       labelNames: ['state'] as const,
       registers: [registry],
     }),

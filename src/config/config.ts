@@ -287,7 +287,7 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
   TRACK_DEADLINE: {
     default: '`24h`',
     meaning:
-      'tracking gives up (`transfer.expired`) this long after submission; an unresolved send ends `transfer.expired` `SEND_OUTCOME_UNKNOWN` this long after it was made',
+      'tracking gives up (`transfer.expired`) this long after submission; an unresolved send ends `transfer.expired` `SEND_OUTCOME_UNKNOWN` this long after it was made, and a sequenceId found in use by another transaction `SEQUENCE_ID_IN_USE` this long after it was found',
   },
   RECONCILE_EVERY: { default: '`5m`', meaning: 'interval of the reconciliation schedule' },
   RECONCILE_GRACE: { default: '`2m`', meaning: 'how long a transfer may sit in a non-terminal state before reconciliation repairs it' },

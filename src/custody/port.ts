@@ -163,10 +163,12 @@ export interface ListedTransfer {
   sequenceId?: string | undefined;
   /**
    * Set by the adapter when the provider says this transfer, without a txid, will not get one unless
-   * someone acts (BitGo: `rejected` by an admin, `failed`, `removed`, `deleted`): the provider's own
-   * name of the state. Tracking reports it to operators; it never ends the transfer by itself.
+   * someone acts: the provider's own name of the state, and whether that state is final. Final: the
+   * transfer will never reach the chain (BitGo: `rejected` by an admin, `failed`, `deleted`), and
+   * tracking ends it `transfer.halted`. Not final (BitGo: `removed`, dropped by a re-org, which may
+   * come back): tracking reports it to operators and goes on.
    */
-  halted?: string | undefined;
+  halted?: { state: string; final: boolean } | undefined;
   outputs: TransferOutput[];
   [key: string]: unknown;
 }

@@ -48,6 +48,10 @@ export function eventPhrase(event: TransferEvent, options: PhraseOptions = {}): 
       const { reason, by } = event.data;
       return withText(`by ${by}, nothing was sent`, reason);
     }
+    case 'transfer.halted': {
+      const { state, providerTransferId } = event.data;
+      return `${state} by the provider, upstream id ${id(providerTransferId)}: never sent again`;
+    }
     case 'transfer.unresolved': {
       const { code, attempts, lastError } = event.data;
       return `${code} after ${plural(attempts, 'send')}, last error ${lastError}: an operator may resolve it`;

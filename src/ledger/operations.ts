@@ -241,7 +241,7 @@ export const op = {
     };
   },
 
-  /** TRACK_DEADLINE passed while a send's outcome stayed unknown (or its sequenceId in use). */
+  /** TRACK_DEADLINE passed while a send's outcome stayed unknown (SEND_OUTCOME_UNKNOWN), or its sequenceId in use (SEQUENCE_ID_IN_USE). */
   expireUnsettled(owner: LeaseOwner, data: EventData['transfer.expired']): TransitionRequest {
     return {
       from: [TransferState.SUBMITTING],
@@ -306,9 +306,26 @@ export const op = {
     return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, unmatchedPolls } };
   },
 
-  /** Tracking: the provider says the transfer will get no txid unless someone acts (reported once; tracking goes on). */
-  halted(upstreamState: string): TransitionRequest {
+  /**
+   * Tracking: the provider says the transfer will get no txid unless someone acts, in a state that is
+   * not final (BitGo `removed`): it needs attention (`haltedAs`, reported once) and tracking goes on.
+   */
+  haltedForNow(upstreamState: string): TransitionRequest {
     return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, haltedAs: upstreamState } };
+  },
+
+  /**
+   * Tracking: the provider reports a final state in which the transfer never reaches the chain (BitGo
+   * `rejected`, `failed`, `deleted`): `transfer.halted`, terminal. Its tombstone keeps the sequenceId
+   * used, so nothing is ever sent under it again.
+   */
+  halt(data: EventData['transfer.halted']): TransitionRequest {
+    return {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.HALTED,
+      set: { haltedAs: data.state },
+      event: { type: 'transfer.halted', data },
+    };
   },
 
   /** Tracking: the wallet-transaction lookup for a found txid failed, retried. */

@@ -55,7 +55,11 @@ export interface TransferRecord {
   pollFailures: number;
   /** Polls in a row whose list held a `send` of the wallet that matched nothing (UNMATCHED_POLLS_ALERT). */
   unmatchedPolls: number;
-  /** The provider's state when it said the transfer will get no txid unless someone acts (ListedTransfer.halted); reported once. */
+  /**
+   * The provider's state when it said the transfer will get no txid unless someone acts
+   * (ListedTransfer.halted): reported once while not final (it needs attention), and the final state
+   * of a transfer that ended `halted`.
+   */
   haltedAs: string | undefined;
   /** Failed wallet-transaction lookups once the txid is known. */
   enrichFailures: number;

@@ -16,6 +16,8 @@ export const TransferState = {
   EXPIRED: 'expired',
   /** Cancelled before any send may have been processed (op.cancel; docs/contract.md section 4). */
   CANCELLED: 'cancelled',
+  /** The provider ended it for good before it reached the chain (op.halt; docs/contract.md section 4). */
+  HALTED: 'halted',
 } as const;
 export type TransferState = (typeof TransferState)[keyof typeof TransferState];
 // The names above are the catalog's, each once (a state added there and not here fails to compile).

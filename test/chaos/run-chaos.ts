@@ -578,6 +578,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
       case 'transfer.submitted':
       case 'transfer.broadcast':
       case 'transfer.cancelled':
+      case 'transfer.halted':
       case 'reconcile.completed':
         return undefined;
       default:
@@ -593,7 +594,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     'events of sequenceIds never enqueued': [...bySequenceId.keys()].filter((id) => !known.has(id)),
     'sequenceIds without exactly one terminal event': [],
     'events after a terminal event': [],
-    'event sequences outside [unresolved] submitted broadcast|expired(TRACKING_DEADLINE), [unresolved] expired(SEND_OUTCOME_UNKNOWN), failed':
+    'event sequences outside [unresolved] submitted broadcast|expired(TRACKING_DEADLINE)|halted, [unresolved] expired(SEND_OUTCOME_UNKNOWN|SEQUENCE_ID_IN_USE), failed':
       [],
     'sequenceIds accepted twice by the simulator (double spend)': [],
     'transfer.failed for a transfer accepted upstream': [],
@@ -601,6 +602,7 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     'broadcast txid differs from the simulator': [],
     "another client's transaction claimed (submitted or broadcast of a foreign holder's sequenceId)": [],
     'foreign holder not reported as SEQUENCE_ID_IN_USE': [],
+    'foreign holder reported SEQUENCE_ID_IN_USE, then expired with another code': [],
     'repeated or missing event versions': versionProblems(events).slice(0, 50),
   };
   const flag = (name: string, id: string) => problems[name]!.push(id);
@@ -613,9 +615,13 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
     if (firstTerminal !== -1 && firstTerminal !== list.length - 1) flag('events after a terminal event', id);
     const last = list[list.length - 1];
     const shape = list.map((e) => (e.event === 'transfer.expired' ? `expired:${codeOf(e)}` : e.event.slice('transfer.'.length))).join(' ');
-    if (!/^(unresolved )?(submitted (broadcast|expired:TRACKING_DEADLINE)|expired:SEND_OUTCOME_UNKNOWN)$|^failed$/.test(shape)) {
+    if (
+      !/^(unresolved )?(submitted (broadcast|expired:TRACKING_DEADLINE|halted)|expired:(SEND_OUTCOME_UNKNOWN|SEQUENCE_ID_IN_USE))$|^failed$/.test(
+        shape,
+      )
+    ) {
       flag(
-        'event sequences outside [unresolved] submitted broadcast|expired(TRACKING_DEADLINE), [unresolved] expired(SEND_OUTCOME_UNKNOWN), failed',
+        'event sequences outside [unresolved] submitted broadcast|expired(TRACKING_DEADLINE)|halted, [unresolved] expired(SEND_OUTCOME_UNKNOWN|SEQUENCE_ID_IN_USE), failed',
         id,
       );
     }
@@ -628,6 +634,8 @@ async function run(scenario: ChaosScenario): Promise<ChaosRun> {
         flag("another client's transaction claimed (submitted or broadcast of a foreign holder's sequenceId)", id);
       const inUse = list.some((e) => e.event === 'transfer.unresolved' && e.data.code === 'SEQUENCE_ID_IN_USE');
       if (!inUse && !types.includes('transfer.failed')) flag('foreign holder not reported as SEQUENCE_ID_IN_USE', id);
+      if (inUse && last?.event === 'transfer.expired' && codeOf(last) !== 'SEQUENCE_ID_IN_USE')
+        flag('foreign holder reported SEQUENCE_ID_IN_USE, then expired with another code', id);
     } else if (broadcast !== undefined && broadcast.data.txid !== sim.transfer(id)?.txid)
       flag('broadcast txid differs from the simulator', id);
 

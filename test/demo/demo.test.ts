@@ -486,6 +486,7 @@ const SAMPLE_DATA: EventData = {
   'transfer.cancelled': { reason: 'duplicate order', by: 'cli' },
   'transfer.failed': { code: 'CUSTODY_REJECTED', httpStatus: 422, message: 'send: HTTP 422, request refused', attempts: 1 },
   'transfer.expired': { code: 'TRACKING_DEADLINE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
+  'transfer.halted': { state: 'rejected', providerTransferId: '5f1e0c3b9a7d4e2f8c6b1a0d9e8f7a6b' },
   'reconcile.completed': {
     checked: 0,
     resubmitted: 0,

@@ -2,23 +2,29 @@
  * The whole worker with CUSTODY_PROVIDER=bitgo against the BitGo simulator over HTTP: a transfer waits in
  * `pendingApproval` (no txid) before it is signed and broadcast; one sequenceId is one send whatever
  * the jobs; a send whose answer is lost is found by lookup, never sent twice; a wallet id of the other
- * provider's form is rejected; nothing is ever blocked, since BitGo does not gate on the travel rule.
+ * provider's form is rejected; nothing is ever blocked, since BitGo does not gate on the travel rule. A
+ * transfer BitGo ends for good without a txid (rejected, failed, deleted) ends `transfer.halted`; one a
+ * re-org removed stays tracked; a sequenceId another client holds expires SEQUENCE_ID_IN_USE.
  */
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/logger.ts';
-import { QueueName } from '../../src/queues/names.ts';
+import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startBitgoSimulator, type BitgoSimulator } from '../../src/simulator/bitgo/index.ts';
 import { workerBitgoEnv } from '../../src/simulator/worker-env.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { FAST_ENV } from '../helpers/harness.ts';
+import { parseCheckedEntry } from '../helpers/json-schemas.ts';
 import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
-import { sleep } from '../helpers/wait.ts';
+import { until } from '../helpers/wait.ts';
 
+/** A transfer waits 400 ms for its approval, then 200 ms for its txid (tests that need it longer set it, for themselves). */
+const SIM_SETTINGS = { approvalAfterMs: 400, txidAfterMs: 200 };
 const hexId = () => crypto.randomUUID().replaceAll('-', '');
 
 let sim: BitgoSimulator;
@@ -26,9 +32,12 @@ let app: App;
 let redis: Redis;
 let producer: TransferProducer;
 let prefix: string;
+let eventsStream: string;
+let submitQueue: Queue;
+let trackQueue: Queue;
 
 beforeAll(async () => {
-  sim = await startBitgoSimulator({ port: 0, settings: { approvalAfterMs: 400, txidAfterMs: 200 } });
+  sim = await startBitgoSimulator({ port: 0, settings: SIM_SETTINGS });
   prefix = uniquePrefix('bitgo-worker');
   const config = loadConfig({
     REDIS_URL: testRedisUrl(),
@@ -40,8 +49,16 @@ beforeAll(async () => {
   app = await createApp(config, createLogger({ level: config.log.level }));
   redis = new Redis(testRedisUrl(), { maxRetriesPerRequest: null });
   producer = new TransferProducer({ connection: redis, prefix, eventsStream: config.queue.eventsStream });
+  eventsStream = config.queue.eventsStream;
+  submitQueue = new Queue(QueueName.SUBMIT, { connection: redis, prefix });
+  trackQueue = new Queue(QueueName.TRACK, { connection: redis, prefix });
+});
+afterEach(() => {
+  sim.updateSettings(SIM_SETTINGS);
 });
 afterAll(async () => {
+  await submitQueue?.close();
+  await trackQueue?.close();
   await app?.close();
   await producer?.close();
   await redis?.quit();
@@ -49,6 +66,35 @@ afterAll(async () => {
 });
 
 const accepted = (sequenceId: string) => sim.stats().sends[sequenceId]?.accepted ?? 0;
+const haltedCount = async (state: string) =>
+  (await app.metrics.registry.getSingleMetric('custody_track_halted_total')?.get())?.values.find((v) => v.labels.state === state)?.value ??
+  0;
+
+/** A transfer submitted and left waiting in pendingApproval (for a minute: the test decides its fate). */
+async function submittedAwaitingApproval() {
+  sim.updateSettings({ approvalAfterMs: 60_000 });
+  const payload = bitgoPayload();
+  const sequenceId = payload.halfSigned.sequenceId;
+  await producer.submit(payload);
+  await producer.waitForTerminal(sequenceId, 15_000, new Set(['transfer.submitted']));
+  return { payload, sequenceId };
+}
+
+/** The events of one transfer, oldest first, each checked against its committed JSON Schema. */
+async function eventsOf(sequenceId: string, stream = eventsStream): Promise<TransferEvent[]> {
+  const entries = await redis.xrange(stream, '-', '+');
+  return entries.map((entry) => parseCheckedEntry(entry as [string, string[]])).filter((event) => event.sequenceId === sequenceId);
+}
+
+/** Another client of the same BitGo account sends its own transaction under `sequenceId`, first. */
+async function foreignSend(walletId: string, coin: string, sequenceId: string): Promise<void> {
+  const res = await fetch(`${sim.apiBase}/${coin}/wallet/${walletId}/tx/send`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${sim.accessToken}` },
+    body: JSON.stringify({ sequenceId, txHex: '02f8b1aa', recipients: [{ address: 'sim1foreign', amount: '1000' }] }),
+  });
+  expect(res.status).toBeLessThan(300);
+}
 const bitgoPayload = (extra: Record<string, unknown> = {}) => samplePayload({ walletId: hexId(), coin: 'tbtc', ...extra });
 
 describe('CUSTODY_PROVIDER=bitgo', () => {
@@ -105,29 +151,98 @@ describe('CUSTODY_PROVIDER=bitgo', () => {
     });
     expect(sim.stats().sends[sequenceId]).toBeUndefined();
   });
-  it('a transfer an approver rejects: reported once (log, metric), never broadcast, still tracked', async () => {
-    const before = sim.settings().approvalAfterMs;
-    sim.updateSettings({ approvalAfterMs: 60_000 });
-    try {
-      const payload = bitgoPayload();
-      const sequenceId = payload.halfSigned.sequenceId;
-      await producer.submit(payload);
-      await producer.waitForTerminal(sequenceId, 15_000, new Set(['transfer.submitted']));
-      sim.setState(sequenceId, 'rejected');
-      const halted = async () => (await app.metrics.registry.getSingleMetric('custody_track_halted_total')?.get())?.values ?? [];
-      const deadline = Date.now() + 15_000;
-      while (!(await halted()).some((v) => v.labels.state === 'rejected' && v.value >= 1) && Date.now() < deadline) await sleep(50);
-      expect(await halted()).toContainEqual(expect.objectContaining({ labels: { state: 'rejected' }, value: 1 }));
-      // Later polls see the same state: counted once, and the transfer stays submitted (tracked).
-      const polls = sim.stats().requests.transferBySequenceId?.['200'] ?? 0;
-      while ((sim.stats().requests.transferBySequenceId?.['200'] ?? 0) < polls + 3 && Date.now() < deadline) await sleep(50);
-      expect((await halted()).find((v) => v.labels.state === 'rejected')?.value).toBe(1);
-      const record = await app.ledger.get(sequenceId);
-      expect(record).toMatchObject({ state: 'submitted', haltedAs: 'rejected' });
-      expect(accepted(sequenceId)).toBe(1);
-    } finally {
-      sim.updateSettings({ approvalAfterMs: before });
-    }
+
+  it('a pendingApproval transfer an approver rejects: submitted once, then halted once; never sent again, tracking ends', async () => {
+    const { payload, sequenceId } = await submittedAwaitingApproval();
+    expect(sim.transfer(sequenceId)).toMatchObject({ state: 'pendingApproval', txid: '' });
+    sim.setState(sequenceId, 'rejected');
+
+    const halted = await producer.waitForTerminal(sequenceId, 15_000);
+    expect(halted).toMatchObject({
+      event: 'transfer.halted',
+      data: { state: 'rejected', providerTransferId: sim.transfer(sequenceId)!.id },
+    });
+    // Tracking ends with it: its job completes instead of polling on.
+    await until('the tracking job to complete', 15_000, async () =>
+      (await trackQueue.getJob(trackJobId(sequenceId)))?.finishedOn !== undefined ? true : undefined,
+    );
+    expect(await app.ledger.get(sequenceId)).toMatchObject({ state: 'halted', haltedAs: 'rejected' });
+    expect(await haltedCount('rejected')).toBe(1);
+
+    // The sequenceId stays used: the same payload under another job id completes without a send or an event.
+    const again = await submitQueue.add('submit-transaction', payload, { jobId: `again-${sequenceId}` });
+    await until('the second job to complete', 15_000, async () => ((await again.getState()) === 'completed' ? true : undefined));
+    expect((await eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.halted']);
+    expect(sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
+  });
+
+  it.each(['failed', 'deleted'] as const)('a transfer %s upstream before any txid: halted with that state', async (state) => {
+    const { sequenceId } = await submittedAwaitingApproval();
+    sim.setState(sequenceId, state, { hideTxid: true });
+    expect(await producer.waitForTerminal(sequenceId, 15_000)).toMatchObject({ event: 'transfer.halted', data: { state } });
+    expect((await eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.halted']);
+    expect(accepted(sequenceId)).toBe(1);
+  });
+
+  it('a transfer removed by a re-org is not halted: reported once (metric, haltedAs), still tracked, broadcast when mined again', async () => {
+    const { sequenceId } = await submittedAwaitingApproval();
+    sim.setState(sequenceId, 'removed', { hideTxid: true });
+    await until('the removed transfer to be reported', 15_000, async () => ((await haltedCount('removed')) >= 1 ? true : undefined));
+    // Later polls see the same state: counted once, no event, the transfer stays submitted (tracked).
+    const polls = sim.stats().requests.transferBySequenceId?.['200'] ?? 0;
+    await until('three more polls', 15_000, async () =>
+      (sim.stats().requests.transferBySequenceId?.['200'] ?? 0) >= polls + 3 ? true : undefined,
+    );
+    expect(await haltedCount('removed')).toBe(1);
+    expect(await app.ledger.get(sequenceId)).toMatchObject({ state: 'submitted', haltedAs: 'removed' });
+    expect((await eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted']);
+    // Mined again: tracking was still on, and the transfer ends broadcast.
+    sim.setState(sequenceId, 'confirmed');
+    expect(await producer.waitForTerminal(sequenceId, 15_000)).toMatchObject({
+      event: 'transfer.broadcast',
+      data: { txid: sim.transfer(sequenceId)!.txid },
+    });
+    expect(accepted(sequenceId)).toBe(1);
+  });
+});
+
+describe('CUSTODY_PROVIDER=bitgo, a sequenceId held by another client', () => {
+  let inUseApp: App;
+  let inUseProducer: TransferProducer;
+  let inUseStream: string;
+  beforeAll(async () => {
+    const config = loadConfig({
+      REDIS_URL: testRedisUrl(),
+      QUEUE_PREFIX: uniquePrefix('bitgo-in-use'),
+      ...workerBitgoEnv(sim),
+      HTTP_PORT: '0',
+      ...FAST_ENV,
+      TRACK_DEADLINE: '1s',
+    });
+    inUseStream = config.queue.eventsStream;
+    inUseApp = await createApp(config, createLogger({ level: config.log.level }));
+    inUseProducer = new TransferProducer({ connection: redis, prefix: config.queue.prefix, eventsStream: inUseStream });
+  });
+  afterAll(async () => {
+    await inUseApp?.close();
+    await inUseProducer?.close();
+  });
+
+  it('none of our sends was accepted: unresolved, then at TRACK_DEADLINE expired SEQUENCE_ID_IN_USE (not SEND_OUTCOME_UNKNOWN)', async () => {
+    const payload = bitgoPayload();
+    const sequenceId = payload.halfSigned.sequenceId;
+    await foreignSend(payload.walletId as string, payload.coin as string, sequenceId);
+    await inUseProducer.submit(payload);
+    const expired = await inUseProducer.waitForTerminal(sequenceId, 20_000);
+    const events = (await eventsOf(sequenceId, inUseStream)).map((e) => ({ event: e.event, code: (e.data as { code?: string }).code }));
+    expect(events).toEqual([
+      { event: 'transfer.unresolved', code: 'SEQUENCE_ID_IN_USE' },
+      { event: 'transfer.expired', code: 'SEQUENCE_ID_IN_USE' },
+    ]);
+    const data = expired.data as { submittedAt: string; deadline: string };
+    expect(Date.parse(data.deadline) - Date.parse(data.submittedAt)).toBe(1_000);
+    // Only the other client's send was accepted; ours was refused as a duplicate.
+    expect(sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 1 });
   });
 
   it('every send refused, and the lookup before a resend answers a body it cannot read: in use, never failed', async () => {

@@ -281,6 +281,11 @@ const VALID: { [K in EventType]: Array<EventData[K]> } = {
   'transfer.expired': [
     { code: 'TRACKING_DEADLINE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
     { code: 'SEND_OUTCOME_UNKNOWN', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
+    { code: 'SEQUENCE_ID_IN_USE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' },
+  ],
+  'transfer.halted': [
+    { state: 'rejected', providerTransferId: '5f1e0c3b9a7d4e2f8c6b1a0d9e8f7a6b' },
+    { state: 'deleted', providerTransferId: '1702233' },
   ],
   'transfer.cancelled': [
     { reason: 'duplicate order A-1001, ticket OPS-77', by: 'cli' },
@@ -335,6 +340,10 @@ const INVALID: Array<[EventType, string, unknown]> = [
   ['transfer.expired', 'unknown code', { code: 'LATE', submittedAt: '2026-11-23T10:15:02.120Z', deadline: '2026-11-24T10:15:02.120Z' }],
   ['transfer.unresolved', 'attempts not whole', { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1.5, lastError: 'X' }],
   ['reconcile.completed', 'counts missing', { checked: 1 }],
+  ['transfer.halted', 'no state', { providerTransferId: '1702233' }],
+  ['transfer.halted', 'empty state', { state: '', providerTransferId: '1702233' }],
+  ['transfer.halted', 'no providerTransferId', { state: 'rejected' }],
+  ['transfer.halted', 'providerTransferId of neither form', { state: 'failed', providerTransferId: 'ABC-1' }],
   ['transfer.cancelled', 'no reason', { by: 'cli' }],
   ['transfer.cancelled', 'blank reason', { reason: '  ', by: 'cli' }],
   ['transfer.cancelled', 'reason over two lines', { reason: 'one\ntwo', by: 'cli' }],

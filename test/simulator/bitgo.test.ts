@@ -216,6 +216,26 @@ describe('BitGo simulator: get transfer by sequenceId', () => {
     expect((await control('POST', `transfers/${newSequenceId()}/state`, { state: 'failed' })).status).toBe(404);
   });
 
+  it('a forced state past signing shows the txid, unless hideTxid: failed before its broadcast', async () => {
+    sim.updateSettings({ approvalAfterMs: 60_000, txidAfterMs: 60_000 });
+    const shown = newSequenceId();
+    await send(shown);
+    expect((await control('POST', `transfers/${shown}/state`, { state: 'failed' })).body).toMatchObject({
+      state: 'failed',
+      txid: expect.stringMatching(/^0x/),
+    });
+    const hidden = newSequenceId();
+    await send(hidden);
+    expect(await control('POST', `transfers/${hidden}/state`, { state: 'failed', hideTxid: true })).toMatchObject({
+      status: 200,
+      body: { state: 'failed', txid: '' },
+    });
+    const looked = (await lookup(hidden)).body as Record<string, unknown>;
+    expect(looked).toMatchObject({ state: 'failed' });
+    expect(looked.txid).toBeUndefined();
+    expect((await control('POST', `transfers/${hidden}/state`, { state: 'removed', hideTxid: 'yes' })).status).toBe(400);
+  });
+
   it('POST /_sim/transfers/:sequenceId/txid approves, signs and shows the txid now', async () => {
     sim.updateSettings({ approvalAfterMs: 60_000, txidAfterMs: 60_000 });
     const sequenceId = newSequenceId();

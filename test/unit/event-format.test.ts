@@ -119,6 +119,12 @@ describe('the phrase of each event type (CLI in full, demo brief)', () => {
       'SEND_OUTCOME_UNKNOWN after 3 sends, last error CUSTODY_TIMEOUT: an operator may resolve it',
     ],
     [
+      'halted by the provider',
+      event('transfer.halted', { state: 'rejected', providerTransferId: '5f1e0c3b9a7d4e2f8c6b1a0d9e8f7a6b' }),
+      'rejected by the provider, upstream id 5f1e0c3b9a7d4e2f8c6b1a0d9e8f7a6b: never sent again',
+      'rejected by the provider, upstream id 5f1e0c3b9a7d…9e8f7a6b: never sent again',
+    ],
+    [
       'reconcile.completed',
       event('reconcile.completed', {
         checked: 0,

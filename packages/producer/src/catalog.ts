@@ -7,7 +7,7 @@
  * test fails when it differs from this file.
  */
 
-/** A transfer's states, in the order of its life; the last six end it. */
+/** A transfer's states, in the order of its life; the last seven end it. */
 export const TRANSFER_STATES = [
   'received',
   'gated',
@@ -19,6 +19,7 @@ export const TRANSFER_STATES = [
   'failed',
   'expired',
   'cancelled',
+  'halted',
 ] as const;
 export type TransferStateName = (typeof TRANSFER_STATES)[number];
 
@@ -31,6 +32,8 @@ export const TERMINAL_STATES = [
   'expired',
   /** v1.3: cancelled before any send of it may have been processed (docs/contract.md section 4, "Cancelling"). */
   'cancelled',
+  /** v1.4: the provider ended it for good before it reached the chain (docs/contract.md section 4). */
+  'halted',
 ] as const satisfies readonly TransferStateName[];
 export type TerminalStateName = (typeof TERMINAL_STATES)[number];
 
@@ -43,6 +46,7 @@ export const EVENT_TYPES = [
   'transfer.failed',
   'transfer.expired',
   'transfer.cancelled',
+  'transfer.halted',
   'reconcile.completed',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -88,9 +92,9 @@ export const FAILURE_CODE_DOCS: Readonly<Record<FailureCode, { events: readonly 
     meaning: 'A send may have gone out and neither a lookup nor a resend settled it (unresolved, then expired).',
   },
   SEQUENCE_ID_IN_USE: {
-    events: ['transfer.unresolved'],
+    events: ['transfer.unresolved', 'transfer.expired'],
     meaning:
-      'The first send was answered 409 although no earlier send of this transfer may have been processed: the sequenceId is in use upstream by a transaction this worker cannot claim (unresolved).',
+      'The first send was answered 409 although no earlier send of this transfer may have been processed: the sequenceId is in use upstream by a transaction this worker cannot claim and none of its sends was accepted (unresolved, then expired at TRACK_DEADLINE unless an operator settles it first).',
   },
   OPERATOR_RESOLVED: {
     events: ['transfer.failed'],

@@ -155,13 +155,14 @@ export const EVENT_DATA_SCHEMAS = {
     }),
   'transfer.expired': z
     .looseObject({
-      code: z.enum(['TRACKING_DEADLINE', 'SEND_OUTCOME_UNKNOWN']),
+      code: z.enum(['TRACKING_DEADLINE', 'SEND_OUTCOME_UNKNOWN', 'SEQUENCE_ID_IN_USE']),
       submittedAt: isoTime,
       deadline: isoTime,
     })
     .meta({
       title: 'transfer.expired',
-      description: 'No txid by TRACK_DEADLINE after submission, or a send of unknown outcome stayed unresolved until then. Terminal.',
+      description:
+        'No txid by TRACK_DEADLINE after submission (TRACKING_DEADLINE); or, unresolved until then, a send of unknown outcome (SEND_OUTCOME_UNKNOWN) or a sequenceId held by another transaction, none of our sends accepted (SEQUENCE_ID_IN_USE, v1.4). Terminal.',
     }),
   'transfer.cancelled': z
     .looseObject({
@@ -176,6 +177,20 @@ export const EVENT_DATA_SCHEMAS = {
       title: 'transfer.cancelled',
       description:
         'Cancelled before any send of it may have been processed (no record yet, received or gated); nothing was sent and nothing ever will be for this sequenceId, under any job id. Terminal. (v1.3)',
+    }),
+  'transfer.halted': z
+    .looseObject({
+      state: z
+        .string()
+        .min(1)
+        .max(64)
+        .meta({ description: "The provider's own name of the final state (BitGo: rejected, failed, deleted)" }),
+      providerTransferId: z.string().regex(RECORD_ID).meta({ description: "The provider's record id of the transfer" }),
+    })
+    .meta({
+      title: 'transfer.halted',
+      description:
+        'The provider reports a final state in which the transfer will never reach the chain (BitGo: an approver rejected it, or it failed or was deleted before it got a txid). Published once; the sequenceId stays used and is never sent again. Terminal. (v1.4)',
     }),
   'reconcile.completed': z
     .looseObject({

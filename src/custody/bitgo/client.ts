@@ -326,17 +326,29 @@ function acceptedPendingApproval(response: TransportResponse, sequenceId: string
 }
 
 /**
+ * BitGo's states (docs/bitgo-api.md section 4) of a transfer that gets no txid unless someone acts, and
+ * whether each is final: `rejected`, `failed` and `deleted` never reach the chain; `removed` (a re-org
+ * dropped it) may be mined again, so it is not.
+ */
+const HALTED_STATES: ReadonlyMap<string, boolean> = new Map([
+  ['rejected', true],
+  ['failed', true],
+  ['deleted', true],
+  ['removed', false],
+]);
+
+/**
  * A transfer as the port lists it: `outputs` are its recipient entries (address, and base units as
  * integer text); everything else (state, entries, values) rides along.
  */
-/** BitGo's states (docs/bitgo-api.md section 4) of a transfer that gets no txid unless someone acts. */
-export const BITGO_HALTED_STATES = ['rejected', 'failed', 'removed', 'deleted'] as const;
-const HALTED_STATES: ReadonlySet<string> = new Set(BITGO_HALTED_STATES);
+/** BitGo's states of a transfer halted without a txid, final or not (the metric's label values). */
+export const BITGO_HALTED_STATES: readonly string[] = [...HALTED_STATES.keys()];
 
 function listed(transfer: BitgoTransfer, walletId: string): ListedTransfer {
   const outputs = recipientEntries(transfer.entries, walletId).map((entry) => ({ address: entry.address, amount: entry.valueString }));
   const state = typeof transfer.state === 'string' ? transfer.state : '';
-  return { ...transfer, outputs, ...(transfer.txid === '' && HALTED_STATES.has(state) ? { halted: state } : {}) };
+  const final = HALTED_STATES.get(state);
+  return { ...transfer, outputs, ...(transfer.txid === '' && final !== undefined ? { halted: { state, final } } : {}) };
 }
 
 /** A 2xx get-transfer answer whose body this adapter cannot read: no transfer, one unreadable record. */

@@ -12,7 +12,7 @@ import { lookThenSend, takeAndSend } from './steps/send.ts';
 export type { SubmitDeps } from './steps/context.ts';
 
 export type SubmitResult =
-  | { outcome: 'rejected' | 'blocked' | 'failed' | 'submitted' | 'broadcast' | 'expired' | 'cancelled'; sequenceId: string }
+  | { outcome: 'rejected' | 'blocked' | 'failed' | 'submitted' | 'broadcast' | 'expired' | 'cancelled' | 'halted'; sequenceId: string }
   | { outcome: 'duplicate'; sequenceId: string; of: string }
   /** The sequenceId's transfer ended before (its tombstone says how): nothing sent, nothing published. */
   | { outcome: 'ended'; sequenceId: string; ended: Tombstone };

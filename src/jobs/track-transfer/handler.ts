@@ -47,7 +47,10 @@ export interface TrackDeps {
   onPollFailed?: (streak: number) => void;
   /** UNMATCHED_POLLS_ALERT polls in a row listed a `send` of the wallet that matched nothing (once per transfer). */
   onUnmatched?: () => void;
-  /** The provider says the transfer will get no txid unless someone acts (ListedTransfer.halted; once per transfer). */
+  /**
+   * The provider says the transfer will get no txid unless someone acts (ListedTransfer.halted): once
+   * per transfer in a state that is not final, and once more when a final state ends it.
+   */
   onHalted?: (upstreamState: string) => void;
   /** The budget turned a poll away: the tracking queue waits `ms` for the next free slot. */
   onPollStretched?: (ms: number) => void;
@@ -62,7 +65,7 @@ export interface TrackDeps {
   onFoundForOther?: () => void;
 }
 
-export type TrackResult = { outcome: 'broadcast' | 'expired' | 'not-tracking'; sequenceId: string; state?: string };
+export type TrackResult = { outcome: 'broadcast' | 'expired' | 'halted' | 'not-tracking'; sequenceId: string; state?: string };
 
 /**
  * The `track-transfer` job: one per transfer, polling get-transfer by sequenceId and re-delaying
@@ -135,12 +138,14 @@ export function createTrackHandler(deps: TrackDeps) {
     if (found.kind === 'found' && found.transfer.txid !== '') {
       return broadcast(record, found.transfer, log);
     }
+    if (found.kind === 'found' && found.transfer.halted?.final === true) {
+      return halt(record, found.transfer, found.transfer.halted.state, log);
+    }
     if (found.kind === 'found' && found.transfer.halted !== undefined && record.haltedAs === undefined) {
-      // Rejected by an approver, failed before broadcast, …: nothing more will happen upstream on its
-      // own. Not an end the contract knows (never `failed` once a send may have been accepted): it is
-      // reported once, and tracking goes on until an operator acts or TRACK_DEADLINE ends it.
-      const upstreamState = found.transfer.halted.slice(0, 64);
-      await deps.ledger.transition(sequenceId, op.halted(upstreamState));
+      // Dropped by a re-org, …: not final (it may be mined again), so not an end. It is reported once,
+      // and tracking goes on until the provider moves on, an operator acts or TRACK_DEADLINE ends it.
+      const upstreamState = found.transfer.halted.state.slice(0, 64);
+      await deps.ledger.transition(sequenceId, op.haltedForNow(upstreamState));
       deps.onHalted?.(upstreamState);
       log.error(
         { upstreamState, transactionId: found.transfer.id },
@@ -237,6 +242,25 @@ export function createTrackHandler(deps: TrackDeps) {
       log.info({ txid: transaction.txid, calls: result.record.calls }, 'transfer broadcast');
     }
     return { outcome: 'broadcast', sequenceId };
+  }
+
+  /**
+   * The provider reports a final state without a txid (ListedTransfer.halted): the transfer will never
+   * reach the chain. `transfer.halted`, once (the ledger's guarded transition: a concurrent tracker's
+   * copy is refused), and tracking ends; the tombstone stops any resend of the sequenceId.
+   */
+  async function halt(record: TrackingView, transfer: ListedTransfer, state: string, log: JobContext['log']): Promise<TrackResult> {
+    const sequenceId = record.sequenceId;
+    const upstreamState = state.slice(0, 64);
+    const result = await deps.ledger.transition(sequenceId, op.halt({ state: upstreamState, providerTransferId: transfer.id }));
+    if (result.ok) {
+      deps.onHalted?.(upstreamState);
+      log.error(
+        { upstreamState, transactionId: transfer.id },
+        'the provider ended the transfer before it reached the chain: transfer halted',
+      );
+    }
+    return { outcome: 'halted', sequenceId };
   }
 
   async function expireOrWait(record: TrackingView, deadline: number, delayMs: number, log: JobContext['log']): Promise<TrackResult> {

@@ -36,8 +36,11 @@ export interface BitgoSimulator {
   transfer(sequenceId: string): BitgoTransferView | undefined;
   /** Approves, signs and shows the txid now (the given one, or the one drawn at acceptance). */
   setTxid(sequenceId: string, txid?: string): void;
-  /** Forces a documented transfer state from now on (rejected, failed, confirmed…). */
-  setState(sequenceId: string, state: BitgoTransferState): void;
+  /**
+   * Forces a documented transfer state from now on (rejected, failed, confirmed…); `hideTxid`: the
+   * txid is never shown in it (failed before its broadcast, removed before the txid was seen).
+   */
+  setState(sequenceId: string, state: BitgoTransferState, options?: { hideTxid?: boolean }): void;
   /** The access token stops working (401) until reset. */
   expireTokens(): void;
   /** Transfers, counters, faults, settings and the token back to the start options. */
@@ -130,7 +133,9 @@ class BitgoServer {
       if (!BITGO_TRANSFER_STATES.includes(state as BitgoTransferState)) {
         throw new ControlInputError(`state must be one of ${BITGO_TRANSFER_STATES.join(', ')}`);
       }
-      if (!this.state.forceState(id, state as BitgoTransferState, now)) return failure(404, 'unknown sequenceId');
+      const hideTxid = isObject(input) ? input.hideTxid : undefined;
+      if (hideTxid !== undefined && typeof hideTxid !== 'boolean') throw new ControlInputError('hideTxid must be true or false');
+      if (!this.state.forceState(id, state as BitgoTransferState, now, hideTxid)) return failure(404, 'unknown sequenceId');
       return json(200, this.state.view(id, now));
     },
   });
@@ -321,9 +326,9 @@ export async function startBitgoSimulator(options: BitgoSimulatorOptions = {}): 
       if (txid !== undefined && !nonEmptyString(txid)) throw new Error('txid must be a non-empty string');
       if (!sim.state.setTxid(sequenceId, txid, Date.now())) throw new Error(`unknown sequenceId: ${sequenceId}`);
     },
-    setState: (sequenceId, state) => {
+    setState: (sequenceId, state, options) => {
       if (!BITGO_TRANSFER_STATES.includes(state)) throw new Error(`unknown state: ${String(state)}`);
-      if (!sim.state.forceState(sequenceId, state, Date.now())) throw new Error(`unknown sequenceId: ${sequenceId}`);
+      if (!sim.state.forceState(sequenceId, state, Date.now(), options?.hideTxid)) throw new Error(`unknown sequenceId: ${sequenceId}`);
     },
     expireTokens: () => sim.control.expireTokens(),
     reset: () => sim.reset(),

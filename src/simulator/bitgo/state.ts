@@ -55,8 +55,11 @@ export interface BitgoTransfer {
   approvedAt: number;
   txidAt: number;
   txid: string;
-  /** Set by the control API: this state from then on. */
-  forced: { state: BitgoTransferState; at: number } | undefined;
+  /**
+   * Set by the control API: this state from then on; `hideTxid`: its txid is never shown in it (a
+   * transfer that failed before its broadcast, a re-org reported before the txid was seen).
+   */
+  forced: { state: BitgoTransferState; at: number; hideTxid: boolean } | undefined;
 }
 
 export interface BitgoSendCount {
@@ -215,6 +218,7 @@ export class BitgoState {
 
   /** "" while not shown. */
   shownTxid(transfer: BitgoTransfer, now: number): string {
+    if (transfer.forced?.hideTxid === true && now >= transfer.forced.at) return '';
     return now >= transfer.txidAt && !UNSIGNED.has(this.stateOf(transfer, now)) ? transfer.txid : '';
   }
 
@@ -242,15 +246,15 @@ export class BitgoState {
 
   /**
    * Forces a state from now on (an admin rejecting, a failed broadcast, a re-org…). A state past
-   * signing also approves and shows the txid now.
+   * signing also approves and shows the txid now, unless `hideTxid` (then the txid is never shown).
    */
-  forceState(sequenceId: string, state: BitgoTransferState, now: number): boolean {
+  forceState(sequenceId: string, state: BitgoTransferState, now: number, hideTxid = false): boolean {
     const transfer = this.first(sequenceId);
     if (!transfer) return false;
-    transfer.forced = { state, at: now };
+    transfer.forced = { state, at: now, hideTxid };
     if (!UNSIGNED.has(state) && state !== 'signed') {
       transfer.approvedAt = Math.min(transfer.approvedAt, now);
-      transfer.txidAt = Math.min(transfer.txidAt, now);
+      if (!hideTxid) transfer.txidAt = Math.min(transfer.txidAt, now);
     }
     return true;
   }

@@ -32,7 +32,10 @@ export interface SubmitDeps {
   sendLeaseMs: number;
   /** UNRESOLVED_AFTER: a send whose outcome stays unknown this long gets `transfer.unresolved`. */
   unresolvedAfterMs: number;
-  /** TRACK_DEADLINE: a send whose outcome stays unknown this long ends `transfer.expired` (SEND_OUTCOME_UNKNOWN). */
+  /**
+   * TRACK_DEADLINE: a send whose outcome stays unknown this long ends `transfer.expired`
+   * (SEND_OUTCOME_UNKNOWN); a sequenceId found in use by another transaction, SEQUENCE_ID_IN_USE.
+   */
   deadlineMs: number;
   /** Process clock, for the text of the gate decision only: leases and time guards use the ledger's. */
   now?: () => number;

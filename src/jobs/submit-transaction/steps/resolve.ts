@@ -1,3 +1,4 @@
+import { FailureCode } from '../../../../packages/producer/src/events.ts';
 import { BudgetClass } from '../../../custody/budget.ts';
 import { TransferState, type TransferRecord } from '../../../ledger/ledger.ts';
 import { op } from '../../../ledger/operations.ts';
@@ -94,7 +95,7 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
   } catch (error) {
     const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
     run.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
-    if (pastDeadline) return expireUnsettled(run, held);
+    if (pastDeadline) return expireUnsettled(run, held, FailureCode.SEND_OUTCOME_UNKNOWN);
     return stillUnknown(run, held, code, ledgerNow, 0);
   }
   if (found.kind === 'found') {
@@ -108,16 +109,17 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
       return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
     }
   }
-  if (pastDeadline) return expireUnsettled(run, held);
+  if (pastDeadline) return expireUnsettled(run, held, FailureCode.SEND_OUTCOME_UNKNOWN);
   if (held.sends < run.deps.attempts) return takeAndSend(run, held, TransferState.SUBMITTING, held.updatedAt);
   return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
 }
 
 /**
  * SEQUENCE_ID_IN_USE: nothing is sent or looked up again (the other transaction's records would be
- * read as ours); an operator settles it (docs/operations.md), else it expires at TRACK_DEADLINE.
+ * read as ours); an operator settles it (docs/operations.md), else it expires at TRACK_DEADLINE with
+ * that code (none of our sends was accepted: the outcome is known, not "unknown").
  */
 async function parkInUse(run: Run, held: TransferRecord, ledgerNow: number): Promise<Step> {
-  if (ledgerNow - held.inUseSince! >= run.deps.deadlineMs) return expireUnsettled(run, held, held.inUseSince);
+  if (ledgerNow - held.inUseSince! >= run.deps.deadlineMs) return expireUnsettled(run, held, FailureCode.SEQUENCE_ID_IN_USE);
   return releaseAndRetry(run, held, { extraSends: 0 }, 'sequenceId in use upstream');
 }

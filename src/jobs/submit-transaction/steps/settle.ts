@@ -47,7 +47,9 @@ export async function markSubmitted(
 }
 
 /** A lookup found the transfer upstream (`transaction`): submitted by that finding, with no send. */
-export function submittedByLookup(run: Run, held: SendView, transaction: ListedTransfer, line: SubmittedLine): Promise<Step> {
+export function submittedByLookup(run: Run, held: SendView, found: ListedTransfer, line: SubmittedLine): Promise<Step> {
+  // `halted` is the adapter's reading of the record, not the provider's: tracking acts on it, events never carry it.
+  const { halted: _halted, ...transaction } = found;
   const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction };
   return markSubmitted(run, held, data, { sequenceId: held.sequenceId, transactionId: transaction.id }, 0, {
     ...line,
@@ -115,17 +117,27 @@ export async function inUse(run: Run, record: SendView, failure: SendFailure, ex
   throw new RetryLater(backoffDelay(run.deps.retry, released.record.failures), 'sequenceId in use upstream');
 }
 
-/** TRACK_DEADLINE passed since a send may have gone out (or the sequenceId was found in use), and nothing settled it. */
-export async function expireUnsettled(run: Run, record: TransferRecord, unsettledSince = record.unknownSince): Promise<Step> {
-  const since = unsettledSince ?? record.updatedAt;
+/**
+ * TRACK_DEADLINE passed and nothing settled the transfer: `transfer.expired` with what kept it
+ * unsettled. SEQUENCE_ID_IN_USE: the sequenceId was found in use by another transaction (sticky
+ * `inUseSince`) and none of our sends was accepted, counted from then; SEND_OUTCOME_UNKNOWN: a send may
+ * have gone out (sticky `unknownSince`), counted from then. The two never meet on one record (a 409
+ * after a send that may have gone out proves that send accepted: classify-send.ts).
+ */
+export async function expireUnsettled(
+  run: Run,
+  record: TransferRecord,
+  code: typeof FailureCode.SEND_OUTCOME_UNKNOWN | typeof FailureCode.SEQUENCE_ID_IN_USE,
+): Promise<Step> {
+  const since = (code === FailureCode.SEQUENCE_ID_IN_USE ? record.inUseSince : record.unknownSince) ?? record.updatedAt;
   const expired = await run.deps.ledger.transition(
     record.sequenceId,
     op.expireUnsettled(run.owner, {
-      code: FailureCode.SEND_OUTCOME_UNKNOWN,
+      code,
       submittedAt: new Date(since).toISOString(),
       deadline: new Date(since + run.deps.deadlineMs).toISOString(),
     }),
   );
-  if (expired.ok) run.log.error({ sends: record.sends }, 'send outcome never settled: transfer expired');
+  if (expired.ok) run.log.error({ sends: record.sends, code }, 'transfer never settled by TRACK_DEADLINE: transfer expired');
   return changed(expired);
 }
