@@ -21,7 +21,7 @@ import { samplePayload } from '../../tools/sample-payloads.ts';
 import { FAST_ENV } from '../helpers/harness.ts';
 import { parseCheckedEntry } from '../helpers/json-schemas.ts';
 import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
-import { until } from '../helpers/wait.ts';
+import { sleep, until } from '../helpers/wait.ts';
 
 /** A transfer waits 400 ms for its approval, then 200 ms for its txid (tests that need it longer set it, for themselves). */
 const SIM_SETTINGS = { approvalAfterMs: 400, txidAfterMs: 200 };
