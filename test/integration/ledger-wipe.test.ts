@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { samplePayload, type ValidSamplePayload } from '../../tools/sample-payloads.ts';
+import { runCli } from '../helpers/cli-process.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 
 const TRANSFERS = 12;
@@ -107,5 +108,57 @@ describe('a Redis that lost its data (FLUSHALL) while the worker runs', () => {
     await h.producer.waitForTerminal(id, 15_000, new Set(['transfer.submitted']));
     expect(h.sim.stats().sends[id]?.accepted).toBe(1);
     expect(await metricValue(h, 'custody_ledger_recovery_lookups_total', '{found="absent"}')).toBe(1);
+  });
+});
+
+describe('every process restarted onto a Redis that lost its data, then `ledger init --after-loss`', () => {
+  let redis: RedisServerHandle;
+  let h: Harness;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    h = await startHarness({
+      name: 'ledger-init-after-loss',
+      redisUrl: redis.url,
+      worker: false,
+      env: { REDIS_URL: redis.url, LOG_LEVEL: 'silent', SUBMIT_CONCURRENCY: '4', LEDGER_INIT: 'manual' },
+      sim: { settings: { rejectDuplicates: false } },
+    });
+  });
+  afterAll(async () => {
+    await h?.close();
+    await redis?.stop();
+  });
+
+  const cliEnv = () => ({ REDIS_URL: redis.url, QUEUE_PREFIX: h.prefix, LEDGER_INIT: 'manual' });
+  const submittedAll = (events: TransferEvent[], ids: string[]) =>
+    ids.every((id) => events.some((e) => e.sequenceId === id && e.event === 'transfer.submitted'));
+
+  it('looks every re-enqueued transfer up and sends none again', { timeout: 90_000 }, async () => {
+    const fresh = await runCli(['ledger', 'init', '--fresh', '--json'], { env: cliEnv() });
+    expect(fresh.code, fresh.stderr).toBe(0);
+    await h.startWorker();
+    const payloads: ValidSamplePayload[] = Array.from({ length: 6 }, () => samplePayload());
+    const ids = payloads.map((p) => p.halfSigned.sequenceId);
+    for (const payload of payloads) await h.producer.submit(payload);
+    await h.waitForEvents((events) => submittedAll(events, ids), 30_000);
+
+    // Redis comes back empty, and every worker process restarts onto it: none remembers the epoch.
+    await h.redis.flushall();
+    await h.app!.close();
+    await h.startWorker();
+    for (const payload of payloads) await h.producer.submit(payload);
+    // LEDGER_INIT=manual: nothing is sent until an operator says what happened.
+    const declared = await runCli(['ledger', 'init', '--after-loss', '--json'], { env: cliEnv() });
+    expect(declared.code, declared.stderr).toBe(0);
+    expect(JSON.parse(declared.stdout)).toMatchObject({ created: true, afterLoss: true, recoveryActive: true });
+
+    const secondLife = await h.waitForEvents((events) => submittedAll(events, ids), 60_000);
+    const twice = ids.filter((id) => (h.sim.stats().sends[id]?.accepted ?? 0) > 1);
+    expect(twice, `sequenceIds accepted twice upstream: ${twice.length} of ${ids.length}`).toEqual([]);
+    for (const id of ids) {
+      const submitted = secondLife.find((e) => e.sequenceId === id && e.event === 'transfer.submitted');
+      expect(submitted?.data).toMatchObject({ recoveredBy: 'get-transfer' });
+    }
   });
 });
