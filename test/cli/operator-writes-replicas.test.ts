@@ -27,7 +27,7 @@ const HOUR_MS = 3_600_000;
 const FROZEN_TIMEOUT = '300ms';
 const HEALTHY_TIMEOUT = '10s';
 /** Up to four CLI runs per test, each a Node start-up: seconds apiece on a loaded machine. */
-const TIMEOUT = { timeout: 120_000 };
+const TIMEOUT = { timeout: 240_000 };
 
 let primary: RedisServerHandle;
 let replica: RedisServerHandle;
@@ -66,6 +66,8 @@ function ledgerOf(prefix: string): Ledger {
 function cli(prefix: string, args: string[], replicaTimeout: string): Promise<CliResult> {
   return runCli([...args, '--json'], {
     env: { REDIS_URL: primary.url, QUEUE_PREFIX: prefix, REDIS_MIN_REPLICAS: '1', REDIS_REPLICA_TIMEOUT: replicaTimeout },
+    // Node's start-up alone took over 20 s on a loaded two-core machine.
+    timeoutMs: 60_000,
   });
 }
 
