@@ -16,6 +16,11 @@
  * BUDGET_PROVIDER=bitgo measures the BitGo adapter instead (CUSTODY_PROVIDER=bitgo against the BitGo
  * simulator with its own limit of R requests/s, no approval wait; its `POST /_sim/txids` releases
  * every txid) and writes budget-bitgo.json / budget-bitgo.svg.
+ *
+ * BUDGET_LOOKUP_FIRST=1 runs the worker with LOOKUP_BEFORE_FIRST_SEND=1 (every transfer looked up before
+ * its first send) and writes budget-lookup-first.json / .svg (budget-bitgo-lookup-first.*): the cost is in
+ * `send-class calls per submission` (sends, lookups and tokens, all in the send budget class, over the
+ * N of phase 1) and in the first N's time beside its floor.
  */
 import { byEndpoint, simStats, total } from './sim-stats.ts';
 import { writeFileSync, mkdirSync } from 'node:fs';
@@ -48,6 +53,17 @@ export interface SizeResult extends Size {
   provider429s: number;
   /** Upstream requests per second while polls alone spent the budget, over R. */
   budgetUsedWhilePolling: number;
+  /** Requests of the send budget class (sends, lookups before a send, tokens) per transfer of phase 1. */
+  sendClassCallsPerSubmission: number;
+}
+
+/** BUDGET_LOOKUP_FIRST=1: the worker runs with LOOKUP_BEFORE_FIRST_SEND=1. */
+const LOOKUP_FIRST = process.env.BUDGET_LOOKUP_FIRST === '1';
+
+/** A counter's value in Prometheus text (0 when absent). */
+function counter(metrics: string, series: string): number {
+  const line = metrics.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
 
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
@@ -104,6 +120,7 @@ async function runSize(redisUrl: string, size: Size, provider: BenchProvider): P
       TRACK_POLL_MAX: '5s',
       SUBMIT_CONCURRENCY: '32',
       TRACK_CONCURRENCY: '256',
+      ...(LOOKUP_FIRST ? { LOOKUP_BEFORE_FIRST_SEND: '1' } : {}),
     },
   });
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
@@ -127,6 +144,8 @@ async function runSize(redisUrl: string, size: Size, provider: BenchProvider): P
     log(`${n} enqueued; waiting for their submission (floor ${(n / rps).toFixed(1)} s)`);
     await waitFor(`${n} submitted`, (n / rps) * 10_000 + 60_000, () => first.every((p) => submittedAt.has(p.halfSigned.sequenceId)));
     const firstN = Math.max(...first.map((p) => submittedAt.get(p.halfSigned.sequenceId)!)) - t0;
+    const afterFirst = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+    const sendClassCalls = counter(afterFirst, 'custody_budget_used_total{class="send"}');
 
     // Polls alone: measure what they use of the budget over 10 s, after 5 s to settle.
     await sleep(5_000);
@@ -190,6 +209,7 @@ async function runSize(redisUrl: string, size: Size, provider: BenchProvider): P
       callsByEndpointPhase3: phase3,
       provider429s: total(after, (_, outcome) => outcome === '429'),
       budgetUsedWhilePolling: pollRate / rps,
+      sendClassCallsPerSubmission: sendClassCalls / n,
     };
   } finally {
     await reader.stop();
@@ -214,6 +234,7 @@ function format(result: SizeResult): string {
     `  calls per transfer from txid to broadcast: ${result.callsPerTransferPhase3.toFixed(2)}   goal ≤ ${BUDGET_GOALS.callsPerTransfer}   ${JSON.stringify(result.callsByEndpointPhase3)}`,
     `  provider 429s:      ${result.provider429s}   goal ${BUDGET_GOALS.provider429s}`,
     `  budget used by polls alone: ${(result.budgetUsedWhilePolling * 100).toFixed(1)} %   goal ≥ ${BUDGET_GOALS.budgetUsedWhilePolling * 100} %`,
+    `  send-class calls per submission: ${result.sendClassCallsPerSubmission.toFixed(2)}${LOOKUP_FIRST ? ' (LOOKUP_BEFORE_FIRST_SEND=1)' : ''}`,
   ].join('\n');
 }
 
@@ -262,7 +283,7 @@ ${rows.join('\n')}
 
 // No AOF, as the recorded budgets were measured (the worker runs with REDIS_ALLOW_VOLATILE=1).
 const provider = readBenchProvider('BUDGET_PROVIDER');
-const resultName = provider === 'wallet-service' ? 'budget' : `budget-${provider}`;
+const resultName = `${provider === 'wallet-service' ? 'budget' : `budget-${provider}`}${LOOKUP_FIRST ? '-lookup-first' : ''}`;
 const redis = await acquireRedis({ noContainers: true, server: { appendonly: false } });
 try {
   const results: SizeResult[] = [];

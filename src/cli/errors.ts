@@ -47,3 +47,24 @@ export function invalidInput(code: string, message: string, issues: Issue[] = []
 export function refused(code: string, message: string, details: Record<string, string | number | boolean> = {}): CliError {
   return new CliError(code, message, ExitCode.REFUSED, [], details);
 }
+
+/**
+ * NOT_REPLICATED (exit 1): `what` was decided on the primary, but fewer replicas than every one online
+ * (and at least REDIS_MIN_REPLICAS) acknowledged it within REDIS_REPLICA_TIMEOUT, so a failover now
+ * could undo it. `again` says what to run: every such command is safe to run again, and answers only
+ * once the replicas hold its result.
+ */
+export function notReplicated(
+  what: string,
+  again: string,
+  { acknowledged, required }: { acknowledged: number; required: number },
+  timeoutMs: number,
+): CliError {
+  return new CliError(
+    'NOT_REPLICATED',
+    `${what} was made on the primary, but ${acknowledged} of ${required} replicas acknowledged it within ${timeoutMs} ms: a failover now could lose it; ${again}`,
+    ExitCode.FAILURE,
+    [],
+    { acknowledged, required },
+  );
+}

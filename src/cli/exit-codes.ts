@@ -6,7 +6,10 @@ import { EX_CONFIG } from '../config/config.ts';
  */
 export const ExitCode = {
   OK: 0,
-  /** Invalid input (enqueue), a custody error, a Redis error, anything unexpected. */
+  /**
+   * Invalid input (enqueue), a custody error, a Redis error, NOT_REPLICATED (a write too few replicas
+   * acknowledged: run the command again), anything unexpected.
+   */
   FAILURE: 1,
   /** Unknown command or option, missing or malformed argument. */
   USAGE: 2,

@@ -21,13 +21,18 @@ Options of every command:
 
 Configuration: the worker's environment variables. enqueue, status and events need only REDIS_URL
 (or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; resolve also reads EVENTS_MAXLEN,
-RETENTION and TOMBSTONE_RETENTION (cancel too), ledger those and LEDGER_INIT,
-LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody commands need the CUSTODY_* variables as
-well (the worker's whole configuration must be valid).
+RETENTION, TOMBSTONE_RETENTION, REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT (cancel too), ledger
+those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody commands need the
+CUSTODY_* variables as well (the worker's whole configuration must be valid).
+
+Replicas: with REDIS_MIN_REPLICAS >= 1, resolve, cancel, ledger init and ledger accept-epoch answer
+only once the replicas hold what they wrote (every replica the primary lists online, at least that
+many, within REDIS_REPLICA_TIMEOUT); else exit 1 NOT_REPLICATED: run the same command again, it is safe.
 
 Exit codes:
   0   ok
-  1   invalid input (enqueue), custody API error (its code, e.g. CUSTODY_UNAVAILABLE), Redis error
+  1   invalid input (enqueue), custody API error (its code, e.g. CUSTODY_UNAVAILABLE), Redis error,
+      NOT_REPLICATED (written on the primary, too few replicas acknowledged it: run it again)
   2   usage error: unknown command or option, missing or malformed argument
   3   not found: unknown transfer, or the custody API answered 404
   4   refused: the transfer's state does not allow it now (resolve), or the ledger has no epoch

@@ -40,7 +40,10 @@ export interface Keys {
   epoch: string;
   /** Marks that one run's system event (`reconcile.completed`) was published, with its stream id. */
   systemEventRun(runId: string): string;
-  /** Written by every readiness check (src/redis-errors.ts), expiring by itself: does Redis take a write? */
+  /**
+   * Written by every readiness check (src/redis-errors.ts), expiring by itself: does Redis take a write?
+   * Also the write before a replica wait for an answer that changed nothing (Ledger.writeReplicated).
+   */
   readyProbe: string;
   events: string;
 }

@@ -10,6 +10,7 @@ import { cancelOutcome, type CancelResult } from '../../packages/producer/src/tr
 import { NotReplicatedError } from '../../packages/producer/src/errors.ts';
 import { jobIdFor } from '../../packages/producer/src/job-id.ts';
 import { LedgerEpoch, type EpochOptions } from './epoch.ts';
+import { READY_PROBE_TTL_MS } from '../timing.ts';
 import {
   encodeRequest,
   ISO_TIME_LUA,
@@ -25,6 +26,7 @@ export * from './states.ts';
 export * from './record.ts';
 export type { LeaseRequest, RefusalReason, TransitionRequest, TransitionResult } from './request.ts';
 export type { EpochState, LedgerInit } from './epoch.ts';
+export type { ReplicaAcknowledgement } from '../../packages/producer/src/replicas.ts';
 
 /** How long a found get-transfer record waits for its wallet-transaction lookup, at most. */
 const FOUND_TRANSFER_TTL_MS = 3_600_000;
@@ -81,10 +83,25 @@ redis.call('SET', KEYS[1], n, 'PX', ARGV[2])
 return {n, 1}`;
 
 /**
- * REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT for Ledger.cancel: with `min` ≥ 1 a cancel's answer
- * waits until the replicas have it, else NotReplicatedError (decided on the primary; cancel again).
+ * REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT for a write made on an operator's behalf
+ * (Ledger.writeReplicated): with `min` ≥ 1 its answer waits until the replicas have it.
  */
-export type CancelReplicas = { min: number; timeoutMs: number };
+export type ReplicaWait = { min: number; timeoutMs: number };
+
+/**
+ * What an answer of Ledger.writeReplicated rests on: `written`, the write this call made; `held`, a
+ * state the primary holds although this call changed nothing (a cancel or a resolve again: the first
+ * one's answer may have been NOT_REPLICATED); `nothing`, no state anyone could lose (a refusal that
+ * changed nothing and promises nothing), which waits for no replica.
+ */
+export type AnswerRestsOn = 'written' | 'held' | 'nothing';
+
+/** `too-late` changed nothing and promises no cancel: nothing to lose in a failover. */
+const CANCEL_RESTS_ON: Record<CancelResult['outcome'], AnswerRestsOn> = {
+  cancelled: 'written',
+  'already-ended': 'held',
+  'too-late': 'nothing',
+};
 
 /** What a cancel did (Ledger.cancel): the producer package's CancelResult, one type for both. */
 export type { CancelResult } from '../../packages/producer/src/transition.ts';
@@ -242,21 +259,54 @@ export class Ledger {
    * send claim and a cancel never both succeed). `data` is checked against transfer.cancelled's schema
    * before anything changes (EventShapeError). See CancelResult for the outcomes.
    */
-  async cancel(sequenceId: string, data: EventData['transfer.cancelled'], replicas?: CancelReplicas): Promise<CancelResult> {
-    const session = replicas && replicas.min > 0 ? this.session() : '';
-    // The outcome is read from the script's answer by the package's cancelOutcome, as its cancel() does.
-    let answer = await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW);
-    // Refused under this process's epoch: #run has dealt with it (adopted the epoch in force, or
-    // declared the ledger lost); judged once more under the epoch now known.
-    if (!answer.ok && answer.reason === 'epoch') answer = await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW);
-    const result = cancelOutcome(sequenceId, answer);
-    if (replicas && replicas.min > 0 && result.outcome !== 'too-late') {
-      // A cancel a failover loses would let the job send after all: `cancelled` (or `already-ended`,
-      // the answer to a cancel again) only once the replicas have it, as the producer's cancel() waits.
-      const { acknowledged, required } = await this.replicated(session, replicas.min, replicas.timeoutMs);
-      if (acknowledged < required)
-        throw new NotReplicatedError(jobIdFor(sequenceId), acknowledged, required, replicas.timeoutMs, sequenceId);
-    }
+  async cancel(sequenceId: string, data: EventData['transfer.cancelled'], replicas?: ReplicaWait): Promise<CancelResult> {
+    // A cancel a failover loses would let the job send after all: `cancelled` (or `already-ended`,
+    // the answer to a cancel again) only once the replicas have it, as the producer's cancel() waits.
+    return this.writeReplicated(
+      replicas,
+      // The outcome is read from the script's answer by the package's cancelOutcome, as its cancel() does.
+      async () => {
+        let answer = await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW);
+        // Refused under this process's epoch: #run has dealt with it (adopted the epoch in force, or
+        // declared the ledger lost); judged once more under the epoch now known.
+        if (!answer.ok && answer.reason === 'epoch') answer = await this.transitionReading(sequenceId, op.cancel(data), NO_VIEW);
+        return cancelOutcome(sequenceId, answer);
+      },
+      (result) => CANCEL_RESTS_ON[result.outcome],
+      ({ acknowledged, required }, timeoutMs) =>
+        new NotReplicatedError(jobIdFor(sequenceId), acknowledged, required, timeoutMs, sequenceId),
+    );
+  }
+
+  /**
+   * Runs `write` (a change made on an operator's behalf: a cancel, a resolve, the epoch's init or
+   * accept) and, with `replicas.min` ≥ 1, answers only once the replicas hold what its answer rests
+   * on (`restsOn`), else throws `notReplicated`'s error: a failover to a replica without it would undo
+   * an answer someone already acted on (a resolve as failed that the promoted replica still has in
+   * submitting is sent again, and the producer resubmits it: paid twice). The session is taken before
+   * the write, so the WAIT counts it only on the connection that made it (see `replicated`).
+   *
+   * A `held` answer changed nothing, yet must wait for what an earlier call wrote (perhaps from
+   * another process). WAIT waits for this connection's offset: a fresh connection's first WAIT
+   * answers at once with every replica (seen on Redis 7.0 with the replica stopped); 7.0 sets the
+   * offset on any command, so the ROLE before it covers that there, but a Redis that sets it only on
+   * a write would not. One write first (the readiness probe's key, which nobody reads) puts this
+   * connection past every write the primary holds, since replicas apply them in order.
+   */
+  async writeReplicated<T>(
+    replicas: ReplicaWait | undefined,
+    write: () => Promise<T>,
+    restsOn: (result: T) => AnswerRestsOn,
+    notReplicated: (acknowledgement: ReplicaAcknowledgement, timeoutMs: number) => Error,
+  ): Promise<T> {
+    if (!replicas || replicas.min <= 0) return write();
+    const session = this.session();
+    const result = await write();
+    const basis = restsOn(result);
+    if (basis === 'nothing') return result;
+    if (basis === 'held') await this.#redis.set(this.#keys.readyProbe, String(Date.now()), 'PX', READY_PROBE_TTL_MS);
+    const acknowledgement = await this.replicated(session, replicas.min, replicas.timeoutMs);
+    if (acknowledgement.acknowledged < acknowledgement.required) throw notReplicated(acknowledgement, replicas.timeoutMs);
     return result;
   }
 

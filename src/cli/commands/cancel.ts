@@ -4,7 +4,7 @@ import { loadLedgerConfig } from '../../config/config.ts';
 import type { CancelResult } from '../../ledger/ledger.ts';
 import { NotReplicatedError } from '../../../packages/producer/src/errors.ts';
 import { stringOption, type Command } from '../command.ts';
-import { CliError, usageError } from '../errors.ts';
+import { notReplicated, usageError } from '../errors.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { table } from '../format.ts';
 import { cliLedger, withRedis } from '../redis-run.ts';
@@ -61,10 +61,12 @@ Examples:
       const ledger = cliLedger(redis, config);
       return ledger.cancel(sequenceId, { reason, by: 'cli' }, config.replicas).catch((error: unknown) => {
         if (!(error instanceof NotReplicatedError)) throw error;
-        throw new CliError('NOT_REPLICATED', error.message, ExitCode.FAILURE, [], {
-          acknowledged: error.acknowledged,
-          required: error.required,
-        });
+        throw notReplicated(
+          `the cancel of ${sequenceId}`,
+          'cancel again: it is safe, and answers already-ended once the replicas have it',
+          error,
+          config.replicas.timeoutMs,
+        );
       });
     });
     out.result<CancelOutput>({ sequenceId, ...result }, formatResult);

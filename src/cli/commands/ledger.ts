@@ -3,7 +3,7 @@ import type { EpochState } from '../../ledger/ledger.ts';
 import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline/promises';
 import type { Command, OptionValues } from '../command.ts';
-import { refused, usageError } from '../errors.ts';
+import { notReplicated, refused, usageError } from '../errors.ts';
 import { table } from '../format.ts';
 import { cliLedger, withRedis } from '../redis-run.ts';
 
@@ -67,11 +67,17 @@ docs/operations.md).
                  first, which gives up that protection, so only as the runbook says. Exit 0, also when
                  no window was open; exit 4 (NO_EPOCH), changing nothing, when the ledger has no epoch
 
+With REDIS_MIN_REPLICAS >= 1, init and accept-epoch answer only once every replica the primary lists
+online (and at least REDIS_MIN_REPLICAS) holds the epoch, at most REDIS_REPLICA_TIMEOUT: a failover to
+a replica without it would undo the write. Fewer: exit 1 NOT_REPLICATED, written on the primary only;
+run the same command again (safe: init leaves an existing epoch as it is, accept-epoch ends the window
+again, and each answers only once the replicas hold the epoch).
+
 Every time is the ledger's clock (Redis TIME), printed as ISO 8601.
 
 Needs REDIS_URL (or REDIS_CLUSTER_NODES) and QUEUE_PREFIX as the worker has them; also reads
-EVENTS_MAXLEN, RETENTION, TOMBSTONE_RETENTION, LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE
-(each must be valid when set).
+EVENTS_MAXLEN, RETENTION, TOMBSTONE_RETENTION, LEDGER_INIT, LEDGER_RECOVERY_WINDOW, TRACK_DEADLINE,
+REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT (each must be valid when set).
 
 Examples:
   custody-worker ledger status
@@ -97,21 +103,53 @@ Examples:
         return;
       }
       if (subcommand === 'init' && afterLoss) {
-        const state = await ledger.epoch.declareLost();
+        const state = await ledger.writeReplicated(
+          config.replicas,
+          () => ledger.epoch.declareLost(),
+          () => 'written',
+          (acknowledgement, timeoutMs) =>
+            notReplicated(
+              'the epoch declared after a loss',
+              'run `ledger init --after-loss` again: it is safe, it only opens a new recovery window',
+              acknowledgement,
+              timeoutMs,
+            ),
+        );
         out.result<LedgerInitResult>({ created: true, afterLoss: true, ...view(state) }, formatInit);
         return;
       }
       if (subcommand === 'init') {
-        const before = await ledger.epoch.refresh();
-        const state = before.id === undefined ? await ledger.epoch.init() : before;
-        // The script stamps an epoch it creates with the clock of that same call: one that another
-        // process (a worker with LEDGER_INIT=auto) wrote between the read and the init is older.
-        const created = before.id === undefined && state.id !== undefined && state.createdAt === state.now;
+        const { created, state } = await ledger.writeReplicated(
+          config.replicas,
+          async () => {
+            const before = await ledger.epoch.refresh();
+            const state = before.id === undefined ? await ledger.epoch.init() : before;
+            // The script stamps an epoch it creates with the clock of that same call: one that another
+            // process (a worker with LEDGER_INIT=auto) wrote between the read and the init is older.
+            return { created: before.id === undefined && state.id !== undefined && state.createdAt === state.now, state };
+          },
+          // An epoch found, not written by this run, may be an earlier init's that was answered NOT_REPLICATED.
+          (found) => (found.created ? 'written' : 'held'),
+          (acknowledgement, timeoutMs) =>
+            notReplicated(
+              'the epoch',
+              'run `ledger init` again: it is safe, an existing epoch is left as it is',
+              acknowledgement,
+              timeoutMs,
+            ),
+        );
         out.result<LedgerInitResult>({ created, afterLoss: false, ...view(state) }, formatInit);
         return;
       }
       const before = await ledger.epoch.refresh();
-      const state = await ledger.epoch.accept();
+      const state = await ledger.writeReplicated(
+        config.replicas,
+        () => ledger.epoch.accept(),
+        // Without an epoch nothing was written, and the refusal below promises nothing.
+        (accepted) => (accepted.id === undefined ? 'nothing' : 'written'),
+        (acknowledgement, timeoutMs) =>
+          notReplicated('the end of the recovery window', 'run `ledger accept-epoch` again: it is safe', acknowledgement, timeoutMs),
+      );
       if (state.id === undefined) {
         throw refused(
           'NO_EPOCH',

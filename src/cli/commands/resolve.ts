@@ -2,13 +2,20 @@ import { Queue } from 'bullmq';
 import { loadLedgerConfig } from '../../config/config.ts';
 import { FailureCode, type EventType } from '../../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
-import { Ledger, TransferState, type TransferRecord, type TransitionRequest, type TransitionResult } from '../../ledger/ledger.ts';
+import {
+  Ledger,
+  TransferState,
+  type AnswerRestsOn,
+  type TransferRecord,
+  type TransitionRequest,
+  type TransitionResult,
+} from '../../ledger/ledger.ts';
 import { op } from '../../ledger/operations.ts';
 import { QueueName, trackJobId } from '../../queues/names.ts';
 import { Trackers } from '../../queues/trackers.ts';
 import type { RedisClient } from '../../redis.ts';
 import { stringOption, type Command } from '../command.ts';
-import { CliError, notFound, refused, usageError } from '../errors.ts';
+import { CliError, notFound, notReplicated, refused, usageError } from '../errors.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { table } from '../format.ts';
 import { cliLedger, withRedis } from '../redis-run.ts';
@@ -61,13 +68,19 @@ time printed). Unknown sequenceId: exit 3. Malformed sequenceId, missing or bad 
 If the tracking job cannot be added after a successful resolution (exit 1, the message says so), the
 next reconciliation run adds it; do not resolve again.
 
+With REDIS_MIN_REPLICAS >= 1 the answer waits until every replica the primary lists online (and at
+least REDIS_MIN_REPLICAS) holds the resolution, at most REDIS_REPLICA_TIMEOUT: a failover to a replica
+without it would have the transfer sent again. Fewer: exit 1 NOT_REPLICATED, the resolution made on
+the primary only; run the same resolve again (safe: it answers exit 4, the transfer no longer in
+submitting, once the replicas hold it, and NOT_REPLICATED while they still do not).
+
 --as failed is the operator's risk: a runner whose process froze mid-send can resume after it and
 write its request. Resolve as failed only when the provider shows nothing under the sequenceId and the
 send lease ended at least CUSTODY_TIMEOUT + 10 s ago (status shows it), and look once more a minute
 later (docs/operations.md, "The risk of --as failed").
 
-Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX, EVENTS_STREAM, EVENTS_MAXLEN, RETENTION and
-TOMBSTONE_RETENTION as the worker has them.
+Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX, EVENTS_STREAM, EVENTS_MAXLEN, RETENTION,
+TOMBSTONE_RETENTION, REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT as the worker has them.
 
 Examples:
   custody-worker resolve a88a1846-b23d-f7e8-2344-f2bddb0c16f9 --as submitted --reason "in provider console, ticket OPS-123"
@@ -86,13 +99,20 @@ Examples:
 
     const result = await withRedis(config.redis, out, async (redis) => {
       const ledger = cliLedger(redis, config);
-      const record = await ledger.get(sequenceId);
-      if (!record) throw notFound(`no transfer with sequenceId ${sequenceId}`);
-      // Checked here for a clear message; the transition below checks again, atomically.
-      if (record.state !== TransferState.SUBMITTING) throw wrongState(sequenceId, record.state);
-
-      const resolved = await ledger.transition(sequenceId, resolution(record, outcome, reason));
-      if (!resolved.ok) throw refusal(sequenceId, resolved);
+      const attempt = await ledger.writeReplicated(
+        config.replicas,
+        () => settle(ledger, sequenceId, outcome, reason),
+        (settled) => settled.restsOn,
+        (acknowledgement, timeoutMs) =>
+          notReplicated(
+            `the resolution of ${sequenceId} as ${outcome}`,
+            `run the same resolve again: it is safe, and once the replicas have it, it answers that the transfer is no longer submitting (exit 4)${outcome === 'submitted' ? '; the next reconciliation run adds its tracking job' : ''}`,
+            acknowledgement,
+            timeoutMs,
+          ),
+      );
+      if ('refused' in attempt) throw attempt.refused;
+      const { resolved } = attempt;
       const base: ResolveResult = {
         sequenceId,
         resolvedAs: outcome,
@@ -107,6 +127,24 @@ Examples:
     out.result(result, formatResult);
   },
 };
+
+/** One resolve's write, and what its answer rests on (Ledger.writeReplicated) when it is refused. */
+type Settled = { resolved: Extract<TransitionResult, { ok: true }>; restsOn: 'written' } | { refused: CliError; restsOn: AnswerRestsOn };
+
+async function settle(ledger: Ledger, sequenceId: string, outcome: Outcome, reason: string): Promise<Settled> {
+  const record = await ledger.get(sequenceId);
+  if (!record) return { refused: notFound(`no transfer with sequenceId ${sequenceId}`), restsOn: 'nothing' };
+  // A state other than submitting may be an earlier resolve's, answered NOT_REPLICATED: this answer
+  // then rests on it (`held`), and a resolve again is how the operator learns that the replicas have it.
+  // Checked here for a clear message; the transition below checks again, atomically.
+  if (record.state !== TransferState.SUBMITTING) return { refused: wrongState(sequenceId, record.state), restsOn: 'held' };
+  const resolved = await ledger.transition(sequenceId, resolution(record, outcome, reason));
+  if (resolved.ok) return { resolved, restsOn: 'written' };
+  return {
+    refused: refusal(sequenceId, resolved),
+    restsOn: resolved.state === TransferState.SUBMITTING ? 'nothing' : 'held',
+  };
+}
 
 function parseOutcome(value: string | undefined): Outcome {
   if (value === undefined) throw usageError('--as is required: submitted or failed');
