@@ -27,6 +27,8 @@ export const TRANSITION_LUA_SOURCE = `--[[
           Every event carries its id; a transition that records a send in flight needs it to be the
           epoch the caller knows (else refused: 'epoch'), and, while recovery lasts, a lookup made
           first (else refused: 'recovery').
+  KEYS[10..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
+          change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
     seq       sequenceId for the event ('' when the payload had none)
@@ -75,6 +77,9 @@ export const TRANSITION_LUA_SOURCE = `--[[
     ('recovery');
   - a change that needs an intact ledger (\`intact\`) is refused while the ledger has no epoch or
     recovers from a loss ('ledger').
+  - an upstream record id or txid (KEYS[10..]) is claimed by one sequenceId only: a change that
+    would store one another sequenceId claimed is refused ('claimed'); the claim lives as long as a
+    tombstone (tombstoneTtl), so a record once ours is never taken for another transfer's.
 
   Every read of the record before the first write is one HMGET, and consecutive writes of the same
   kind are one command: a call from Lua costs Redis more than the field it touches. The order of the
@@ -84,7 +89,7 @@ export const TRANSITION_LUA_SOURCE = `--[[
   Returns {1, version, streamId, fields} on success, fields being what \`read\` asked for of the record
   after the change (field, value pairs for '*'; values, false for an absent field, for a list);
   {0, currentState, reason, leaseUntil, now, tombstone} when refused, reason one of
-  state | terminal | lease | owner | present | unknown | ended | epoch | recovery | ledger (tombstone:
+  state | terminal | lease | owner | present | unknown | ended | epoch | recovery | ledger | claimed (tombstone:
   '<state>:<version>', only with 'ended'; with 'epoch' the ledger's epoch id instead, false if none).
 ]]
 --[[iso time]]
@@ -126,6 +131,12 @@ if not allowed then return refuse('state') end
 
 for _, field in ipairs(req.absent) do
   if redis.call('HEXISTS', KEYS[1], field) == 1 then return refuse('present') end
+end
+
+-- Claims: a record id or txid another sequenceId stored is never this transfer's.
+for i = 10, #KEYS do
+  local holder = redis.call('GET', KEYS[i])
+  if holder and holder ~= req.seq then return refuse('claimed') end
 end
 
 local mode = lease.mode
@@ -261,6 +272,8 @@ elseif member ~= '' then
 end
 
 if req.tracker and member ~= '' then redis.call('ZADD', KEYS[8], nowText, member) end
+
+for i = 10, #KEYS do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombstoneTtl) end
 
 -- Decoding a whole record costs the caller more than the change itself: it names what it reads.
 local reply = {}
