@@ -182,6 +182,17 @@ export const POLL_FAILURES_ALERT = 10;
  */
 export const UNMATCHED_POLLS_ALERT = 20;
 
+/**
+ * How much earlier than our first send a listed record may be dated and still be weighed as ours (by
+ * address and amount): the provider dates a record when it accepts the send, after the ledger stamped
+ * the send (`firstSentAt`, Redis time, before the request is written), so only a difference between
+ * the two clocks can put our own record earlier. NTP keeps servers within tens of milliseconds; 2 s
+ * is ample for that, and short enough that a twin sent (same address, same amount) more than 2 s
+ * before ours is never taken for ours. A twin closer than that is told apart by the ledger's claims
+ * (a record another transfer holds is never a candidate), or not at all while neither is claimed.
+ */
+export const RECORD_DATE_SLACK_MS = 2_000;
+
 /** Failed wallet-transaction lookups (upstream API 4.3) before the broadcast goes out with `walletTransaction: null`. */
 export const ENRICH_ATTEMPTS = 3;
 

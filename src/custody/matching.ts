@@ -5,6 +5,8 @@
  * `findTransfer` (port.ts) runs its answer through `findInAnswer`; the domain sees only the finding.
  */
 import { decimalEqualsAtPlaces } from '../lib/decimal.ts';
+import { canonicalTxid } from '../lib/txid.ts';
+import { RECORD_DATE_SLACK_MS } from '../timing.ts';
 import { UNREADABLE, type KnownTransfer, type ListedTransfer, type ListedTransfers, type TransferFinding } from './port.ts';
 
 /** A provider's quirks that decide a match. */
@@ -25,80 +27,138 @@ export interface MatchRules {
   walletId?: number | string | undefined;
 }
 
-/** What the finding says about records of other sequenceIds, and the criteria compared (for logs). */
 const NO_OTHERS: ReadonlyMap<string, ListedTransfer> = new Map();
+const NONE_HELD: ReadonlySet<string> = new Set();
 
 /**
  * Picks the transfer that is `known.sequenceId`'s from a list answer. Never guesses: two candidates
- * are `ambiguous`, and so is one that only "the answer held exactly one record" points at when the
- * provider is not known to narrow its answers.
+ * are `ambiguous`, and so is one that nothing but its being alone points at when the provider is not
+ * known to narrow its answers.
  *  1. a record carrying the sequenceId (a record carrying another sequenceId is never ours);
  *  2. the record id seen before;
  *  3. a `send` whose outputs hold the destination address (any letter case) with an equal decimal
- *     amount (at `rules.amountPlaces`);
+ *     amount (at `rules.amountPlaces`), among those that may be ours: never one the ledger holds for
+ *     another sequenceId (its record id or txid: `known.heldByOthers`), never one dated before our
+ *     first send (`known.firstSentAt`, less RECORD_DATE_SLACK_MS). An earlier transfer to the same
+ *     address for the same amount (a twin) is listed, ours not yet: absent, not the twin. A record
+ *     without a readable `date` cannot be told from an earlier twin: found alone, it is ours only
+ *     from a provider that narrows, else `ambiguous`;
  *  4. knowing neither (the send was recovered from a conflict), only an answer of exactly one record,
- *     a `send` (records the adapter could not read count), and only from a provider that narrows.
+ *     a `send` (records the adapter could not read count), and only from a provider that narrows;
+ *     never one dated before our first send (absent); one the ledger holds for another sequenceId is
+ *     `ambiguous` (the ledger and the provider disagree: no guess).
  * A record carrying our sequenceId that the adapter could not read makes the finding `unreadable`; so
  * does any record it could not read in an answer found `absent` from a provider that narrows (every
  * record of a narrowed answer is the sequenceId's, whether or not it carries it): "absent" would let a
  * resend rest on the provider's duplicate refusal alone.
  */
 export async function findInAnswer(answer: ListedTransfers, known: KnownTransfer, rules: MatchRules = {}): Promise<TransferFinding> {
-  const finding = matchAnswer(answer, known, rules);
+  let weighed = weigh(answer, known, rules, NONE_HELD);
+  if (known.heldByOthers && weighed.unproven.length > 0) {
+    // Asked only when a record would be picked without proof: a record carrying the sequenceId, or
+    // the id seen before, is ours whatever the ledger holds, and costs no question.
+    const held = await known.heldByOthers(weighed.unproven);
+    if (held.size > 0) weighed = weigh(answer, known, rules, held);
+  }
+  const finding = weighed.finding;
   if (finding.kind === 'absent' && (answer[UNREADABLE] ?? 0) > 0 && (await narrowed(rules))) {
     return { kind: 'unreadable', others: finding.others, compared: finding.compared };
   }
-  if (finding.kind === 'found' && 'loneRecord' in finding && !(await narrowed(rules))) {
+  if (finding.kind === 'found' && weighed.needsNarrowing && !(await narrowed(rules))) {
     return { kind: 'ambiguous', candidates: 1, others: finding.others, compared: finding.compared };
   }
-  if (finding.kind === 'found')
-    return {
-      kind: 'found',
-      transfer: finding.transfer,
-      others: finding.others,
-      compared: finding.compared,
-      bySequenceId: finding.bySequenceId,
-    };
   return finding;
 }
 
 /**
- * The rules of findInAnswer without the question of narrowing: a transfer found by rule 4 alone (the
- * answer held exactly one record) is marked `loneRecord`, and findInAnswer asks `rules.narrows` then.
+ * The rules of findInAnswer without the questions it asks: `held` are the record ids the ledger holds
+ * for other sequenceIds (known.heldByOthers' answer), and a transfer found without proof (by rule 4
+ * alone, or an undated record by rule 3) is marked `needsNarrowing`: findInAnswer asks `rules.narrows` then.
  */
 export function matchAnswer(
   answer: readonly ListedTransfer[] | ListedTransfers,
   known: KnownTransfer,
-  rules: Omit<MatchRules, 'narrows'> = {},
-): TransferFinding | (Extract<TransferFinding, { kind: 'found' }> & { loneRecord: true }) {
+  rules: Omit<MatchRules, 'narrows'> & { held?: ReadonlySet<string> } = {},
+): TransferFinding | (Extract<TransferFinding, { kind: 'found' }> & { needsNarrowing: true }) {
+  const { finding, needsNarrowing } = weigh(answer, known, rules, rules.held ?? NONE_HELD);
+  return finding.kind === 'found' && needsNarrowing ? { ...finding, needsNarrowing } : finding;
+}
+
+/** A finding, whether it rests on narrowing, and the records it would pick without proof (for heldByOthers). */
+interface Weighed {
+  finding: TransferFinding;
+  needsNarrowing: boolean;
+  unproven: readonly ListedTransfer[];
+}
+
+function weigh(
+  answer: readonly ListedTransfer[] | ListedTransfers,
+  known: KnownTransfer,
+  rules: Omit<MatchRules, 'narrows'>,
+  held: ReadonlySet<string>,
+): Weighed {
   const others = othersIn(answer, known.sequenceId);
   const compared = comparedBy(known, rules);
-  if ((rules.unreadableOurs ?? 0) > 0) return { kind: 'unreadable', others, compared };
+  const proven = (finding: TransferFinding): Weighed => ({ finding, needsNarrowing: false, unproven: [] });
+  if ((rules.unreadableOurs ?? 0) > 0) return proven({ kind: 'unreadable', others, compared });
   const eligible = answer.filter((tx) => tx.sequenceId === undefined || tx.sequenceId === known.sequenceId);
 
   const bySequence = eligible.filter((tx) => tx.sequenceId === known.sequenceId);
-  if (bySequence.length > 0) return decide(bySequence, others, compared, true);
+  if (bySequence.length > 0) return proven(decide(bySequence, others, compared, true));
 
   if (known.transactionId !== undefined) {
     const byId = eligible.filter((tx) => tx.id === known.transactionId);
-    if (byId.length > 0) return decide(byId, others, compared, false);
+    if (byId.length > 0) return proven(decide(byId, others, compared, false));
   }
 
   const sends = eligible.filter((tx) => tx.type.toLowerCase() === 'send');
   if (known.destinationAddress !== undefined && known.amount !== undefined) {
     const address = known.destinationAddress.toLowerCase();
     const amount = known.amount;
-    const candidates = sends.filter((tx) =>
-      tx.outputs.some((out) => out.address.toLowerCase() === address && amountEquals(out.amount, amount, rules)),
+    const sentAt = known.firstSentAt;
+    const candidates = sends.filter(
+      (tx) =>
+        !held.has(tx.id) &&
+        !datedBefore(tx, sentAt) &&
+        tx.outputs.some((out) => out.address.toLowerCase() === address && amountEquals(out.amount, amount, rules)),
     );
-    return decide(candidates, others, compared, false, sendsOf(sends, rules));
+    const finding = decide(candidates, others, compared, false, sendsOf(sends, rules));
+    // Undated, a lone candidate may be an earlier twin: the answer must be narrowed to ours.
+    const undated = finding.kind === 'found' && sentAt !== undefined && recordDate(finding.transfer) === undefined;
+    return { finding, needsNarrowing: undated, unproven: candidates };
   }
-  if (known.transactionId !== undefined) return { kind: 'absent', others, compared, sendsListed: sendsOf(sends, rules) };
+  if (known.transactionId !== undefined) return proven({ kind: 'absent', others, compared, sendsListed: sendsOf(sends, rules) });
   // "Exactly one" counts the records the adapter could not read too: one of them may be ours.
   const answered = answer.length + ((answer as ListedTransfers)[UNREADABLE] ?? 0);
-  if (answered > 1 && sends.length > 0) return { kind: 'ambiguous', candidates: sends.length, others, compared };
-  const finding = decide(sends, others, compared, false);
-  return finding.kind === 'found' ? { ...finding, loneRecord: true } : finding;
+  if (answered > 1 && sends.length > 0) return proven({ kind: 'ambiguous', candidates: sends.length, others, compared });
+  // A lone record dated before our first send is another transfer's (an answer believed narrowed
+  // that lists the wallet's transfers after all, say because it was probed while the wallet was empty).
+  const finding = decide(
+    sends.filter((tx) => !datedBefore(tx, known.firstSentAt)),
+    others,
+    compared,
+    false,
+  );
+  if (finding.kind !== 'found') return proven(finding);
+  if (held.has(finding.transfer.id)) return proven({ kind: 'ambiguous', candidates: 1, others, compared });
+  return { finding, needsNarrowing: true, unproven: sends };
+}
+
+/**
+ * A record's `date` (ISO 8601 text, as both providers write it), in ms; undefined when it has none
+ * or one that does not read as a date: such a record is undated, and never excluded by its date.
+ */
+function recordDate(tx: ListedTransfer): number | undefined {
+  if (typeof tx.date !== 'string') return undefined;
+  const ms = Date.parse(tx.date);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** Dated before our first send, beyond the clocks' difference: made before it, so another transfer's. */
+function datedBefore(tx: ListedTransfer, firstSentAt: number | undefined): boolean {
+  if (firstSentAt === undefined) return false;
+  const date = recordDate(tx);
+  return date !== undefined && date < firstSentAt - RECORD_DATE_SLACK_MS;
 }
 
 function decide(
@@ -158,27 +218,27 @@ function othersIn(answer: readonly ListedTransfer[], sequenceId: string): Readon
 }
 
 const COMPARED_BY_ID: readonly string[] = ['sequenceId', 'id'];
-/** The fields compared by address and amount, per amount precision: made once, not on every poll. */
-const comparedByOutputs = new Map<number | undefined, readonly string[]>();
+/** The fields compared by address and amount, per amount precision and date rule: made once, not on every poll. */
+const comparedByOutputs = new Map<string, readonly string[]>();
 
 function comparedBy(known: KnownTransfer, rules: Pick<MatchRules, 'amountPlaces'>): readonly string[] {
   if (known.transactionId !== undefined) return COMPARED_BY_ID;
-  let compared = comparedByOutputs.get(rules.amountPlaces);
+  const dated = known.firstSentAt !== undefined;
+  const key = `${rules.amountPlaces}:${dated}`;
+  let compared = comparedByOutputs.get(key);
   if (!compared) {
     const places = rules.amountPlaces === undefined ? 'exactly' : `at ${rules.amountPlaces} fractional digits`;
     compared = ['sequenceId', 'outputs[].address (any letter case)', `outputs[].amount (${places})`];
-    comparedByOutputs.set(rules.amountPlaces, compared);
+    if (dated) compared = [...compared, 'date (no earlier than the first send)'];
+    comparedByOutputs.set(key, compared);
   }
   return compared;
 }
-
-const HEX_TXID = /^(0x)?[0-9a-f]+$/i;
 
 /**
  * Whether two txids name the same transaction: hex txids (with or without `0x`) compare without regard
  * to letter case, as providers and explorers print them either way; any other form compares exactly.
  */
 export function txidEquals(a: string, b: string): boolean {
-  if (a === b) return true;
-  return HEX_TXID.test(a) && HEX_TXID.test(b) && a.toLowerCase() === b.toLowerCase();
+  return a === b || canonicalTxid(a) === canonicalTxid(b);
 }

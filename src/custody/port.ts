@@ -186,6 +186,19 @@ export interface KnownTransfer {
   destinationAddress?: string | undefined;
   /** Decimal text, in the provider's unit. */
   amount?: string | undefined;
+  /**
+   * When the first send of the transfer was recorded (the ledger's clock, ms), before its request was
+   * written: a record dated earlier (beyond RECORD_DATE_SLACK_MS) is another transfer's, however
+   * alike. Undefined: no date is compared (a record of the ledger from before the field existed).
+   */
+  firstSentAt?: number | undefined;
+  /**
+   * Which of these records the ledger holds for ANOTHER sequenceId (their record id or txid, stored
+   * when that transfer was identified or broadcast): the ids of those records. Such a record is never
+   * a candidate. Asked only about records that would be picked without proof (by address and amount,
+   * or as the answer's lone record); undefined: nothing is held elsewhere (tests, tools).
+   */
+  heldByOthers?: ((records: readonly ListedTransfer[]) => Promise<ReadonlySet<string>>) | undefined;
 }
 
 /** Fields every finding carries. */

@@ -1,4 +1,5 @@
 import { ledgerKeys, tombstoneKey, transferKey, transferPayloadKey } from '../../packages/producer/src/keys.ts';
+import { canonicalTxid } from '../lib/txid.ts';
 
 /**
  * Every Redis key the worker owns besides BullMQ's own, all under QUEUE_PREFIX. With a hash-tagged
@@ -16,6 +17,11 @@ export interface Keys {
    * that sequenceId, under any job id, is never started again once the record itself is gone.
    */
   tombstone(sequenceId: string): string;
+  /**
+   * Which sequenceId an upstream record id or txid (in its canonical spelling) belongs to (a string,
+   * kept as long as a tombstone): written by the transition that stores it (transition.lua, KEYS[10..]).
+   */
+  claim(kind: 'record' | 'txid', id: string): string;
   /** The get-transfer record a tracker found with its txid, kept until the wallet-transaction lookup gets its slot. */
   foundTransfer(sequenceId: string): string;
   /** A rejected job whose payload had no usable sequenceId: its exactly-once record, by job id. */
@@ -55,6 +61,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     transfer: (sequenceId) => transferKey(prefix, sequenceId),
     transferPayload: (sequenceId) => transferPayloadKey(prefix, sequenceId),
     tombstone: (sequenceId) => tombstoneKey(prefix, sequenceId),
+    claim: (kind, id) => `${prefix}:claim:${kind}:${kind === 'txid' ? canonicalTxid(id) : id}`,
     foundTransfer: (sequenceId) => `${prefix}:found-transfer:${sequenceId}`,
     jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,
     active: ledger.active,

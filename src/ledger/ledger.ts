@@ -115,7 +115,7 @@ const SYSTEM_EVENT_RUN_TTL_MS = 24 * 3_600_000;
 type TransitionReply = Array<number | string | Array<string | null> | undefined>;
 
 interface LedgerCommands {
-  transferTransition(...keysAndRequest: string[]): Promise<TransitionReply>;
+  transferTransition(numberOfKeys: number, ...keysAndRequest: string[]): Promise<TransitionReply>;
   transferRecord(hash: string, payload: string): Promise<[string[], string | null]>;
   transferReadCounting(
     hash: string,
@@ -176,7 +176,8 @@ export class Ledger {
     this.#options = options;
     this.epoch = new LedgerEpoch(redis, keys.epoch, { ...(options.epoch ?? DEFAULT_EPOCH), clock: options.clock });
     if (!('transferTransition' in redis)) {
-      redis.defineCommand('transferTransition', { numberOfKeys: 9, lua: TRANSITION_LUA });
+      // The number of keys goes first: nine, then one per claim (transition.lua, KEYS[10..]).
+      redis.defineCommand('transferTransition', { lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
       redis.defineCommand('systemEventOnce', { numberOfKeys: 3, lua: SYSTEM_EVENT_ONCE_LUA });
       redis.defineCommand('transferReadCounting', { numberOfKeys: 1, lua: READ_COUNTING_LUA });
@@ -422,6 +423,30 @@ export class Ledger {
   }
 
   /**
+   * Which of `records` the ledger holds for a sequenceId other than `sequenceId` (their record id or
+   * txid claimed by another transfer's transition, transition.lua): their record ids. One MGET.
+   */
+  async heldByOthers(sequenceId: string, records: ReadonlyArray<{ id: string; txid: string }>): Promise<ReadonlySet<string>> {
+    const keys: string[] = [];
+    const owners: string[] = [];
+    for (const record of records) {
+      keys.push(this.#keys.claim('record', record.id));
+      owners.push(record.id);
+      if (record.txid !== '') {
+        keys.push(this.#keys.claim('txid', record.txid));
+        owners.push(record.id);
+      }
+    }
+    const held = new Set<string>();
+    if (keys.length === 0) return held;
+    const holders = await this.#redis.mget(...keys);
+    holders.forEach((holder, i) => {
+      if (holder !== null && holder !== sequenceId) held.add(owners[i]!);
+    });
+    return held;
+  }
+
+  /**
    * Keeps the record a tracker found with its txid (an hour at most) while the wallet-transaction
    * lookup waits for the budget, so the next run does not poll again for what it already saw.
    */
@@ -530,7 +555,12 @@ export class Ledger {
       },
       view ? view.fields : '*',
     );
+    const claims = [
+      ...(request.claims?.recordIds ?? []).map((id) => this.#keys.claim('record', id)),
+      ...(request.claims?.txids ?? []).map((txid) => this.#keys.claim('txid', txid)),
+    ];
     const reply = await commands.transferTransition(
+      9 + claims.length,
       key,
       this.#keys.events,
       this.#keys.active,
@@ -540,6 +570,7 @@ export class Ledger {
       tombstoneKey,
       this.#keys.trackerOutbox,
       this.#keys.epoch,
+      ...claims,
       encoded,
     );
     if (reply[0] === 1) {

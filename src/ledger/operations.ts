@@ -14,6 +14,17 @@ import { NO_RECORD, TransferState } from './states.ts';
 /** Fields that hold the send lease; a transition that releases it deletes them. */
 const LEASE_FIELDS = ['leaseOwner', 'leaseUntil', 'pending'];
 
+/**
+ * When the first send was recorded, before its request was written (record.ts firstSentAt): a listed
+ * record dated earlier is another transfer's (matching.ts).
+ */
+const FIRST_SENT = 'firstSentAt';
+
+/** The claims of a match: the record id it stores is this transfer's alone (transition.lua, KEYS[10..]). */
+function matchClaims(match: LedgerMatch): TransitionRequest['claims'] {
+  return match.transactionId === undefined ? undefined : { recordIds: [match.transactionId] };
+}
+
 /** Who holds the send lease for a change: the runner's token. */
 export type LeaseOwner = string;
 
@@ -87,6 +98,7 @@ export const op = {
       to: TransferState.SUBMITTING,
       set: { ...newRecord(jobId, payload), ...gateFields(decision), pending: 1 },
       stamp: ['createdAt'],
+      stampOnce: [FIRST_SENT],
       lease: { mode: 'take', owner, ms: leaseMs },
       increment: { sends: 1 },
       sendInFlight: { lookedUpAt: undefined },
@@ -142,6 +154,7 @@ export const op = {
       to: TransferState.SUBMITTING,
       lease: { mode: 'take', owner, ms: leaseMs },
       set: { pending: 1 },
+      stampOnce: [FIRST_SENT],
       increment: { sends: 1 },
       sendInFlight: { lookedUpAt },
     };
@@ -221,6 +234,7 @@ export const op = {
       to: TransferState.SUBMITTED,
       lease: { mode: 'own', owner },
       set: matchFields(match),
+      claims: matchClaims(match),
       stamp: ['submittedAt'],
       unset: ['payload', 'lastError', ...LEASE_FIELDS],
       increment: { sends: extraSends },
@@ -298,7 +312,12 @@ export const op = {
 
   /** Tracking: the transfer was identified upstream; later polls match by what is remembered here. */
   identified(match: LedgerMatch): TransitionRequest {
-    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { ...matchFields(match), pollFailures: 0 } };
+    return {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.SUBMITTED,
+      set: { ...matchFields(match), pollFailures: 0 },
+      claims: matchClaims(match),
+    };
   },
 
   /** Tracking: the wallet's sends were listed and none matched (counted up to UNMATCHED_POLLS_ALERT). */
@@ -337,8 +356,13 @@ export const op = {
    * Tracking: the txid was found but the wallet-transaction lookup must wait for the budget; the next
    * run goes straight to it (the found record is kept by Ledger.rememberFound) instead of polling again.
    */
-  txidFound(txid: string): TransitionRequest {
-    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { txid, pollFailures: 0 } };
+  txidFound(found: { id: string; txid: string }): TransitionRequest {
+    return {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.SUBMITTED,
+      set: { txid: found.txid, pollFailures: 0 },
+      claims: { recordIds: [found.id], txids: [found.txid] },
+    };
   },
 
   broadcast(txid: string, at: number, data: EventData['transfer.broadcast']): TransitionRequest {
@@ -346,6 +370,7 @@ export const op = {
       from: [TransferState.SUBMITTED],
       to: TransferState.BROADCAST,
       set: { txid, broadcastAt: at },
+      claims: { recordIds: [data.transaction.id], txids: [txid] },
       event: { type: 'transfer.broadcast', data },
     };
   },

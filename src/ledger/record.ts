@@ -29,6 +29,11 @@ export interface TransferRecord {
   /** The send lease: its owner (a runner's token) and its end (Redis time, ms); see transition.lua. */
   leaseOwner: string | undefined;
   leaseUntil: number;
+  /**
+   * When the first send was recorded (Redis time, ms), before its request was written: a listed record
+   * dated earlier is another transfer's (matching.ts). Undefined on a record written before it existed.
+   */
+  firstSentAt: number | undefined;
   /** A send of the lease owner's is in flight, its outcome not yet recorded. */
   pending: boolean;
   /**
@@ -159,6 +164,7 @@ export const TRACKING_VIEW = recordView(
     'matchAddress',
     'matchAmount',
     'txid',
+    'firstSentAt',
   ],
   [
     'state',
@@ -172,6 +178,7 @@ export const TRACKING_VIEW = recordView(
     'enrichFailures',
     'match',
     'txid',
+    'firstSentAt',
   ],
 );
 export type TrackingView = Pick<
@@ -188,6 +195,7 @@ export type TrackingView = Pick<
   | 'enrichFailures'
   | 'match'
   | 'txid'
+  | 'firstSentAt'
 >;
 
 /** What a broadcast transition reads back: the calls made for the transfer (the metric). */
@@ -210,6 +218,7 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     failures: num(hash.failures),
     leaseOwner: opt(hash.leaseOwner),
     leaseUntil: num(hash.leaseUntil),
+    firstSentAt: opt(hash.firstSentAt) === undefined ? undefined : num(hash.firstSentAt),
     pending: hash.pending === '1',
     unknownSince: opt(hash.unknownSince) === undefined ? undefined : num(hash.unknownSince),
     unresolvedAt: opt(hash.unresolvedAt) === undefined ? undefined : num(hash.unresolvedAt),

@@ -26,6 +26,8 @@
           refused: 'recovery'). Any transition whose caller saw a higher tick under the same epoch is
           refused ('epoch'): the ledger went back in time (a lagging replica promoted, a snapshot or a
           backup restored) and may have forgotten sends.
+  KEYS[10..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
+          change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
     seq       sequenceId for the event ('' when the payload had none)
@@ -76,7 +78,10 @@
   - a change that needs an intact ledger (`intact`) is refused while the ledger has no epoch or
     recovers from a loss ('ledger');
   - no change is made under the caller's epoch when its tick is below the one the caller saw ('epoch',
-    with the ledger's epoch id): the ledger went back in time.
+    with the ledger's epoch id): the ledger went back in time;
+  - an upstream record id or txid (KEYS[10..]) is claimed by one sequenceId only: a change that
+    would store one another sequenceId claimed is refused ('claimed'); the claim lives as long as a
+    tombstone (tombstoneTtl), so a record once ours is never taken for another transfer's.
 
   Every read of the record before the first write is one HMGET, and consecutive writes of the same
   kind are one command: a call from Lua costs Redis more than the field it touches. The order of the
@@ -87,7 +92,7 @@
   of the record after the change (field, value pairs for '*'; values, false for an absent field, for a
   list), tick the ledger's tick after the change and epochId its epoch (false: none);
   {0, currentState, reason, leaseUntil, now, tombstone} when refused, reason one of
-  state | terminal | lease | owner | present | unknown | ended | epoch | recovery | ledger (tombstone:
+  state | terminal | lease | owner | present | unknown | ended | epoch | recovery | ledger | claimed (tombstone:
   '<state>:<version>', only with 'ended'; with 'epoch' the ledger's epoch id instead, false if none).
 ]]
 --[[iso time]]
@@ -137,6 +142,12 @@ if not allowed then return refuse('state') end
 
 for _, field in ipairs(req.absent) do
   if redis.call('HEXISTS', KEYS[1], field) == 1 then return refuse('present') end
+end
+
+-- Claims: a record id or txid another sequenceId stored is never this transfer's.
+for i = 10, #KEYS do
+  local holder = redis.call('GET', KEYS[i])
+  if holder and holder ~= req.seq then return refuse('claimed') end
 end
 
 local mode = lease.mode
@@ -269,6 +280,8 @@ elseif member ~= '' then
 end
 
 if req.tracker and member ~= '' then redis.call('ZADD', KEYS[8], nowText, member) end
+
+for i = 10, #KEYS do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombstoneTtl) end
 
 -- Every change advances the ledger's tick (an epoch-less ledger has none to advance).
 local tick = 0

@@ -297,16 +297,22 @@ class SimulatorServer {
       return failure(400, 'sequenceId or txId is required');
     }
     const profile = this.profile();
-    if (matches.length === 0) {
+    const settings = this.current;
+    // A provider whose lookups ignore the sequenceId lists the wallet's transfers even when none is it.
+    const listsWallet = !settings.narrowResults && settings.unmatchedListsWallet && sequenceId !== undefined;
+    if (matches.length === 0 && !listsWallet) {
       const notFound = profile.transferNotFound();
       return json(notFound.status, notFound.body);
     }
     for (const transfer of matches) transfer.coin ??= coin;
-    const settings = this.current;
     let listed = matches;
     if (!settings.narrowResults) {
       const others = this.state.othersInWallet(walletId, coin, new Set(matches), MAX_OTHER_TRANSFERS, now);
       listed = [...matches, ...others];
+    }
+    if (listed.length === 0) {
+      const notFound = profile.transferNotFound();
+      return json(notFound.status, notFound.body);
     }
     listed.sort(newestFirst);
     const records = listed.map((transfer) =>
@@ -320,7 +326,7 @@ class SimulatorServer {
         transfer,
       ),
     );
-    if (!settings.narrowResults) records.push(...profile.otherRecords(walletId, coin, matches[0]!, listed));
+    if (!settings.narrowResults) records.push(...profile.otherRecords(walletId, coin, matches[0] ?? listed[0]!, listed));
     return json(200, records);
   }
 

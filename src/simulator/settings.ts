@@ -96,6 +96,11 @@ export interface SimulatorSettings {
   tokenLifetimeSec: number;
   /** false: get-transfer also returns the wallet's other transfers, newest first (upstream API 4.1 leaves it open). */
   narrowResults: boolean;
+  /**
+   * With narrowResults off, true: a lookup by sequenceId that matches no transfer still answers the
+   * wallet's other transfers (a provider whose lookups ignore the sequenceId); false: not found.
+   */
+  unmatchedListsWallet: boolean;
   /** true: address letter case in get-transfer differs from the send record (upstream API 2.2). */
   mixedCaseAddresses: boolean;
   /** true: a second send of an accepted sequenceId gets 409; false: accepted and counted again. */
@@ -192,6 +197,7 @@ export function defaultSettings(): SimulatorSettings {
     txidJitterMs: 0,
     tokenLifetimeSec: 3600,
     narrowResults: true,
+    unmatchedListsWallet: false,
     mixedCaseAddresses: false,
     rejectDuplicates: true,
     retryAfterSec: 1,
@@ -239,6 +245,7 @@ const SETTINGS_SHAPE: Shape = {
   txidJitterMs: 'ms',
   tokenLifetimeSec: 'ms',
   narrowResults: 'bool',
+  unmatchedListsWallet: 'bool',
   mixedCaseAddresses: 'bool',
   rejectDuplicates: 'bool',
   retryAfterSec: 'ms',

@@ -5,8 +5,9 @@
  * that fast-check's scheduler settles in the order it chooses, with outcomes drawn from: accepted,
  * accepted without an answer, accepted then answered 500, 524 or 408 (a gateway or the provider failing
  * after it recorded the send), refused (400, `success:false`, 503), 409, 429, and slower than the lease;
- * lookups that find the send, find nothing yet, fail, or cannot identify the record (records without a
- * sequenceId, several candidates). Some schedules have a foreign holder: another client used the
+ * lookups that find the send, find nothing yet, fail, cannot identify the record (records without a
+ * sequenceId, several candidates), or list an earlier twin transfer while ours is not listed yet (another
+ * transfer of ours to the same address for the same amount, its record held for it in the ledger). Some schedules have a foreign holder: another client used the
  * sequenceId for its own transaction first, so every send of ours is answered 409 and lookups show the
  * foreign record. (A foreign holder's record seen after a send of ours whose answer was lost, its
  * runner outlived by its lease, is for any client indistinguishable from our own accepted send: such
@@ -45,7 +46,8 @@
  *   broadcast/expired, versions 1..n without gaps;
  * - never `transfer.failed` when the upstream accepted a send;
  * - never `transfer.submitted` unless the upstream accepted this transfer's own send (not a foreign
- *   holder's), and never a second event of version 1 (an ended sequenceId started again);
+ *   holder's), never with an earlier twin's record (but after the ledger was lost, which forgot
+ *   whose it was), and never a second event of version 1 (an ended sequenceId started again);
  * - a transfer that ends submitted has exactly its one tracking job and no tracker outbox entry left,
  *   one never submitted has neither;
  * - no unexpected error in any runner;
@@ -103,6 +105,8 @@ function bitgoProofOf(code: CustodyErrorCode, httpStatus: number | undefined, ma
 const SEED = Number(process.env.EXPLORE_SEED ?? Date.now() % 2_147_483_647);
 
 const LEASE_MS = 10_000;
+/** The record id of the earlier twin transfer (LOOKUP_DRAWS `twin-listed`). */
+const TWIN_ID = '70000003';
 const UNRESOLVED_AFTER_MS = 40_000;
 const DEADLINE_MS = 150_000;
 /** Runs of one job before the driver stops it (as if BullMQ lost it); reconciliation may recreate it. */
@@ -122,7 +126,13 @@ const SEND_DRAWS = [
   'slow-accept',
   'slow-no-answer',
 ] as const;
-const LOOKUP_DRAWS = ['found', 'empty', 'error', 'slow-found', 'found-without-sequence-id'] as const;
+/**
+ * `twin-listed`: an earlier twin transfer listed, ours not yet: another transfer of ours to the same
+ * address for the same amount, broadcast before this one was first sent (its record id and txid held
+ * for it in the ledger), without a sequenceId, as a provider lists the wallet's transfers (one whose
+ * narrowing was probed while the wallet was empty lists it as the answer's lone record).
+ */
+const LOOKUP_DRAWS = ['found', 'empty', 'error', 'slow-found', 'found-without-sequence-id', 'twin-listed'] as const;
 /** Where a cancel actor fires (see the header). */
 const CANCEL_DRAWS = [
   'before-enqueue',
@@ -229,6 +239,8 @@ interface RunReport {
   windowShut: number;
   /** A foreign holder of the sequenceId (see the header). */
   foreign: boolean;
+  /** A lookup listed an earlier twin transfer (LOOKUP_DRAWS `twin-listed`). */
+  twinListed: boolean;
   sequenceId: string;
   /**
    * Each cancel that fired: where, its answer, how many events the transfer had just before, and
@@ -364,6 +376,16 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   const foreignTransaction = { ...transaction, id: '70000666' } as Transaction;
   const otherOfWallet = { ...transaction, id: '70000002', sequenceId: undefined } as Transaction;
   const withoutSequenceId = (tx: Transaction) => ({ ...tx, sequenceId: undefined }) as Transaction;
+  const twinOfWallet = {
+    ...transaction,
+    id: TWIN_ID,
+    sequenceId: undefined,
+    txid: 'b0b0cafe',
+    date: new Date(clock - 60_000).toISOString(),
+  } as unknown as Transaction;
+  // The twin's own transfer was identified and broadcast: the ledger holds its record id and txid.
+  await redis.set(keys.claim('record', TWIN_ID), 'twin-of-ours');
+  await redis.set(keys.claim('txid', 'b0b0cafe'), 'twin-of-ours');
   /** A foreign holder's provider answers every send with 409, in time (see the header). */
   const foreignDraw = (draw: SendDraw): SendDraw => (['refuse-400', 'success-false', '5xx', '429'].includes(draw) ? draw : '409');
 
@@ -465,7 +487,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
           throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'lookup', httpStatus: 503 });
         const held = [...(accepted > 0 ? [transaction] : []), ...(scenario.foreign ? [foreignTransaction] : [])];
         // BitGo answers the one transfer that holds the sequenceId, carrying it (docs/bitgo-api.md section 3).
-        if (provider === 'bitgo') return draw === 'empty' ? [] : held;
+        if (provider === 'bitgo') return draw === 'empty' || draw === 'twin-listed' ? [] : held;
         // A provider that does not narrow lists the wallet's other send beside whatever the sequenceId holds.
         const others = scenario.narrowed ? [] : [otherOfWallet];
         switch (draw) {
@@ -476,6 +498,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
             return [...held, ...others];
           case 'found-without-sequence-id':
             return [...held.map(withoutSequenceId), ...others];
+          case 'twin-listed':
+            return [twinOfWallet, ...others];
         }
       });
     },
@@ -639,6 +663,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
     unexpected: wipedAt === undefined ? unexpected : unexpected.filter((caught) => !String(caught).includes('ledger record vanished')),
     wiped: wipedAt !== undefined,
     foreign: scenario.foreign,
+    twinListed: scenario.lookups.includes('twin-listed'),
     windowShut,
     // A send marked in flight whose runner wrote nothing (its lease reply came late) and was taken over
     // before it could say so is, to the ledger, a send whose answer was lost.
@@ -667,8 +692,18 @@ function invariantProblems(report: RunReport): string[] {
   if (types.filter((type) => type === 'transfer.unresolved').length > 1) problems.push('transfer.unresolved twice');
   if (report.accepted > 0 && types.includes('transfer.failed')) problems.push('transfer.failed although upstream accepted a send');
   // After a wipe, a foreign holder's record is, to a lookup, what our own send of the lost life would be.
-  if (report.accepted === 0 && !report.foreignAfterLostAnswer && !(report.wiped && report.foreign) && types.includes('transfer.submitted'))
+  if (
+    report.accepted === 0 &&
+    !report.foreignAfterLostAnswer &&
+    !(report.wiped && (report.foreign || report.twinListed)) &&
+    types.includes('transfer.submitted')
+  )
     problems.push('transfer.submitted although upstream accepted no send of this transfer');
+  // After a wipe the ledger no longer holds the twin's record, and the recovery lookup comes before any
+  // send of the new life: to an answer believed narrowed, a lone twin is what our own record would be.
+  const submittedEvent = report.events.find((event) => event.event === 'transfer.submitted');
+  if (!report.wiped && (submittedEvent?.data as { transaction?: { id?: string } } | undefined)?.transaction?.id === TWIN_ID)
+    problems.push("transfer.submitted with an earlier twin transfer's record");
   if (report.events.filter((event) => event.version === 1).length > 1)
     problems.push('a second event of version 1 (an ended sequenceId started again)');
   report.events.forEach((event, index) => {

@@ -61,10 +61,17 @@ export interface TransitionRequest {
    * this transfer was ever made"), which a ledger that may have lost its record of sends cannot do.
    */
   requireIntactLedger?: boolean;
+  /**
+   * The upstream record id and txid this change stores for the transfer, claimed for its sequenceId
+   * in the same atomic step (the worker's ledger passes them as keys after the nine; a cancel has
+   * none): refused (reason `claimed`) when another sequenceId claimed one of them first.
+   */
+  claims?: { recordIds?: readonly string[]; txids?: readonly string[] };
 }
 
 /** Why transition.lua refused a transition (its header names each). */
-export type RefusalReason = 'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended' | 'epoch' | 'recovery' | 'ledger';
+export type RefusalReason =
+  'state' | 'terminal' | 'lease' | 'owner' | 'present' | 'unknown' | 'ended' | 'epoch' | 'recovery' | 'ledger' | 'claimed';
 
 /** The epoch part of a request: what the script checks a send in flight against. */
 export interface EpochCheck {

@@ -7,7 +7,7 @@ import { isCustodyError } from '../../custody/errors.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { QueueName } from '../../queues/names.ts';
 import type { Trackers } from '../../queues/trackers.ts';
-import type { CustodyPort } from '../../custody/port.ts';
+import type { CustodyPort, ListedTransfer } from '../../custody/port.ts';
 import {
   INDEX_PAGE,
   RECONCILE_LOCK_RENEW_MS,
@@ -240,7 +240,13 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         const wallet = { walletId: record.walletId, coin: record.coin };
         // The lowest class of the budget: whatever sends, polls and enrichment leave.
         const budget = { klass: BudgetClass.VERIFY, member: sequenceId };
-        const found = await deps.custody.findTransfer(wallet, { sequenceId, ...record.match }, { budget, txid: record.txid });
+        const known = {
+          sequenceId,
+          ...record.match,
+          firstSentAt: record.firstSentAt,
+          heldByOthers: (records: readonly ListedTransfer[]) => ledger.heldByOthers(sequenceId, records),
+        };
+        const found = await deps.custody.findTransfer(wallet, known, { budget, txid: record.txid });
         if (found.kind === 'ambiguous') deps.onAmbiguous?.('reconcile');
         const walletTx = await deps.custody.getWalletTransaction(wallet, record.txid, { budget }).catch((error: unknown) => {
           if (isCustodyError(error) && error.budgetRefused) throw error;

@@ -94,7 +94,14 @@ export function createTrackHandler(deps: TrackDeps) {
     }
     const submittedAt = record.submittedAt ?? record.updatedAt;
     const deadline = submittedAt + deps.deadlineMs;
-    const match: KnownTransfer = { sequenceId, ...record.match };
+    // Never a record dated before our first send, nor one the ledger holds for another transfer: an
+    // earlier twin (same address, same amount) listed before ours is not ours (matching.ts).
+    const match: KnownTransfer = {
+      sequenceId,
+      ...record.match,
+      firstSentAt: record.firstSentAt,
+      heldByOthers: (records) => deps.ledger.heldByOthers(sequenceId, records),
+    };
 
     if (record.txid !== undefined) {
       // Found with its txid by an earlier run whose wallet-transaction lookup had to wait: no new poll.
@@ -155,7 +162,10 @@ export function createTrackHandler(deps: TrackDeps) {
     if (found.kind === 'found' && match.transactionId === undefined) {
       // Remember the record id: a later answer is then matched by id, the cheapest sure way.
       match.transactionId = found.transfer.id;
-      await deps.ledger.transition(sequenceId, op.identified(match));
+      const identified = await deps.ledger.transition(sequenceId, op.identified(match));
+      // Another transfer claimed this record since it was weighed: the next poll weighs it again.
+      if (!identified.ok && identified.reason === 'claimed')
+        log.warn({ transactionId: found.transfer.id }, 'record claimed by another transfer meanwhile');
     } else if (found.kind === 'absent' && record.unmatchedPolls < UNMATCHED_POLLS_ALERT && found.sendsListed > 0) {
       // The wallet's sends are listed but none is ours: not visible yet, or a match that can never
       // succeed (an amount or address upstream writes differently). Counted and logged once, so the
@@ -195,7 +205,7 @@ export function createTrackHandler(deps: TrackDeps) {
         const view = await deps.ledger.read(other, TRACKING_VIEW);
         if (!view || view.state !== TransferState.SUBMITTED || view.walletId !== record.walletId || view.txid !== undefined) continue;
         await deps.ledger.rememberFound(other, transfer);
-        const noted = await deps.ledger.transition(other, op.txidFound(transfer.txid));
+        const noted = await deps.ledger.transition(other, op.txidFound(transfer));
         if (!noted.ok) continue;
         deps.onFoundForOther?.();
         await deps.wake!(other);
@@ -218,7 +228,7 @@ export function createTrackHandler(deps: TrackDeps) {
         // next run goes straight to this lookup instead of polling again.
         if (record.txid !== transaction.txid) {
           await deps.ledger.rememberFound(sequenceId, transaction);
-          await deps.ledger.transition(sequenceId, op.txidFound(transaction.txid));
+          await deps.ledger.transition(sequenceId, op.txidFound(transaction));
         }
         const waitMs = error.retryAfterMs ?? deps.pollMinMs;
         throw deps.pacedByBudget ? new WaitForSlot(waitMs) : new RetryLater(waitMs, 'provider pause');
@@ -240,6 +250,10 @@ export function createTrackHandler(deps: TrackDeps) {
     if (result.ok) {
       deps.onBroadcast?.(result.record.calls);
       log.info({ txid: transaction.txid, calls: result.record.calls }, 'transfer broadcast');
+    } else if (result.reason === 'claimed') {
+      // Another transfer claimed this record or txid since it was weighed: not ours; polling goes on.
+      log.warn({ txid: transaction.txid, transactionId: transaction.id }, 'record claimed by another transfer meanwhile');
+      throw new RetryLater(deps.pollMinMs, 'found record claimed by another transfer');
     }
     return { outcome: 'broadcast', sequenceId };
   }

@@ -1,6 +1,6 @@
 import type { BudgetClass } from '../../../custody/budget.ts';
 import { Deadline } from '../../../custody/deadline.ts';
-import type { TransferFinding } from '../../../custody/port.ts';
+import type { ListedTransfer, TransferFinding } from '../../../custody/port.ts';
 import type { TransferRecord } from '../../../ledger/ledger.ts';
 import { storedPayload, type Run } from './context.ts';
 
@@ -28,7 +28,13 @@ export async function lookUp(run: Run, held: TransferRecord, klass: BudgetClass)
   const deadline = new Deadline(run.deps.sendDeadlineMs);
   try {
     const wallet = { walletId: payload.walletId, coin: payload.coin };
-    return await run.deps.custody.findTransfer(wallet, { sequenceId }, { signal: deadline.signal, budget: { klass, member: sequenceId } });
+    // A lone record the ledger holds for another transfer is never taken for ours (matching.ts).
+    const known = {
+      sequenceId,
+      firstSentAt: held.firstSentAt,
+      heldByOthers: (records: readonly ListedTransfer[]) => run.deps.ledger.heldByOthers(sequenceId, records),
+    };
+    return await run.deps.custody.findTransfer(wallet, known, { signal: deadline.signal, budget: { klass, member: sequenceId } });
   } finally {
     deadline.clear();
   }
