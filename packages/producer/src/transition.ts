@@ -246,9 +246,9 @@ export function cancelOutcome(sequenceId: string, answer: CancelAnswer): CancelR
     case 'lease':
       // A send may have been processed: submitting (even if every send was "not taken"), or later.
       return { outcome: 'too-late', state: answer.state };
+    // 'epoch': the ledger went back in time (below the tick the caller saw) or holds another epoch than
+    // the caller's; like 'ledger', it cannot vouch that no send was made.
     case 'ledger':
-    // The ledger went back in time (below the tick the caller saw) or holds another epoch than the
-    // caller's: it cannot vouch that no send was made either.
     case 'epoch':
       return { outcome: 'too-late', state: answer.state, ledger: 'no-epoch-or-recovering' };
     default:
