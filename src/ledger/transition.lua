@@ -74,7 +74,8 @@
   - a send in flight is recorded only under the epoch the caller knows ('epoch': the ledger was lost,
     or this process has none yet) and, while the epoch's recovery lasts, only after a lookup made one
     lease (lease.ms) or more after the loss was recorded, when every send of the lost life has ended
-    ('recovery');
+    ('recovery'); such a send records `unknownSince` (a send of the lost life may have been accepted:
+    never `failed` without an operator);
   - a change that needs an intact ledger (`intact`) is refused while the ledger has no epoch or
     recovers from a loss ('ledger');
   - no change is made under the caller's epoch when its tick is below the one the caller saw ('epoch',
@@ -170,6 +171,10 @@ if req.to == 'failed' and not req.operator then
   if before[5] or before[6] or pendingOfOther then return refuse('unknown') end
 end
 
+-- A send in flight recorded while the ledger recovers: the transfer may have been sent in the life
+-- the ledger forgot (whatever state the older copy shows it in), so from now on that send may have
+-- been accepted: sticky `unknownSince`, as a lookup before a first send after a loss records it.
+local recovering = false
 if req.epoch.check then
   -- A ledger that no longer holds the caller's epoch was lost (or replaced): what it forgot may
   -- include this very transfer's earlier send.
@@ -177,6 +182,7 @@ if req.epoch.check then
   if tonumber(epoch[2] or '0') > now then
     local lookedUpAt = tonumber(req.epoch.lookedUpAt)
     if not lookedUpAt or lookedUpAt < tonumber(epoch[3] or '0') + tonumber(lease.ms) then return refuse('recovery') end
+    recovering = true
   end
 end
 
@@ -216,6 +222,7 @@ for _, field in ipairs(req.stamp) do
 end
 flush()
 for _, field in ipairs(req.stampOnce) do redis.call('HSETNX', KEYS[1], field, nowText) end
+if recovering then redis.call('HSETNX', KEYS[1], 'unknownSince', nowText) end
 for field, by in pairs(req.incr) do redis.call('HINCRBY', KEYS[1], field, by) end
 if #req.unset > 0 then
   local dropsLong = false
