@@ -13,7 +13,9 @@
  * above, the master is SIGKILLed and restarted at once, before the Sentinels see it down (`bounce`:
  * it comes back an empty master and its replicas resynchronise from it, empty too), and flushed once
  * (`flush`: an operator's FLUSHALL, or an empty node promoted). The ledger, the queues and the events
- * stream vanish; the workers notice from the ledger's epoch (src/ledger/epoch.ts). The producer then
+ * stream vanish; the workers notice from the ledger's epoch (src/ledger/epoch.ts). And a replica is
+ * cut off from the master and promoted once the master and the other replica die (`lag`): the ledger
+ * goes back in time under the same epoch; the workers notice from its tick. The producer then
  * does what a real one does: it enqueues again every transfer that shows neither a terminal event nor
  * `transfer.submitted` nor `transfer.unresolved` on the stream as it now is, every 10 s while the run
  * settles. A transfer whose events vanished counts as settled once its second life is.
@@ -68,14 +70,19 @@ export interface Failover {
   /**
    * How the master went: SIGKILL (restarted after), SIGSTOP until replaced (a stale master), or (Cluster) `CLUSTER FAILOVER FORCE` on its replica while it ran.
    * Volatile Sentinel only: `bounce`, SIGKILL and an immediate restart (no failover: the master comes back
-   * empty and its replicas resynchronise from it), or `flush`, FLUSHALL on the master.
+   * empty and its replicas resynchronise from it), `flush`, FLUSHALL on the master, or `lag`, a replica
+   * cut off from the master before the batch is submitted, then the master and the other replica
+   * SIGKILLed, so that the Sentinels promote the lagging one (the ledger goes back in time under the
+   * same epoch).
    */
-  how: 'kill' | 'stop' | 'force' | 'bounce' | 'flush';
+  how: 'kill' | 'stop' | 'force' | 'bounce' | 'flush' | 'lag';
   killedPort: number;
   newMasterPort: number;
   tookMs: number;
   /** The ledger's epoch was gone or replaced once the replicas were in sync again: the data vanished. */
   dataLost?: boolean;
+  /** `lag`: how far (bytes of the replication stream) the promoted replica was behind the master it replaced. */
+  laggedBytes?: number;
 }
 
 export interface FailoverFigures {
@@ -173,16 +180,30 @@ async function startVolatileReplicas(primary: RedisServerHandle, count: number):
 
 type Client = Redis | Cluster;
 
+/** A field of a node's INFO replication, as a number (NaN when absent). */
+async function replicationField(port: number, field: string): Promise<number> {
+  const info = await rawRedisCommand(port, 'INFO replication');
+  return Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1] ?? NaN);
+}
+
+/** The ports of the replicas the master on `port` lists online. */
+async function onlineReplicaPorts(port: number): Promise<number[]> {
+  const info = await rawRedisCommand(port, 'INFO replication');
+  return [...info.matchAll(/slave\d+:ip=[^,]+,port=(\d+),state=online/g)].map((match) => Number(match[1]));
+}
+
 /** How a scenario reaches Redis and fails its master over. */
 interface RedisSetup {
   /** What the worker needs to reach it. */
   workerEnv: Record<string, string>;
   /** The failovers, in turn. */
   modes: Array<Failover['how']>;
+  /** Before the batch a failover of this kind follows is submitted (`lag`: the replica falls behind from there). */
+  prepare?(how: Failover['how']): Promise<void>;
   /** A new connection (not closed here). */
   connect(): Client;
   /** Fails over the master that holds `key`; resolves once another node serves it. */
-  failover(how: Failover['how'], key: string): Promise<Pick<Failover, 'how' | 'killedPort' | 'newMasterPort'>>;
+  failover(how: Failover['how'], key: string): Promise<Pick<Failover, 'how' | 'killedPort' | 'newMasterPort' | 'laggedBytes'>>;
   /** Resolves once the master of `key` has all its replicas in sync again (or after 30 s). */
   replicasInSync(key: string): Promise<void>;
   stop(): Promise<void>;
@@ -233,6 +254,65 @@ async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup
     one.disconnect();
   }
 
+  /**
+   * `lag`, before its batch is submitted: a replica of the master is cut off from it (told a wrong
+   * master password, its link killed, so that every reconnection fails at AUTH and it applies nothing
+   * more while it keeps what it had; a SIGSTOPped replica would apply what its socket buffered once it
+   * runs again). The master lists it no longer, so a WAIT counts only the other replica: the batch's
+   * jobs, its sends in flight and its events reach the master and the other replica only.
+   */
+  let cutOff: { master: RedisServerHandle; lagging: RedisServerHandle; other: RedisServerHandle } | undefined;
+  const cutOffReplica = async (): Promise<void> => {
+    const current = await masterPort();
+    const master = nodes.find((n) => n.port === current);
+    if (!master) throw new Error('the Sentinels name no master of ours');
+    const ports = await until(
+      'two replicas online',
+      30_000,
+      async () => {
+        const online = await onlineReplicaPorts(master.port);
+        return online.length === 2 ? online : undefined;
+      },
+      200,
+    );
+    const [lagging, other] = ports.map((port) => nodes.find((n) => n.port === port)) as [RedisServerHandle, RedisServerHandle];
+    for (const command of ['CONFIG SET masterauth not-the-master-password', 'CLIENT KILL TYPE master']) {
+      const reply = await rawRedisCommand(lagging.port, command);
+      if (reply.startsWith('-')) throw new Error(`${command} on ${lagging.port}: ${reply}`);
+    }
+    cutOff = { master, lagging, other };
+  };
+  /**
+   * `lag`, the failover: the master and the other replica SIGKILLed, so that the Sentinels can promote
+   * only the lagging one, whose ledger is older under the same epoch. Both come back as its replicas.
+   */
+  const promoteLagging = async (): Promise<Pick<Failover, 'how' | 'killedPort' | 'newMasterPort' | 'laggedBytes'>> => {
+    if (!cutOff) throw new Error('`lag` fails over to a replica cut off before its batch (prepare)');
+    const { master, lagging, other } = cutOff;
+    cutOff = undefined;
+    const laggedBytes =
+      (await replicationField(master.port, 'master_repl_offset')) - (await replicationField(lagging.port, 'slave_repl_offset'));
+    await master.kill();
+    await other.kill();
+    const promoted = await until(
+      'the lagging replica promoted',
+      30_000,
+      async () => {
+        const port = await masterPort();
+        return port !== undefined && port !== master.port ? port : undefined;
+      },
+      100,
+    );
+    if (promoted !== lagging.port) throw new Error(`the Sentinels promoted ${promoted}, not the lagging replica ${lagging.port}`);
+    await rawRedisCommand(lagging.port, 'CONFIG SET masterauth ""');
+    // Restarted with the arguments they were started with (see `bounce`): told at once whose replicas they are.
+    for (const node of [master, other]) {
+      await node.restart();
+      await rawRedisCommand(node.port, `REPLICAOF 127.0.0.1 ${promoted}`);
+    }
+    return { how: 'lag', killedPort: master.port, newMasterPort: promoted, laggedBytes };
+  };
+
   const connect = (): Redis => {
     const client = new Redis({ sentinels: sentinelList, name: 'mymaster', maxRetriesPerRequest: null });
     client.on('error', () => undefined);
@@ -245,10 +325,14 @@ async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup
       REDIS_SENTINEL_MASTER: 'mymaster',
     },
     // Volatile: a SIGKILL with a failover (the empty node rejoins as a replica and resynchronises: no
-    // data lost), one without (the data vanishes), a stale master, a FLUSHALL.
-    modes: volatile ? ['kill', 'bounce', 'stop', 'flush', 'kill'] : ['kill', 'stop'],
+    // data lost), one without (the data vanishes), a stale master, a FLUSHALL, a lagging replica promoted.
+    modes: volatile ? ['kill', 'bounce', 'stop', 'flush', 'lag'] : ['kill', 'stop'],
     connect,
+    async prepare(how) {
+      if (how === 'lag') await cutOffReplica();
+    },
     async failover(how) {
+      if (how === 'lag') return promoteLagging();
       const current = await masterPort();
       const victim = nodes.find((n) => n.port === current);
       if (!victim) throw new Error(`the Sentinels name no master of ours (${current})`);
@@ -474,6 +558,8 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       const payloads = Array.from({ length: scenario.transfers / batches }, () => samplePayload());
       sequenceIds.push(...payloads.map((p) => p.halfSigned.sequenceId));
       for (const payload of payloads) payloadOf.set(payload.halfSigned.sequenceId, payload);
+      const how = redis.modes[failovers.length % redis.modes.length]!;
+      if (failoverAt.has(batch)) await redis.prepare?.(how);
       for (const payload of payloads) await submit(payload);
       if (failoverAt.has(batch)) {
         // Let sends get in flight, then fail the master over mid-stream.
@@ -481,10 +567,20 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
         const at = Date.now();
         const shardKey = `${prefix}:transfer:x`;
         const epochBefore = volatile ? await epochNow() : undefined;
-        const done = await redis.failover(redis.modes[failovers.length % redis.modes.length]!, shardKey);
+        const done = await redis.failover(how, shardKey);
         const failover: Failover = { atMs: at - started, ...done, tookMs: Date.now() - at };
         failovers.push(failover);
         await redis.replicasInSync(shardKey);
+        // `lag`: the promoted replica holds the same epoch, further back; the workers must see its tick
+        // below the one they saw and declare the loss (a new epoch).
+        if (volatile && done.how === 'lag') {
+          await until(
+            'the lagging ledger declared lost',
+            30_000,
+            async () => ((await epochNow()) !== epochBefore ? true : undefined),
+            200,
+          ).catch(() => undefined);
+        }
         if (volatile) failover.dataLost = (await epochNow()) !== epochBefore;
       }
       await sleep(300);
@@ -652,7 +748,8 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
 
 export function describeFigures(f: FailoverFigures): string {
   const v = f.volatile;
-  const lost = (x: Failover) => (x.dataLost === undefined ? '' : x.dataLost ? ', data lost' : ', data kept');
+  const lost = (x: Failover) =>
+    `${x.laggedBytes === undefined ? '' : `, ${x.laggedBytes} bytes behind`}${x.dataLost === undefined ? '' : x.dataLost ? ', data lost' : ', data kept'}`;
   return [
     `[failover] ${f.topology}${v ? ' (volatile)' : ''}, REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${x.how} ${(x.tookMs / 1000).toFixed(1)} s${lost(x)}`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
     `  accepted twice upstream: ${f.acceptedTwice.length}; without a terminal event: ${f.withoutTerminal} ${JSON.stringify(f.unsettled)}; two terminal events: ${f.twoTerminal} (different types: ${f.twoTerminalDifferentTypes})`,
