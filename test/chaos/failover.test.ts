@@ -8,9 +8,9 @@
  * - Sentinel, volatile: the same with no node keeping anything on disk, REDIS_ALLOW_VOLATILE=1 and
  *   REDIS_MIN_REPLICAS 1; the master also restarted at once after a SIGKILL (it comes back empty and
  *   its replicas copy it) and flushed, so the whole dataset vanishes, and the producer re-enqueues
- *   what the stream no longer shows; and a replica cut off from the master (so the master's WAIT no
- *   longer counts it) promoted once the master and the other replica die: the ledger goes back in
- *   time under the same epoch. Asserted: no sequenceId accepted twice, and every transfer settled on
+ *   what the stream no longer shows; and, first, a replica cut off from the master once a batch's jobs
+ *   reached it (so the master's WAIT no longer counts it), promoted once the master and the other
+ *   replica die: the ledger goes back in time under the same epoch and hands the jobs out again. Asserted: no sequenceId accepted twice, and every transfer settled on
  *   the final stream (a terminal event or transfer.unresolved), its second life if it had one; the
  *   promoted replica was behind, and its ledger was declared lost.
  * Asserted with REDIS_MIN_REPLICAS of 1 or more (every replica the master lists online acknowledges
@@ -69,9 +69,10 @@ for (const { topology, waited } of cases) {
  *   5 s). The whole dataset vanished, every time.
  * - `stop`: a stale master, as in the other variants. Data kept.
  * - `flush` (FLUSHALL on the master, replicated): vanished, every time.
- * - `lag` (a replica cut off before a batch is submitted, then the master and the other replica
+ * - `lag` (a replica cut off once a batch's jobs reached it, then the master and the other replica
  *   SIGKILLed): the Sentinels promote the lagging one, which holds the epoch with an older tick; the
- *   workers saw a higher one and declare the loss.
+ *   workers saw a higher one and declare the loss. First, so that no earlier loss's recovery window
+ *   covers its transfers.
  * So each run loses the data at least three times (a `kill` or `stop` whose promoted replica missed
  * the master's last transitions is a loss too); each loss is recorded by the first worker to notice
  * (one `ledger lost` line) and adopted by the other, and the producer's first sweep re-enqueues every

@@ -71,9 +71,9 @@ export interface Failover {
    * How the master went: SIGKILL (restarted after), SIGSTOP until replaced (a stale master), or (Cluster) `CLUSTER FAILOVER FORCE` on its replica while it ran.
    * Volatile Sentinel only: `bounce`, SIGKILL and an immediate restart (no failover: the master comes back
    * empty and its replicas resynchronise from it), `flush`, FLUSHALL on the master, or `lag`, a replica
-   * cut off from the master before the batch is submitted, then the master and the other replica
-   * SIGKILLed, so that the Sentinels promote the lagging one (the ledger goes back in time under the
-   * same epoch).
+   * cut off from the master once the batch's jobs reached it (the workers held meanwhile), then the
+   * master and the other replica SIGKILLed, so that the Sentinels promote the lagging one: it hands
+   * out the jobs again, with none of their sends, under the same epoch.
    */
   how: 'kill' | 'stop' | 'force' | 'bounce' | 'flush' | 'lag';
   killedPort: number;
@@ -198,8 +198,11 @@ interface RedisSetup {
   workerEnv: Record<string, string>;
   /** The failovers, in turn. */
   modes: Array<Failover['how']>;
-  /** Before the batch a failover of this kind follows is submitted (`lag`: the replica falls behind from there). */
-  prepare?(how: Failover['how']): Promise<void>;
+  /**
+   * `lag` (Sentinel), once its batch is submitted and before any of it is taken: a replica that has
+   * everything the master has is cut off from it, to be promoted by `failover('lag')`.
+   */
+  cutOffReplica?(): Promise<void>;
   /** A new connection (not closed here). */
   connect(): Client;
   /** Fails over the master that holds `key`; resolves once another node serves it. */
@@ -255,11 +258,12 @@ async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup
   }
 
   /**
-   * `lag`, before its batch is submitted: a replica of the master is cut off from it (told a wrong
-   * master password, its link killed, so that every reconnection fails at AUTH and it applies nothing
-   * more while it keeps what it had; a SIGSTOPped replica would apply what its socket buffered once it
-   * runs again). The master lists it no longer, so a WAIT counts only the other replica: the batch's
-   * jobs, its sends in flight and its events reach the master and the other replica only.
+   * `lag`: a replica of the master, once it has everything the master has (the batch's jobs), is cut
+   * off from it: told a wrong master password, its link killed, so that every reconnection fails at
+   * AUTH and it applies nothing more while it keeps what it had (a SIGSTOPped replica would apply what
+   * its socket buffered once it runs again). The master lists it no longer, so a WAIT counts only the
+   * other replica: the batch's sends in flight, its sends and its events reach the master and the
+   * other replica only.
    */
   let cutOff: { master: RedisServerHandle; lagging: RedisServerHandle; other: RedisServerHandle } | undefined;
   const cutOffReplica = async (): Promise<void> => {
@@ -276,6 +280,13 @@ async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup
       200,
     );
     const [lagging, other] = ports.map((port) => nodes.find((n) => n.port === port)) as [RedisServerHandle, RedisServerHandle];
+    const written = await replicationField(master.port, 'master_repl_offset');
+    await until(
+      'the replica to cut off has everything the master has',
+      10_000,
+      async () => ((await replicationField(lagging.port, 'slave_repl_offset')) >= written ? true : undefined),
+      50,
+    );
     for (const command of ['CONFIG SET masterauth not-the-master-password', 'CLIENT KILL TYPE master']) {
       const reply = await rawRedisCommand(lagging.port, command);
       if (reply.startsWith('-')) throw new Error(`${command} on ${lagging.port}: ${reply}`);
@@ -287,7 +298,7 @@ async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup
    * only the lagging one, whose ledger is older under the same epoch. Both come back as its replicas.
    */
   const promoteLagging = async (): Promise<Pick<Failover, 'how' | 'killedPort' | 'newMasterPort' | 'laggedBytes'>> => {
-    if (!cutOff) throw new Error('`lag` fails over to a replica cut off before its batch (prepare)');
+    if (!cutOff) throw new Error('`lag` fails over to the replica cutOffReplica() cut off');
     const { master, lagging, other } = cutOff;
     cutOff = undefined;
     const laggedBytes =
@@ -326,11 +337,11 @@ async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup
     },
     // Volatile: a SIGKILL with a failover (the empty node rejoins as a replica and resynchronises: no
     // data lost), one without (the data vanishes), a stale master, a FLUSHALL, a lagging replica promoted.
-    modes: volatile ? ['kill', 'bounce', 'stop', 'flush', 'lag'] : ['kill', 'stop'],
+    // The lagging replica first: no loss before it opened a recovery window, in which every transfer
+    // is looked up before its first send whether or not this loss is noticed.
+    modes: volatile ? ['lag', 'kill', 'bounce', 'stop', 'flush'] : ['kill', 'stop'],
     connect,
-    async prepare(how) {
-      if (how === 'lag') await cutOffReplica();
-    },
+    cutOffReplica,
     async failover(how) {
       if (how === 'lag') return promoteLagging();
       const current = await masterPort();
@@ -559,8 +570,26 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       sequenceIds.push(...payloads.map((p) => p.halfSigned.sequenceId));
       for (const payload of payloads) payloadOf.set(payload.halfSigned.sequenceId, payload);
       const how = redis.modes[failovers.length % redis.modes.length]!;
-      if (failoverAt.has(batch)) await redis.prepare?.(how);
-      for (const payload of payloads) await submit(payload);
+      // `lag`: the workers are held (SIGSTOP) while the batch is submitted, so that its jobs reach both
+      // replicas before any is taken; one replica is then cut off, and the workers run again.
+      const lag = failoverAt.has(batch) && how === 'lag';
+      if (lag) for (const worker of workers) worker.kill('SIGSTOP');
+      try {
+        for (const payload of payloads) await submit(payload);
+        if (lag) await redis.cutOffReplica?.();
+      } finally {
+        if (lag) for (const worker of workers) worker.kill('SIGCONT');
+      }
+      if (lag) {
+        // The lagging replica holds the batch's jobs; the master and the other replica, their sends.
+        const upstream = sim;
+        await until(
+          'the batch accepted upstream while the replica lags',
+          30_000,
+          async () => (payloads.every((p) => upstream.transfer(p.halfSigned.sequenceId)) ? true : undefined),
+          50,
+        );
+      }
       if (failoverAt.has(batch)) {
         // Let sends get in flight, then fail the master over mid-stream.
         await sleep(Math.floor(random() * 2 * SEND_LATENCY_MS));
