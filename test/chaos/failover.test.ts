@@ -8,8 +8,11 @@
  * - Sentinel, volatile: the same with no node keeping anything on disk, REDIS_ALLOW_VOLATILE=1 and
  *   REDIS_MIN_REPLICAS 1; the master also restarted at once after a SIGKILL (it comes back empty and
  *   its replicas copy it) and flushed, so the whole dataset vanishes, and the producer re-enqueues
- *   what the stream no longer shows. Asserted: no sequenceId accepted twice, and every transfer
- *   settled on the final stream (a terminal event or transfer.unresolved), its second life if it had one.
+ *   what the stream no longer shows; and, first, a replica cut off from the master once a batch's jobs
+ *   reached it (so the master's WAIT no longer counts it), promoted once the master and the other
+ *   replica die: the ledger goes back in time under the same epoch and hands the jobs out again. Asserted: no sequenceId accepted twice, and every transfer settled on
+ *   the final stream (a terminal event or transfer.unresolved), its second life if it had one; the
+ *   promoted replica was behind, and its ledger was declared lost.
  * Asserted with REDIS_MIN_REPLICAS of 1 or more (every replica the master lists online acknowledges
  * each send in flight, and at least that many): no sequenceId is accepted twice and no transfer gets
  * two terminal events of different types. Reported, not asserted: the same figures with 0 (what
@@ -66,9 +69,14 @@ for (const { topology, waited } of cases) {
  *   5 s). The whole dataset vanished, every time.
  * - `stop`: a stale master, as in the other variants. Data kept.
  * - `flush` (FLUSHALL on the master, replicated): vanished, every time.
- * So each run loses the data twice; each loss is recorded by the first worker to try a send (one
- * `ledger lost` line, custody_ledger_lost_total 2 summed over the run) and adopted by the other, and
- * the producer's first sweep re-enqueues every transfer that lived before the last loss.
+ * - `lag` (a replica cut off once a batch's jobs reached it, then the master and the other replica
+ *   SIGKILLed): the Sentinels promote the lagging one, which holds the epoch with an older tick; the
+ *   workers saw a higher one and declare the loss. First, so that no earlier loss's recovery window
+ *   covers its transfers.
+ * So each run loses the data at least three times (a `kill` or `stop` whose promoted replica missed
+ * the master's last transitions is a loss too); each loss is recorded by the first worker to notice
+ * (one `ledger lost` line) and adopted by the other, and the producer's first sweep re-enqueues every
+ * transfer that lived before the last loss.
  */
 describe('Redis failovers under load, every data node volatile (no AOF, no RDB)', () => {
   it('REDIS_MIN_REPLICAS=1, data vanished and re-enqueued: no sequenceId accepted twice, every transfer settled', async () => {
@@ -87,5 +95,8 @@ describe('Redis failovers under load, every data node volatile (no AOF, no RDB)'
     expect(figures.acceptedTwice).toEqual([]);
     expect(figures.twoTerminalDifferentTypes).toBe(0);
     expect(figures.withoutTerminalOrUnresolved).toBe(0);
+    const lag = figures.failovers.find((failover) => failover.how === 'lag');
+    expect(lag?.laggedBytes, 'the promoted replica was behind the master').toBeGreaterThan(0);
+    expect(lag?.dataLost, 'the lagging ledger was declared lost').toBe(true);
   });
 });

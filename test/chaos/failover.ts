@@ -13,7 +13,9 @@
  * above, the master is SIGKILLed and restarted at once, before the Sentinels see it down (`bounce`:
  * it comes back an empty master and its replicas resynchronise from it, empty too), and flushed once
  * (`flush`: an operator's FLUSHALL, or an empty node promoted). The ledger, the queues and the events
- * stream vanish; the workers notice from the ledger's epoch (src/ledger/epoch.ts). The producer then
+ * stream vanish; the workers notice from the ledger's epoch (src/ledger/epoch.ts). And a replica is
+ * cut off from the master and promoted once the master and the other replica die (`lag`): the ledger
+ * goes back in time under the same epoch; the workers notice from its tick. The producer then
  * does what a real one does: it enqueues again every transfer that shows neither a terminal event nor
  * `transfer.submitted` nor `transfer.unresolved` on the stream as it now is, every 10 s while the run
  * settles. A transfer whose events vanished counts as settled once its second life is.
@@ -68,14 +70,19 @@ export interface Failover {
   /**
    * How the master went: SIGKILL (restarted after), SIGSTOP until replaced (a stale master), or (Cluster) `CLUSTER FAILOVER FORCE` on its replica while it ran.
    * Volatile Sentinel only: `bounce`, SIGKILL and an immediate restart (no failover: the master comes back
-   * empty and its replicas resynchronise from it), or `flush`, FLUSHALL on the master.
+   * empty and its replicas resynchronise from it), `flush`, FLUSHALL on the master, or `lag`, a replica
+   * cut off from the master once the batch's jobs reached it (the workers held meanwhile), then the
+   * master and the other replica SIGKILLed, so that the Sentinels promote the lagging one: it hands
+   * out the jobs again, with none of their sends, under the same epoch.
    */
-  how: 'kill' | 'stop' | 'force' | 'bounce' | 'flush';
+  how: 'kill' | 'stop' | 'force' | 'bounce' | 'flush' | 'lag';
   killedPort: number;
   newMasterPort: number;
   tookMs: number;
   /** The ledger's epoch was gone or replaced once the replicas were in sync again: the data vanished. */
   dataLost?: boolean;
+  /** `lag`: how far (bytes of the replication stream) the promoted replica was behind the master it replaced. */
+  laggedBytes?: number;
 }
 
 export interface FailoverFigures {
@@ -173,16 +180,33 @@ async function startVolatileReplicas(primary: RedisServerHandle, count: number):
 
 type Client = Redis | Cluster;
 
+/** A field of a node's INFO replication, as a number (NaN when absent). */
+async function replicationField(port: number, field: string): Promise<number> {
+  const info = await rawRedisCommand(port, 'INFO replication');
+  return Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1] ?? NaN);
+}
+
+/** The ports of the replicas the master on `port` lists online. */
+async function onlineReplicaPorts(port: number): Promise<number[]> {
+  const info = await rawRedisCommand(port, 'INFO replication');
+  return [...info.matchAll(/slave\d+:ip=[^,]+,port=(\d+),state=online/g)].map((match) => Number(match[1]));
+}
+
 /** How a scenario reaches Redis and fails its master over. */
 interface RedisSetup {
   /** What the worker needs to reach it. */
   workerEnv: Record<string, string>;
   /** The failovers, in turn. */
   modes: Array<Failover['how']>;
+  /**
+   * `lag` (Sentinel), once its batch is submitted and before any of it is taken: a replica that has
+   * everything the master has is cut off from it, to be promoted by `failover('lag')`.
+   */
+  cutOffReplica?(): Promise<void>;
   /** A new connection (not closed here). */
   connect(): Client;
   /** Fails over the master that holds `key`; resolves once another node serves it. */
-  failover(how: Failover['how'], key: string): Promise<Pick<Failover, 'how' | 'killedPort' | 'newMasterPort'>>;
+  failover(how: Failover['how'], key: string): Promise<Pick<Failover, 'how' | 'killedPort' | 'newMasterPort' | 'laggedBytes'>>;
   /** Resolves once the master of `key` has all its replicas in sync again (or after 30 s). */
   replicasInSync(key: string): Promise<void>;
   stop(): Promise<void>;
@@ -233,6 +257,73 @@ async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup
     one.disconnect();
   }
 
+  /**
+   * `lag`: a replica of the master, once it has everything the master has (the batch's jobs), is cut
+   * off from it: told a wrong master password, its link killed, so that every reconnection fails at
+   * AUTH and it applies nothing more while it keeps what it had (a SIGSTOPped replica would apply what
+   * its socket buffered once it runs again). The master lists it no longer, so a WAIT counts only the
+   * other replica: the batch's sends in flight, its sends and its events reach the master and the
+   * other replica only.
+   */
+  let cutOff: { master: RedisServerHandle; lagging: RedisServerHandle; other: RedisServerHandle } | undefined;
+  const cutOffReplica = async (): Promise<void> => {
+    const current = await masterPort();
+    const master = nodes.find((n) => n.port === current);
+    if (!master) throw new Error('the Sentinels name no master of ours');
+    const ports = await until(
+      'two replicas online',
+      30_000,
+      async () => {
+        const online = await onlineReplicaPorts(master.port);
+        return online.length === 2 ? online : undefined;
+      },
+      200,
+    );
+    const [lagging, other] = ports.map((port) => nodes.find((n) => n.port === port)) as [RedisServerHandle, RedisServerHandle];
+    const written = await replicationField(master.port, 'master_repl_offset');
+    await until(
+      'the replica to cut off has everything the master has',
+      10_000,
+      async () => ((await replicationField(lagging.port, 'slave_repl_offset')) >= written ? true : undefined),
+      50,
+    );
+    for (const command of ['CONFIG SET masterauth not-the-master-password', 'CLIENT KILL TYPE master']) {
+      const reply = await rawRedisCommand(lagging.port, command);
+      if (reply.startsWith('-')) throw new Error(`${command} on ${lagging.port}: ${reply}`);
+    }
+    cutOff = { master, lagging, other };
+  };
+  /**
+   * `lag`, the failover: the master and the other replica SIGKILLed, so that the Sentinels can promote
+   * only the lagging one, whose ledger is older under the same epoch. Both come back as its replicas.
+   */
+  const promoteLagging = async (): Promise<Pick<Failover, 'how' | 'killedPort' | 'newMasterPort' | 'laggedBytes'>> => {
+    if (!cutOff) throw new Error('`lag` fails over to the replica cutOffReplica() cut off');
+    const { master, lagging, other } = cutOff;
+    cutOff = undefined;
+    const laggedBytes =
+      (await replicationField(master.port, 'master_repl_offset')) - (await replicationField(lagging.port, 'slave_repl_offset'));
+    await master.kill();
+    await other.kill();
+    const promoted = await until(
+      'the lagging replica promoted',
+      30_000,
+      async () => {
+        const port = await masterPort();
+        return port !== undefined && port !== master.port ? port : undefined;
+      },
+      100,
+    );
+    if (promoted !== lagging.port) throw new Error(`the Sentinels promoted ${promoted}, not the lagging replica ${lagging.port}`);
+    await rawRedisCommand(lagging.port, 'CONFIG SET masterauth ""');
+    // Restarted with the arguments they were started with (see `bounce`): told at once whose replicas they are.
+    for (const node of [master, other]) {
+      await node.restart();
+      await rawRedisCommand(node.port, `REPLICAOF 127.0.0.1 ${promoted}`);
+    }
+    return { how: 'lag', killedPort: master.port, newMasterPort: promoted, laggedBytes };
+  };
+
   const connect = (): Redis => {
     const client = new Redis({ sentinels: sentinelList, name: 'mymaster', maxRetriesPerRequest: null });
     client.on('error', () => undefined);
@@ -245,10 +336,14 @@ async function sentinelSetup(dir: string, volatile: boolean): Promise<RedisSetup
       REDIS_SENTINEL_MASTER: 'mymaster',
     },
     // Volatile: a SIGKILL with a failover (the empty node rejoins as a replica and resynchronises: no
-    // data lost), one without (the data vanishes), a stale master, a FLUSHALL.
-    modes: volatile ? ['kill', 'bounce', 'stop', 'flush', 'kill'] : ['kill', 'stop'],
+    // data lost), one without (the data vanishes), a stale master, a FLUSHALL, a lagging replica promoted.
+    // The lagging replica first: no loss before it opened a recovery window, in which every transfer
+    // is looked up before its first send whether or not this loss is noticed.
+    modes: volatile ? ['lag', 'kill', 'bounce', 'stop', 'flush'] : ['kill', 'stop'],
     connect,
+    cutOffReplica,
     async failover(how) {
+      if (how === 'lag') return promoteLagging();
       const current = await masterPort();
       const victim = nodes.find((n) => n.port === current);
       if (!victim) throw new Error(`the Sentinels name no master of ours (${current})`);
@@ -474,17 +569,47 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       const payloads = Array.from({ length: scenario.transfers / batches }, () => samplePayload());
       sequenceIds.push(...payloads.map((p) => p.halfSigned.sequenceId));
       for (const payload of payloads) payloadOf.set(payload.halfSigned.sequenceId, payload);
-      for (const payload of payloads) await submit(payload);
+      const how = redis.modes[failovers.length % redis.modes.length]!;
+      // `lag`: the workers are held (SIGSTOP) while the batch is submitted, so that its jobs reach both
+      // replicas before any is taken; one replica is then cut off, and the workers run again.
+      const lag = failoverAt.has(batch) && how === 'lag';
+      if (lag) for (const worker of workers) worker.kill('SIGSTOP');
+      try {
+        for (const payload of payloads) await submit(payload);
+        if (lag) await redis.cutOffReplica?.();
+      } finally {
+        if (lag) for (const worker of workers) worker.kill('SIGCONT');
+      }
+      if (lag) {
+        // The lagging replica holds the batch's jobs; the master and the other replica, their sends.
+        const upstream = sim;
+        await until(
+          'the batch accepted upstream while the replica lags',
+          30_000,
+          async () => (payloads.every((p) => upstream.transfer(p.halfSigned.sequenceId)) ? true : undefined),
+          50,
+        );
+      }
       if (failoverAt.has(batch)) {
         // Let sends get in flight, then fail the master over mid-stream.
         await sleep(Math.floor(random() * 2 * SEND_LATENCY_MS));
         const at = Date.now();
         const shardKey = `${prefix}:transfer:x`;
         const epochBefore = volatile ? await epochNow() : undefined;
-        const done = await redis.failover(redis.modes[failovers.length % redis.modes.length]!, shardKey);
+        const done = await redis.failover(how, shardKey);
         const failover: Failover = { atMs: at - started, ...done, tookMs: Date.now() - at };
         failovers.push(failover);
         await redis.replicasInSync(shardKey);
+        // `lag`: the promoted replica holds the same epoch, further back; the workers must see its tick
+        // below the one they saw and declare the loss (a new epoch).
+        if (volatile && done.how === 'lag') {
+          await until(
+            'the lagging ledger declared lost',
+            30_000,
+            async () => ((await epochNow()) !== epochBefore ? true : undefined),
+            200,
+          ).catch(() => undefined);
+        }
         if (volatile) failover.dataLost = (await epochNow()) !== epochBefore;
       }
       await sleep(300);
@@ -652,7 +777,8 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
 
 export function describeFigures(f: FailoverFigures): string {
   const v = f.volatile;
-  const lost = (x: Failover) => (x.dataLost === undefined ? '' : x.dataLost ? ', data lost' : ', data kept');
+  const lost = (x: Failover) =>
+    `${x.laggedBytes === undefined ? '' : `, ${x.laggedBytes} bytes behind`}${x.dataLost === undefined ? '' : x.dataLost ? ', data lost' : ', data kept'}`;
   return [
     `[failover] ${f.topology}${v ? ' (volatile)' : ''}, REDIS_MIN_REPLICAS=${f.minReplicas}: ${f.transfers} transfers, ${f.failovers.length} failovers (${f.failovers.map((x) => `${x.how} ${(x.tookMs / 1000).toFixed(1)} s${lost(x)}`).join(', ')}), run ${(f.runMs / 1000).toFixed(0)} s`,
     `  accepted twice upstream: ${f.acceptedTwice.length}; without a terminal event: ${f.withoutTerminal} ${JSON.stringify(f.unsettled)}; two terminal events: ${f.twoTerminal} (different types: ${f.twoTerminalDifferentTypes})`,

@@ -8,7 +8,8 @@
  *   await held;                                          // that command went out, its reply is held
  *   proxy.release();                                     // everything held is delivered, in order
  *
- * Every connection is proxied on its own; only the one on which `match` held is held.
+ * Every connection is proxied on its own; only the one on which `match` held is held. `retarget(port)`
+ * sends new connections to another server: one address in front of a failover.
  */
 import { createServer, createConnection, type Socket } from 'node:net';
 
@@ -29,6 +30,11 @@ export interface RedisProxy {
    * armed but not yet matched stays armed.
    */
   release(): void;
+  /**
+   * New connections go to this Redis from now on (the address of a managed Redis moved to the node it
+   * promoted); open connections stay where they are.
+   */
+  retarget(port: number, host?: string): void;
   /** Drops every connection (held bytes are discarded) and stops listening; an unmatched hold never resolves. */
   close(): Promise<void>;
 }
@@ -60,9 +66,10 @@ export async function startRedisProxy(targetPort: number, targetHost = '127.0.0.
   const links = new Set<Link>();
   let matcher: { match: (clientBytes: Buffer) => boolean; matched: () => void } | undefined;
   let heldLink: Link | undefined;
+  let target = { host: targetHost, port: targetPort };
 
   const server = createServer((client) => {
-    const upstream = createConnection({ host: targetHost, port: targetPort });
+    const upstream = createConnection(target);
     const link: Link = { client, server: upstream, tail: Buffer.alloc(0), held: undefined, serverEnded: false };
     links.add(link);
     client.setNoDelay(true);
@@ -135,6 +142,9 @@ export async function startRedisProxy(targetPort: number, targetHost = '127.0.0.
       link.held = undefined;
       for (const chunk of held) pipeChunk(link.server, link.client, chunk);
       if (link.serverEnded) link.client.end();
+    },
+    retarget(port, host = '127.0.0.1') {
+      target = { host, port };
     },
     async close() {
       matcher = undefined;
