@@ -106,6 +106,29 @@ export async function createApp(
     );
   }
 
+  // What this worker's cancels write with, for the processes that cancel with their own copy of the
+  // script (the producer package, the CLI): they refuse while theirs differ. Several workers record the
+  // same; the last to start wins, so a rolling deploy moves the record to the new version as it goes
+  // (and producers of the old one are refused from then on, not the other way round).
+  const replaced = await ledger.recordSettings('replace');
+  if (replaced.length > 0) {
+    logger.warn(
+      {
+        fields: replaced.map((d) => d.field),
+        before: Object.fromEntries(replaced.map((d) => [d.field, d.worker])),
+        now: Object.fromEntries(replaced.map((d) => [d.field, d.mine])),
+      },
+      'another worker had recorded another transition script or other ledger settings (a rolling deploy, or workers configured differently): this worker recorded its own; producers and the cli with the others are refused cancels',
+    );
+  }
+  // Redis may come back without the record (it lost its data): put it back, without overwriting another worker's.
+  const recordAgain = (): void => {
+    ledger
+      .recordSettings('if-absent')
+      .catch((err: unknown) => logger.warn({ err }, 'could not record the ledger settings again after reconnecting'));
+  };
+  redis.on('ready', recordAgain);
+
   // Redis errors are logged by their own listener; this says only that the check did not run (throttled).
   let checkWarnedAt = 0;
   const stopLedgerCheck = ledger.epoch.watch(LEDGER_CHECK_EVERY_MS, (err) => {
@@ -344,6 +367,7 @@ export async function createApp(
       reconcileSchedule.stop();
       watchdog?.stop();
       stopLedgerCheck();
+      redis.off('ready', recordAgain);
       // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
       // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,
       // which is safe since every run picks up where the last one left off.

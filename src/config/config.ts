@@ -373,6 +373,8 @@ export function clusterSlotProblems(prefix: string, eventsStream: string | undef
     keys.terminal,
     keys.broadcast,
     keys.trackerOutbox,
+    keys.epoch,
+    keys.workerSettings,
     keys.travelRule,
     keys.travelRuleLock,
     keys.rateLimit,

@@ -44,6 +44,12 @@ export interface Keys {
   reconcileRetries(jobId: string, createdAt: number): string;
   /** The ledger's epoch (epoch.ts): written once, so that a Redis that lost its data can be told apart. */
   epoch: string;
+  /**
+   * What the worker's cancels write with (its transition script's SHA1, the events stream, EVENTS_MAXLEN,
+   * RETENTION, RETENTION + TOMBSTONE_RETENTION), recorded at start-up: a hash that the producer
+   * package and the CLI compare their own with before a cancel (packages/producer/src/worker-settings.ts).
+   */
+  workerSettings: string;
   /** Marks that one run's system event (`reconcile.completed`) was published, with its stream id. */
   systemEventRun(runId: string): string;
   /**
@@ -75,6 +81,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     reconcileLock: `${prefix}:reconcile:lock`,
     reconcileRetries: (jobId, createdAt) => `${prefix}:reconcile:retries:${jobId}:${createdAt}`,
     epoch: ledger.epoch,
+    workerSettings: ledger.workerSettings,
     systemEventRun: (runId) => `${prefix}:system-event:${runId}`,
     readyProbe: `${prefix}:ready-probe`,
     events: eventsStream,

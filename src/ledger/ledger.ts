@@ -7,7 +7,15 @@ import type { Keys } from './keys.ts';
 import { CALLS_FIELD, NO_VIEW, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
 import { op } from './operations.ts';
 import { cancelOutcome, type CancelResult } from '../../packages/producer/src/transition.ts';
-import { NotReplicatedError } from '../../packages/producer/src/errors.ts';
+import { NotReplicatedError, VersionMismatchError } from '../../packages/producer/src/errors.ts';
+import {
+  settingDifferences,
+  settingsFields,
+  settingsRecorded,
+  workerSettings,
+  type SettingDifference,
+  type WorkerSettings,
+} from '../../packages/producer/src/worker-settings.ts';
 import { jobIdFor } from '../../packages/producer/src/job-id.ts';
 import { LedgerEpoch, type EpochOptions } from './epoch.ts';
 import { READY_PROBE_TTL_MS } from '../timing.ts';
@@ -16,6 +24,7 @@ import {
   ISO_TIME_LUA,
   TRANSITION_LUA,
   type RefusalReason,
+  type RequestContext,
   type TransitionRequest,
   type TransitionResult,
 } from './request.ts';
@@ -83,6 +92,24 @@ redis.call('SET', KEYS[1], n, 'PX', ARGV[2])
 return {n, 1}`;
 
 /**
+ * KEYS[1] the worker's recorded settings (a hash); ARGV[1] `replace` (at start-up: whatever is
+ * recorded, the last worker to start wins) or `if-absent` (after a reconnection: only when nothing is
+ * recorded, so a Redis that lost its data gets the record back while workers of two versions that
+ * reconnect do not overwrite each other); ARGV[2] the clock (ms, '' = Redis TIME); ARGV[3..] field,
+ * value, ... Adds `recordedAt` when it writes. Returns the hash as it was (HGETALL).
+ */
+const RECORD_SETTINGS_LUA = `
+local before = redis.call('HGETALL', KEYS[1])
+if ARGV[1] == 'if-absent' and redis.call('HEXISTS', KEYS[1], 'script') == 1 then return before end
+local now
+if ARGV[2] ~= '' then now = tonumber(ARGV[2]) else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+redis.call('HSET', KEYS[1], 'recordedAt', now, unpack(ARGV, 3))
+return before`;
+
+/**
  * REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT for a write made on an operator's behalf
  * (Ledger.writeReplicated): with `min` ≥ 1 its answer waits until the replicas have it.
  */
@@ -125,6 +152,7 @@ interface LedgerCommands {
     ...fields: string[]
   ): Promise<Array<string | null>>;
   reconcileRetry(key: string, max: number, ttlMs: number): Promise<[number, number]>;
+  recordWorkerSettings(key: string, mode: 'replace' | 'if-absent', clock: string, ...fields: string[]): Promise<string[]>;
   systemEventOnce(
     stream: string,
     run: string,
@@ -167,6 +195,13 @@ export class Ledger {
   readonly #redis: RedisClient;
   readonly #keys: Keys;
   readonly #options: LedgerOptions;
+  /** What every transition writes with besides its request (the script has no configuration of its own). */
+  readonly #context: RequestContext;
+  /**
+   * What this ledger's transitions write with: its transition script (by SHA1), the events stream and
+   * the settings (worker-settings.ts), as the worker records them and other processes compare theirs.
+   */
+  readonly settings: WorkerSettings;
   /** The ledger's identity, as this process knows it (epoch.ts). */
   readonly epoch: LedgerEpoch;
 
@@ -174,6 +209,12 @@ export class Ledger {
     this.#redis = redis;
     this.#keys = keys;
     this.#options = options;
+    this.#context = {
+      eventsMaxLen: options.eventsMaxLen,
+      retentionMs: options.retentionMs,
+      tombstoneTtlMs: options.retentionMs + (options.tombstoneRetentionMs ?? DEFAULT_TOMBSTONE_RETENTION_MS),
+    };
+    this.settings = workerSettings(TRANSITION_LUA, keys.events, this.#context);
     this.epoch = new LedgerEpoch(redis, keys.epoch, { ...(options.epoch ?? DEFAULT_EPOCH), clock: options.clock });
     if (!('transferTransition' in redis)) {
       // The number of keys goes first: nine, then one per claim (transition.lua, KEYS[10..]).
@@ -182,6 +223,7 @@ export class Ledger {
       redis.defineCommand('systemEventOnce', { numberOfKeys: 3, lua: SYSTEM_EVENT_ONCE_LUA });
       redis.defineCommand('transferReadCounting', { numberOfKeys: 1, lua: READ_COUNTING_LUA });
       redis.defineCommand('reconcileRetry', { numberOfKeys: 1, lua: RECONCILE_RETRY_LUA });
+      redis.defineCommand('recordWorkerSettings', { numberOfKeys: 1, lua: RECORD_SETTINGS_LUA });
     }
   }
 
@@ -309,6 +351,39 @@ export class Ledger {
     const acknowledgement = await this.replicated(session, replicas.min, replicas.timeoutMs);
     if (acknowledgement.acknowledged < acknowledgement.required) throw notReplicated(acknowledgement, replicas.timeoutMs);
     return result;
+  }
+
+  /**
+   * Records `settings` in Redis for the processes that cancel with their own copy of the script (the
+   * producer package, the CLI). `replace` at a worker's start-up: the last worker to start wins, so a
+   * deploy moves the record to the new version and its settings; `if-absent` after a reconnection
+   * (Redis may have lost its data). Resolves with how what was recorded before differs from this
+   * ledger's (empty when it was absent or the same): another worker runs another version or other
+   * settings, as during a rolling deploy.
+   */
+  async recordSettings(mode: 'replace' | 'if-absent'): Promise<SettingDifference[]> {
+    const clock = this.#options.clock?.();
+    const flat = await (this.#redis as unknown as LedgerCommands).recordWorkerSettings(
+      this.#keys.workerSettings,
+      mode,
+      clock === undefined ? '' : String(clock),
+      ...settingsFields(this.settings),
+    );
+    const before: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) before[flat[i]!] = flat[i + 1]!;
+    return settingsRecorded(before) ? settingDifferences(before, this.settings, true) : [];
+  }
+
+  /**
+   * For a process that cancels with its own configuration (the CLI): rejects with VersionMismatchError
+   * when this ledger's script or settings differ from what the worker recorded, or when nothing is
+   * recorded while the ledger has an epoch (worker-settings.ts, settingDifferences). The worker's own
+   * cancels need no check: they write with what it recorded.
+   */
+  async assertSettingsRecorded(): Promise<void> {
+    const [record, epoch] = await Promise.all([this.#redis.hgetall(this.#keys.workerSettings), this.#redis.hget(this.#keys.epoch, 'id')]);
+    const differences = settingDifferences(record, this.settings, epoch !== null);
+    if (differences.length > 0) throw new VersionMismatchError(differences, settingsRecorded(record));
   }
 
   /** How a transfer ended, while its tombstone lives (RETENTION + TOMBSTONE_RETENTION); undefined otherwise. */
@@ -548,11 +623,7 @@ export class Ledger {
     const encoded = encodeRequest(
       request,
       { eventSequenceId, indexMember, clock: this.#options.clock?.(), epoch: this.epoch.known, seen: this.epoch.seen },
-      {
-        eventsMaxLen: this.#options.eventsMaxLen,
-        retentionMs: this.#options.retentionMs,
-        tombstoneTtlMs: this.#options.retentionMs + (this.#options.tombstoneRetentionMs ?? DEFAULT_TOMBSTONE_RETENTION_MS),
-      },
+      this.#context,
       view ? view.fields : '*',
     );
     const claims = [

@@ -147,6 +147,14 @@ describe('worker on a Redis Cluster with a hash-tagged QUEUE_PREFIX', () => {
     expect([...terminal.values()].every((n) => n === 1)).toBe(true);
   });
 
+  it("cancels through the producer package, which checks the worker's recorded settings in the ledger's slot", async () => {
+    const sequenceId = samplePayload().halfSigned.sequenceId;
+    expect(await h.producer.cancel(sequenceId, { reason: 'cluster cancel, ticket OPS-77' })).toMatchObject({ outcome: 'cancelled' });
+    const recorded = `${h.prefix}:ledger:worker`;
+    expect(await h.redis.hget(recorded, 'eventsStream')).toBe(h.config.queue.eventsStream);
+    expect(await h.redis.cluster('KEYSLOT', recorded)).toBe(await h.redis.cluster('KEYSLOT', `${h.prefix}:ledger:epoch`));
+  });
+
   it('keeps every key under the prefix hash tag, with no CROSSSLOT and no error-level log line', async () => {
     // Let the last tracker and scheduler rounds finish writing before looking.
     await sleep(300);

@@ -206,4 +206,23 @@ describe('(d) the operator surfaces', () => {
     expect(sends(sequenceId)).toBe(0);
     expect(sends(submitted.halfSigned.sequenceId)).toBe(1);
   });
+
+  it('custody-worker cancel with another RETENTION or EVENTS_STREAM than the worker recorded: exit 78 VERSION_MISMATCH, nothing written', async () => {
+    const base = { REDIS_URL: testRedisUrl(), QUEUE_PREFIX: h.prefix };
+    const sequenceId = samplePayload().halfSigned.sequenceId;
+    const [retention, stream] = await Promise.all([
+      runCli(['cancel', sequenceId, '--reason', REASON, '--json'], { env: { ...base, RETENTION: '1d' } }),
+      runCli(['cancel', sequenceId, '--reason', REASON, '--json'], { env: { ...base, EVENTS_STREAM: `${h.prefix}:elsewhere` } }),
+    ]);
+    expect(retention.code, retention.stderr).toBe(78);
+    expect(JSON.parse(retention.stderr)).toMatchObject({
+      error: { code: 'VERSION_MISMATCH', details: { fields: 'retentionMs,tombstoneTtlMs', recorded: true } },
+    });
+    expect(retention.stderr).toMatch(/retentionMs \(worker: \d+, here: 86400000\)/);
+    expect(stream.code, stream.stderr).toBe(78);
+    expect(JSON.parse(stream.stderr)).toMatchObject({ error: { code: 'VERSION_MISMATCH', details: { fields: 'eventsStream' } } });
+    expect(await h.app!.ledger.get(sequenceId)).toBeUndefined();
+    expect(await h.app!.ledger.ended(sequenceId)).toBeUndefined();
+    expect(await h.eventsOf(sequenceId)).toEqual([]);
+  });
 });

@@ -93,6 +93,11 @@ describe('a snapshot-only Redis restarted from its snapshot while the worker run
         (await metricValue(h, 'custody_ledger_lost_total')) === 1 ? true : undefined,
       );
 
+      // The snapshot predates the worker's record of its settings: it records them again after reconnecting
+      // (a CLI cancel is refused, VERSION_MISMATCH, while the ledger has an epoch and nothing is recorded).
+      await until('the worker records its settings again', 30_000, async () =>
+        (await h.redis.exists(createKeys(h.prefix, h.config.queue.eventsStream).workerSettings)) === 1 ? true : undefined,
+      );
       // A cancel of a broadcast transfer, from another process (the CLI), and through the worker's ledger.
       const env = { REDIS_URL: redis.url, QUEUE_PREFIX: h.prefix };
       const cli = await runCli(['cancel', broadcast[0]!, '--reason', 'customer asked', '--json'], { env });

@@ -62,11 +62,15 @@ describe('TransferProducer.cancel', () => {
   });
 
   it('before the worker runs: cancelled (by: producer); the worker then sends nothing and publishes nothing more', async () => {
-    // The ledger's epoch exists, as it does once a worker ever ran (or `ledger init`).
-    await new Ledger(h.redis, createKeys(h.prefix, h.config.queue.eventsStream), {
+    // The ledger's epoch exists, and the worker's record of its script and settings, as they do once a
+    // worker ever ran (a cancel is refused while the ledger has an epoch and nothing is recorded).
+    const ran = new Ledger(h.redis, createKeys(h.prefix, h.config.queue.eventsStream), {
       eventsMaxLen: h.config.queue.eventsMaxLen,
       retentionMs: h.config.retention.transfersMs,
-    }).epoch.init();
+      tombstoneRetentionMs: h.config.retention.tombstonesMs,
+    });
+    await ran.epoch.init();
+    await ran.recordSettings('replace');
     const payload = samplePayload({ metadata: { orderId: 'A-1001' } });
     const sequenceId = payload.halfSigned.sequenceId;
     const jobId = await h.producer.submit(payload);
@@ -117,8 +121,11 @@ describe('TransferProducer.cancel', () => {
     // A ledger of its own, with no worker watching it (a worker would declare the loss itself).
     const prefix = `${h.prefix}-rollback`;
     const keys = createKeys(prefix, `${prefix}:transfer-events`);
-    await new Ledger(h.redis, keys, { eventsMaxLen: 1_000, retentionMs: 60_000 }).epoch.init();
-    const producer = new TransferProducer({ connection: testRedisUrl(), prefix, eventsStream: keys.events });
+    const ledger = new Ledger(h.redis, keys, { eventsMaxLen: 1_000, retentionMs: 60_000 });
+    await ledger.epoch.init();
+    await ledger.recordSettings('replace');
+    const settings = { eventsMaxLen: 1_000, retentionMs: 60_000 };
+    const producer = new TransferProducer({ connection: testRedisUrl(), prefix, eventsStream: keys.events, ledger: settings });
     let late: TransferProducer | undefined;
     try {
       const first = samplePayload().halfSigned.sequenceId;
@@ -134,7 +141,7 @@ describe('TransferProducer.cancel', () => {
       });
       expect(await h.redis.exists(keys.transfer(second), keys.tombstone(second))).toBe(0);
       // A producer that first reads the older copy cannot tell (the residual risk the docs state).
-      late = new TransferProducer({ connection: testRedisUrl(), prefix, eventsStream: keys.events });
+      late = new TransferProducer({ connection: testRedisUrl(), prefix, eventsStream: keys.events, ledger: settings });
       expect(await late.cancel(second, { reason: REASON })).toMatchObject({ outcome: 'cancelled' });
     } finally {
       await producer.close();

@@ -59,14 +59,23 @@ describe('producer minReplicas', () => {
   it('cancel(): resolves cancelled once the replica has it; with too few replicas NotReplicatedError, and cancelling again answers', async () => {
     const prefix = uniquePrefix('producer-replicas');
     const keys = createKeys(prefix, `${prefix}:transfer-events`);
-    await new Ledger(newRedis({ url: primary.url }), keys, { eventsMaxLen: 1_000, retentionMs: 60_000 }).epoch.init();
-    const replicated = new TransferProducer({ connection: newRedis({ url: primary.url }), prefix, minReplicas: 1 });
+    const ledger = new Ledger(newRedis({ url: primary.url }), keys, { eventsMaxLen: 1_000, retentionMs: 60_000 });
+    await ledger.epoch.init();
+    await ledger.recordSettings('replace');
+    const settings = { eventsMaxLen: 1_000, retentionMs: 60_000 };
+    const replicated = new TransferProducer({ connection: newRedis({ url: primary.url }), prefix, minReplicas: 1, ledger: settings });
     const sequenceId = samplePayload().halfSigned.sequenceId;
     expect(await replicated.cancel(sequenceId, { reason: 'OPS-77' })).toMatchObject({ outcome: 'cancelled' });
     // Resolved: the replica has the cancel (a failover to it keeps it).
     expect(await newRedis({ url: replica.url }).get(keys.tombstone(sequenceId))).toBe('cancelled:1');
 
-    const short = new TransferProducer({ connection: newRedis({ url: primary.url }), prefix, minReplicas: 2, replicaTimeoutMs: 200 });
+    const short = new TransferProducer({
+      connection: newRedis({ url: primary.url }),
+      prefix,
+      minReplicas: 2,
+      replicaTimeoutMs: 200,
+      ledger: settings,
+    });
     const other = samplePayload().halfSigned.sequenceId;
     const error = await short.cancel(other, { reason: 'OPS-78' }).then(
       () => undefined,

@@ -1,8 +1,16 @@
 import type { PayloadIssue } from './payload.ts';
+import type { SettingDifference, WorkerSettingField } from './worker-settings.ts';
 
 /** Every error the producer throws on purpose carries one of these codes. */
 export type ProducerErrorCode =
-  'INVALID_PAYLOAD' | 'INVALID_CANCEL' | 'REDIS_UNAVAILABLE' | 'ENQUEUE_FAILED' | 'NOT_REPLICATED' | 'WAIT_TIMEOUT' | 'PRODUCER_CLOSED';
+  | 'INVALID_PAYLOAD'
+  | 'INVALID_CANCEL'
+  | 'REDIS_UNAVAILABLE'
+  | 'ENQUEUE_FAILED'
+  | 'NOT_REPLICATED'
+  | 'WAIT_TIMEOUT'
+  | 'PRODUCER_CLOSED'
+  | 'VERSION_MISMATCH';
 
 /** Base class of the producer's typed errors: `instanceof ProducerError`, then switch on `code`. */
 export abstract class ProducerError extends Error {
@@ -103,6 +111,34 @@ export class WaitTimeoutError extends ProducerError {
     this.name = 'WaitTimeoutError';
     this.sequenceId = sequenceId;
     this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * A cancel was refused before anything was written: the transition script this process ships, or the
+ * settings it would write with (the events stream, `ledger`'s eventsMaxLen, retentionMs and
+ * RETENTION + TOMBSTONE_RETENTION), differ from what the worker recorded in Redis at start-up; or no
+ * worker recorded them while the ledger has an epoch (`recorded` false: every field is listed).
+ * `fields` names each field that differs, `differences` has both values (a script by its SHA1; none
+ * of them is a secret). Align the version or the settings with the worker's, then cancel again.
+ */
+export class VersionMismatchError extends ProducerError {
+  readonly code = 'VERSION_MISMATCH';
+  readonly fields: WorkerSettingField[];
+  readonly differences: SettingDifference[];
+  /** Whether a worker recorded its settings at all. */
+  readonly recorded: boolean;
+  constructor(differences: SettingDifference[], recorded: boolean) {
+    const listed = differences.map((d) => `${d.field} (worker: ${d.worker ?? 'none'}, here: ${d.mine})`).join(', ');
+    super(
+      recorded
+        ? `the worker's transition script or settings differ from this process's, so a cancel here would write what the worker does not: ${listed}; nothing was written. Use the worker's version and its EVENTS_STREAM, EVENTS_MAXLEN, RETENTION and TOMBSTONE_RETENTION, then cancel again`
+        : `no worker recorded its transition script and settings, but the ledger has an epoch (a worker older than this process, or the record was lost): nothing can be compared, nothing was written. Start (or upgrade) a worker, which records them at start-up, then cancel again`,
+    );
+    this.name = 'VersionMismatchError';
+    this.fields = differences.map((d) => d.field);
+    this.differences = differences;
+    this.recorded = recorded;
   }
 }
 

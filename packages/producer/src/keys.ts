@@ -20,14 +20,25 @@ export function transferPayloadKey(prefix: string, sequenceId: string): string {
   return `${prefix}:transfer-payload:${sequenceId}`;
 }
 
-/** The ledger's indexes and its epoch (the worker's src/ledger/keys.ts derives its keys from these). */
-export function ledgerKeys(prefix: string): { active: string; terminal: string; broadcast: string; trackerOutbox: string; epoch: string } {
+/**
+ * The ledger's indexes, its epoch and the worker's recorded settings (worker-settings.ts): the
+ * worker's src/ledger/keys.ts derives its keys from these.
+ */
+export function ledgerKeys(prefix: string): {
+  active: string;
+  terminal: string;
+  broadcast: string;
+  trackerOutbox: string;
+  epoch: string;
+  workerSettings: string;
+} {
   return {
     active: `${prefix}:transfers:active`,
     terminal: `${prefix}:transfers:terminal`,
     broadcast: `${prefix}:transfers:broadcast`,
     trackerOutbox: `${prefix}:trackers:pending`,
     epoch: `${prefix}:ledger:epoch`,
+    workerSettings: `${prefix}:ledger:worker`,
   };
 }
 

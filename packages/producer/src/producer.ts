@@ -8,6 +8,7 @@ import {
   ProducerClosedError,
   ProducerError,
   ProducerUnavailableError,
+  VersionMismatchError,
   WaitTimeoutError,
   type ProducerOperation,
 } from './errors.ts';
@@ -28,6 +29,7 @@ import {
   type CancelResult,
   type RequestContext,
 } from './transition.ts';
+import { settingDifferences, settingsRecorded, workerSettings, type WorkerSettings } from './worker-settings.ts';
 
 export type { SubmitPayloadInput, PayloadIssue } from './payload.ts';
 export type { TransferEvent } from './events.ts';
@@ -42,8 +44,10 @@ export {
   NotReplicatedError,
   WaitTimeoutError,
   ProducerClosedError,
+  VersionMismatchError,
 } from './errors.ts';
 export type { ProducerErrorCode, ProducerOperation } from './errors.ts';
+export type { SettingDifference, WorkerSettingField } from './worker-settings.ts';
 export { jobIdFor, sequenceIdOfJobId, JOB_ID_PREFIX } from './job-id.ts';
 
 /** What `trySubmit()` did: enqueued the transfer, or found that its sequenceId's transfer ended before. */
@@ -121,6 +125,12 @@ export interface EventsOptions {
 const BLOCK_SLICE_MS = 1_000;
 /** Entries read per XREAD while following. */
 const READ_COUNT = 1_000;
+/**
+ * How long what the worker recorded (its script and settings) is trusted before a cancel reads it
+ * again: besides every (re)connection, so that a long-lived producer follows a deploy of the workers
+ * within this long, as their old processes do until they stop. A refusal always reads it again first.
+ */
+const WORKER_SETTINGS_MAX_AGE_MS = 60_000;
 
 type Client = Redis | Cluster;
 
@@ -166,10 +176,20 @@ export class TransferProducer {
    * for the worker's own transitions. Read on the first cancel and on every (re)connection.
    */
   #ledgerSeen: { epoch: string; tick: number } | undefined;
+  /** What this producer's cancels write with (worker-settings.ts), compared with what the worker recorded. */
+  readonly #settings: WorkerSettings;
+  /**
+   * What the worker recorded (the hash as read, `{}` when absent) and whether the ledger had an epoch,
+   * read with the epoch on every (re)connection and when older than WORKER_SETTINGS_MAX_AGE_MS.
+   */
+  #recorded: { record: Record<string, string>; ledgerHasEpoch: boolean; readAt: number } | undefined;
   readonly #onError = (error: Error): void => {
     this.#lastError = error;
   };
   readonly #onReady = (): void => {
+    // A reconnection may lead to another Redis (a failover) or follow a deploy of the workers: the next
+    // cancel judges by a read made from now on, whether this one or its own.
+    this.#recorded = undefined;
     this.#readLedger().catch(() => {});
   };
 
@@ -211,6 +231,7 @@ export class TransferProducer {
     const prefix = options.prefix ?? 'bull';
     this.#prefix = prefix;
     this.#keys = { transfer: (sequenceId) => transferKey(prefix, sequenceId), events: options.eventsStream ?? defaultEventsStream(prefix) };
+    this.#settings = workerSettings(TRANSITION_LUA, this.#keys.events, this.#ledger);
     this.#queue = new Queue(SUBMIT_TRANSACTION, { connection: this.#redis, prefix });
     // BullMQ re-emits connection errors on the queue; they surface through submit() instead.
     this.#queue.on('error', this.#onError);
@@ -310,10 +331,36 @@ export class TransferProducer {
     return fromTombstone ? { event: fromTombstone, version: Number(tombstone.slice(at + 1)) } : undefined;
   }
 
-  /** Reads the ledger's epoch and tick (see #ledgerSeen). */
+  /** Reads the ledger's epoch and tick (see #ledgerSeen) and what the worker recorded (see #recorded). */
   async #readLedger(): Promise<void> {
-    const [epoch, tick] = await this.#redis.hmget(ledgerKeys(this.#prefix).epoch, 'id', 'tick');
+    const keys = ledgerKeys(this.#prefix);
+    const [[epoch, tick], record] = await Promise.all([
+      this.#redis.hmget(keys.epoch, 'id', 'tick'),
+      this.#redis.hgetall(keys.workerSettings),
+    ]);
     if (typeof epoch === 'string') this.#sawLedger(epoch, Number(tick ?? 0));
+    this.#recorded = { record, ledgerHasEpoch: typeof epoch === 'string', readAt: Date.now() };
+  }
+
+  /**
+   * Refuses (VersionMismatchError) a cancel whose script or settings differ from what the worker
+   * recorded, judged on a read of at most WORKER_SETTINGS_MAX_AGE_MS ago, and on a fresh one before
+   * refusing (the workers may have been deployed since). Nothing recorded while the ledger has no
+   * epoch either: the cancel goes on, and the script answers too-late without writing anything.
+   */
+  async #checkWorkerSettings(): Promise<void> {
+    let fresh = false;
+    if (this.#ledgerSeen === undefined || this.#recorded === undefined || Date.now() - this.#recorded.readAt > WORKER_SETTINGS_MAX_AGE_MS) {
+      await this.#call('cancel', () => this.#readLedger());
+      fresh = true;
+    }
+    const differences = (): ReturnType<typeof settingDifferences> => {
+      const recorded = this.#recorded!;
+      return settingDifferences(recorded.record, this.#settings, recorded.ledgerHasEpoch);
+    };
+    if (differences().length > 0 && !fresh) await this.#call('cancel', () => this.#readLedger());
+    const found = differences();
+    if (found.length > 0) throw new VersionMismatchError(found, settingsRecorded(this.#recorded!.record));
   }
 
   /** The same epoch: the tick seen only rises. Another one: its tick is where this producer starts. */
@@ -337,7 +384,10 @@ export class TransferProducer {
    * sequenceId or reason break their rules; ProducerUnavailableError when Redis is unreachable (the
    * cancel may have taken effect: cancelling again is safe, and answers `already-ended`, `cancelled` if
    * it did); with `minReplicas`, NotReplicatedError (`.cancel`) when fewer replicas acknowledged the
-   * cancel in time (cancel again); ProducerClosedError after close().
+   * cancel in time (cancel again); ProducerClosedError after close(); VersionMismatchError
+   * (`VERSION_MISMATCH`, `.fields`) before anything is written when this package's transition script, its
+   * `eventsStream` or its `ledger` settings differ from what the worker recorded at start-up, or when no
+   * worker recorded them while the ledger has an epoch (a ledger without either answers too-late).
    */
   async cancel(sequenceId: string, options: CancelOptions): Promise<CancelResult> {
     const issues: PayloadIssue[] = [];
@@ -353,7 +403,7 @@ export class TransferProducer {
     }
     if (!parsed.success || issues.length > 0) throw new InvalidCancelError(issues);
     this.#assertOpen();
-    if (this.#ledgerSeen === undefined) await this.#call('cancel', () => this.#readLedger());
+    await this.#checkWorkerSettings();
     const seen = this.#ledgerSeen as { epoch: string; tick: number } | undefined;
     const encoded = encodeRequest(
       cancelRequest({ reason: parsed.data.reason, by: 'producer' }),

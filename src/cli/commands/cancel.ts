@@ -2,9 +2,9 @@ import { CANCEL_TEXT_RULE, isCancelReason } from '../../../packages/producer/src
 import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
 import { loadLedgerConfig } from '../../config/config.ts';
 import type { CancelResult } from '../../ledger/ledger.ts';
-import { NotReplicatedError } from '../../../packages/producer/src/errors.ts';
+import { NotReplicatedError, VersionMismatchError } from '../../../packages/producer/src/errors.ts';
 import { stringOption, type Command } from '../command.ts';
-import { notReplicated, usageError } from '../errors.ts';
+import { CliError, notReplicated, usageError } from '../errors.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { table } from '../format.ts';
 import { cliLedger, withRedis } from '../redis-run.ts';
@@ -36,13 +36,18 @@ on stdout), and exits:
                      its tombstone
   1  NOT_REPLICATED  with REDIS_MIN_REPLICAS >= 1, fewer replicas acknowledged the cancel within
                      REDIS_REPLICA_TIMEOUT: decided on the primary, a failover could lose it; cancel again
+ 78  VERSION_MISMATCH
+                     nothing written: this command's transition script or its EVENTS_STREAM,
+                     EVENTS_MAXLEN, RETENTION or TOMBSTONE_RETENTION differ from what the worker
+                     recorded at start-up (each differing field is named), or no worker recorded them
+                     while the ledger has an epoch; run the worker's version with its settings
   --reason TEXT    required: why, as ${CANCEL_TEXT_RULE} (put a ticket reference here, never
                    personal data); it is published in the event
 Malformed sequenceId, missing or bad --reason: exit 2.
 
 Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX, EVENTS_STREAM, EVENTS_MAXLEN, RETENTION and
-TOMBSTONE_RETENTION as the worker has them. The same cancel over HTTP: POST /transfers/:sequenceId/cancel
-(docs/operations.md, "Cancelling a transfer").
+TOMBSTONE_RETENTION as the worker has them (checked against what the worker recorded). The same
+cancel over HTTP: POST /transfers/:sequenceId/cancel (docs/operations.md, "Cancelling a transfer").
 
 Examples:
   custody-worker cancel a88a1846-b23d-f7e8-2344-f2bddb0c16f9 --reason "duplicate of order A-1001, ticket OPS-77"
@@ -59,6 +64,14 @@ Examples:
 
     const result = await withRedis(config.redis, out, async (redis) => {
       const ledger = cliLedger(redis, config);
+      // This process writes with its own configuration and its own copy of the script: only as the worker would.
+      await ledger.assertSettingsRecorded().catch((error: unknown) => {
+        if (!(error instanceof VersionMismatchError)) throw error;
+        throw new CliError('VERSION_MISMATCH', error.message, ExitCode.CONFIG, [], {
+          fields: error.fields.join(','),
+          recorded: error.recorded,
+        });
+      });
       return ledger.cancel(sequenceId, { reason, by: 'cli' }, config.replicas).catch((error: unknown) => {
         if (!(error instanceof NotReplicatedError)) throw error;
         throw notReplicated(
