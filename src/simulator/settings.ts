@@ -96,6 +96,11 @@ export interface SimulatorSettings {
   tokenLifetimeSec: number;
   /** false: get-transfer also returns the wallet's other transfers, newest first (upstream API 4.1 leaves it open). */
   narrowResults: boolean;
+  /**
+   * With narrowResults off: how many of the wallet's other transfers get-transfer lists at most, newest
+   * first (default 25: upstream API 4.1 shows no pagination, so the list is kept bounded).
+   */
+  otherTransfersListed: number;
   /** true: address letter case in get-transfer differs from the send record (upstream API 2.2). */
   mixedCaseAddresses: boolean;
   /** true: a second send of an accepted sequenceId gets 409; false: accepted and counted again. */
@@ -192,6 +197,7 @@ export function defaultSettings(): SimulatorSettings {
     txidJitterMs: 0,
     tokenLifetimeSec: 3600,
     narrowResults: true,
+    otherTransfersListed: 25,
     mixedCaseAddresses: false,
     rejectDuplicates: true,
     retryAfterSec: 1,
@@ -203,7 +209,7 @@ export function defaultSettings(): SimulatorSettings {
   };
 }
 
-type Leaf = 'int' | 'nullableInt' | 'ms' | 'bool' | 'string' | 'profile' | 'amountOrNull';
+type Leaf = 'int' | 'count' | 'nullableInt' | 'ms' | 'bool' | 'string' | 'profile' | 'amountOrNull';
 interface Shape {
   [key: string]: Leaf | Shape;
 }
@@ -239,6 +245,7 @@ const SETTINGS_SHAPE: Shape = {
   txidJitterMs: 'ms',
   tokenLifetimeSec: 'ms',
   narrowResults: 'bool',
+  otherTransfersListed: 'count',
   mixedCaseAddresses: 'bool',
   rejectDuplicates: 'bool',
   retryAfterSec: 'ms',
@@ -280,6 +287,9 @@ function checkLeaf(kind: Leaf, value: unknown, path: string): void {
       return;
     case 'int':
       if (!Number.isSafeInteger(value)) fail('an integer');
+      return;
+    case 'count':
+      if (!Number.isSafeInteger(value) || (value as number) < 0) fail('a whole number from 0');
       return;
     case 'nullableInt':
       if (value !== null && !Number.isSafeInteger(value)) fail('an integer or null');
