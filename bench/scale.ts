@@ -18,6 +18,15 @@
  *      bench/bare-worker.ts in track mode (one get-transfer and a re-delay per job) with a BullMQ
  *      limiter of one job per 1000/R ms; the same window figures (no sends: it has no send path).
  *
+ * SCALE_LISTING=K (wallet-service only): every get-transfer answer also lists K other transfers of the
+ * wallet with their sequenceIds (the simulator's narrowResults off, otherTransfersListed K,
+ * includeSequenceIdInTransactions), as a provider that does not narrow its lookups does. They are the
+ * wallet's K newest: K more transfers sent by the seeding worker after the N, whose txids the simulator
+ * shows once the seeding worker stopped, so ours finds them in the N's answers (found for other, woken,
+ * broadcast) and then sees them, txid and all, in every answer of the window. The window's new sends
+ * go to another wallet (LISTING_SEND_WALLET) so they do not push the K out of the list. Writes
+ * scale-listing<K>.json.
+ *
  * SCALE_PROVIDER=bitgo measures the BitGo adapter instead (CUSTODY_PROVIDER=bitgo against the BitGo
  * simulator, no approval wait, no txid; the bare worker polls BitGo's get-transfer-by-sequenceId).
  *
@@ -32,7 +41,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { acquireRedis } from '../tools/redis/private-redis.ts';
 import { getFreePort } from '../tools/redis/redis-server.ts';
-import { newSequenceId } from '../tools/sample-payloads.ts';
+import { newSequenceId, samplePayload } from '../tools/sample-payloads.ts';
 import { jobIdFor } from '../packages/producer/src/job-id.ts';
 import { parseSubmitPayload, SUBMIT_TRANSACTION } from '../packages/producer/src/payload.ts';
 import { cpuWindow, type CpuShare } from './cpu.ts';
@@ -45,6 +54,8 @@ import { machine, packageVersion } from './report.ts';
 interface Settings {
   quick: boolean;
   provider: BenchProvider;
+  /** SCALE_LISTING: other transfers of the wallet listed in each get-transfer answer (0: narrowed answers). */
+  listing: number;
   sizes: number[];
   rps: number;
   windowSeconds: number;
@@ -71,11 +82,23 @@ function settings(): Settings {
     return n;
   });
   const provider = readBenchProvider('SCALE_PROVIDER', env);
+  const listingText = env.SCALE_LISTING?.trim() || '0';
+  const listing = Number(listingText);
+  if (!Number.isInteger(listing) || listing < 0)
+    throw new Error(`SCALE_LISTING: must be a whole number, got ${JSON.stringify(listingText)}`);
+  if (listing > 0 && provider !== 'wallet-service')
+    throw new Error('SCALE_LISTING: only the wallet-service simulator lists other transfers');
   const results = fileURLToPath(new URL('./results/', import.meta.url));
-  const fileName = ['scale', ...(provider === 'wallet-service' ? [] : [provider]), ...(quick ? ['quick'] : [])].join('-');
+  const fileName = [
+    'scale',
+    ...(provider === 'wallet-service' ? [] : [provider]),
+    ...(listing > 0 ? [`listing${listing}`] : []),
+    ...(quick ? ['quick'] : []),
+  ].join('-');
   return {
     quick,
     provider,
+    listing,
     sizes,
     rps: number('SCALE_RPS', quick ? 50 : 100),
     windowSeconds: number('SCALE_WINDOW_SECONDS', quick ? 10 : 60),
@@ -90,9 +113,13 @@ function settings(): Settings {
 const log = (message: string) => process.stderr.write(`[bench:scale ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 
 async function setSimLimit(sim: SimulatorChild, maxRps: number): Promise<void> {
+  await patchSim(sim, { maxRps });
+}
+
+async function patchSim(sim: SimulatorChild, settings: Record<string, unknown>): Promise<void> {
   const response = await fetch(`${sim.url}/_sim/settings`, {
     method: 'PATCH',
-    body: JSON.stringify({ maxRps }),
+    body: JSON.stringify(settings),
     headers: { 'content-type': 'application/json' },
   });
   await response.arrayBuffer();
@@ -297,6 +324,44 @@ async function waitUntil(what: string, timeoutMs: number, done: () => boolean | 
 
 const TRACK_ENV = { TRACK_POLL_MIN: '500ms', TRACK_POLL_MAX: '5s' } as const;
 
+/** SCALE_LISTING: the wallet of the window's new sends, so the K listed transfers stay the newest of BENCH_WALLET's. */
+const LISTING_SEND_WALLET = 311;
+
+/**
+ * SCALE_LISTING: K transfers more through the seeding worker, after the N (so the wallet's newest),
+ * until the simulator accepted each. Their txids are shown later (showTxids), once the seeder stopped.
+ */
+async function seedListed(redis: Redis, prefix: string, sim: SimulatorChild, k: number): Promise<string[]> {
+  const target = oursTarget(redis, prefix);
+  const sequenceIds: string[] = [];
+  try {
+    for (let i = 0; i < k; i++) {
+      const sequenceId = newSequenceId();
+      await target.enqueue(benchPayload('wallet-service', sequenceId));
+      sequenceIds.push(sequenceId);
+    }
+  } finally {
+    await target.close();
+  }
+  await waitUntil(`the ${k} listed transfers accepted`, 60_000, async () => {
+    for (const sequenceId of sequenceIds) {
+      const response = await fetch(`${sim.url}/_sim/transfers/${sequenceId}`);
+      await response.arrayBuffer();
+      if (response.status !== 200) return false;
+    }
+    return true;
+  });
+  return sequenceIds;
+}
+
+async function showTxids(sim: SimulatorChild, sequenceIds: readonly string[]): Promise<void> {
+  for (const sequenceId of sequenceIds) {
+    const response = await fetch(`${sim.url}/_sim/transfers/${sequenceId}/txid`, { method: 'POST' });
+    await response.arrayBuffer();
+    if (response.status !== 200) throw new Error(`simulator txid of ${sequenceId}: HTTP ${response.status}`);
+  }
+}
+
 async function runSize(config: Settings, n: number): Promise<SizeResult> {
   const { rps, provider } = config;
   // A fresh Redis per size: used_memory starts from an empty instance, commandstats from zero.
@@ -305,6 +370,9 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
   // No txid ever; BitGo's simulator needs no approval by default (approvalAfterMs 0).
   const sim = await startProviderSimulator(provider, { SIM_TXID_AFTER: '24h' });
   const children: NodeChild[] = [];
+  if (config.listing > 0) {
+    await patchSim(sim, { narrowResults: false, otherTransfersListed: config.listing, includeSequenceIdInTransactions: true });
+  }
   const prefix = `scale-${n}`;
   try {
     // 1. Seeding, at a larger budget.
@@ -378,7 +446,9 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
     const memoryAfter = await info(redis, 'used_memory');
     const keysAfter = await redis.dbsize();
     log(`N=${n}: seeded in ${seedSeconds.toFixed(1)} s, ${Math.round((memoryAfter - memoryBefore) / n)} B per transfer`);
+    const listed = config.listing > 0 ? await seedListed(redis, prefix, sim, config.listing) : [];
     await seeder.stop(30_000);
+    await showTxids(sim, listed);
 
     // 2. Ours at R.
     await setSimLimit(sim, rps);
@@ -406,10 +476,21 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
         warmupSeconds: config.warmupSeconds,
         windowSeconds: config.windowSeconds,
         metricsPort: httpPort,
-        sends: { count: config.sends, stream, enqueue: (sequenceId) => target.enqueue(benchPayload(provider, sequenceId)) },
+        sends: {
+          count: config.sends,
+          stream,
+          enqueue: (sequenceId) =>
+            target.enqueue(
+              config.listing > 0 ? samplePayload({ sequenceId, walletId: LISTING_SEND_WALLET }) : benchPayload(provider, sequenceId),
+            ),
+        },
       });
     } finally {
       await target.close();
+    }
+    if (config.listing > 0) {
+      const found = await scrape(httpPort, ['custody_track_found_in_other_answers_total']);
+      log(`N=${n}: listed transfers found in other answers (warm-up and window): ${[...found.values()].join(', ')}`);
     }
     await worker.stop(30_000);
 
@@ -595,7 +676,7 @@ async function main(): Promise<void> {
   const config = settings();
   const started = performance.now();
   log(
-    `provider ${config.provider}, sizes ${config.sizes.join(', ')}, R=${config.rps}/s, warm-up ${config.warmupSeconds} s, window ${config.windowSeconds} s, ${config.sends} sends${config.quick ? ' (SCALE_QUICK: figures meaningless)' : ''}`,
+    `provider ${config.provider}${config.listing > 0 ? `, ${config.listing} other transfers listed per answer` : ''}, sizes ${config.sizes.join(', ')}, R=${config.rps}/s, warm-up ${config.warmupSeconds} s, window ${config.windowSeconds} s, ${config.sends} sends${config.quick ? ' (SCALE_QUICK: figures meaningless)' : ''}`,
   );
   const results: SizeResult[] = [];
   const command = [
@@ -616,6 +697,8 @@ async function main(): Promise<void> {
       quick: config.quick,
       /** The custody provider measured (SCALE_PROVIDER): its adapter, simulator and bare poll. */
       provider: config.provider,
+      /** SCALE_LISTING: other transfers of the wallet listed in each get-transfer answer (0: none). */
+      listing: config.listing,
       command,
       durationSeconds: (performance.now() - started) / 1000,
       machine: m,
@@ -638,7 +721,7 @@ async function main(): Promise<void> {
       svgFile,
       chart(
         results,
-        `${config.provider === 'wallet-service' ? '' : `${config.provider}, `}R=${config.rps}/s, ${config.windowSeconds} s window; ${m.cores} cores, ${process.version}${config.quick ? ', SCALE_QUICK (figures meaningless)' : ''}`,
+        `${config.provider === 'wallet-service' ? '' : `${config.provider}, `}${config.listing > 0 ? `${config.listing} others listed per answer, ` : ''}R=${config.rps}/s, ${config.windowSeconds} s window; ${m.cores} cores, ${process.version}${config.quick ? ', SCALE_QUICK (figures meaningless)' : ''}`,
         config.provider,
       ),
     );

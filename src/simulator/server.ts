@@ -58,8 +58,6 @@ export interface Simulator {
   close(): Promise<void>;
 }
 
-/** Other transfers returned with narrowResults off: upstream API 4.1 shows no pagination, so keep it bounded. */
-const MAX_OTHER_TRANSFERS = 25;
 const DIGITS = /^\d+$/;
 
 type Route =
@@ -307,7 +305,7 @@ class SimulatorServer {
     for (const transfer of matches) transfer.coin ??= coin;
     let listed = matches;
     if (!settings.narrowResults) {
-      const others = this.state.othersInWallet(walletId, coin, new Set(matches), MAX_OTHER_TRANSFERS, now);
+      const others = this.state.othersInWallet(walletId, coin, new Set(matches), settings.otherTransfersListed, now);
       listed = [...matches, ...others];
     }
     if (listed.length === 0) {

@@ -101,6 +101,10 @@ export interface SimulatorSettings {
    * wallet's other transfers (a provider whose lookups ignore the sequenceId); false: not found.
    */
   unmatchedListsWallet: boolean;
+   * With narrowResults off: how many of the wallet's other transfers get-transfer lists at most, newest
+   * first (default 25: upstream API 4.1 shows no pagination, so the list is kept bounded).
+   */
+  otherTransfersListed: number;
   /** true: address letter case in get-transfer differs from the send record (upstream API 2.2). */
   mixedCaseAddresses: boolean;
   /** true: a second send of an accepted sequenceId gets 409; false: accepted and counted again. */
@@ -198,6 +202,7 @@ export function defaultSettings(): SimulatorSettings {
     tokenLifetimeSec: 3600,
     narrowResults: true,
     unmatchedListsWallet: false,
+    otherTransfersListed: 25,
     mixedCaseAddresses: false,
     rejectDuplicates: true,
     retryAfterSec: 1,
@@ -209,7 +214,7 @@ export function defaultSettings(): SimulatorSettings {
   };
 }
 
-type Leaf = 'int' | 'nullableInt' | 'ms' | 'bool' | 'string' | 'profile' | 'amountOrNull';
+type Leaf = 'int' | 'count' | 'nullableInt' | 'ms' | 'bool' | 'string' | 'profile' | 'amountOrNull';
 interface Shape {
   [key: string]: Leaf | Shape;
 }
@@ -246,6 +251,7 @@ const SETTINGS_SHAPE: Shape = {
   tokenLifetimeSec: 'ms',
   narrowResults: 'bool',
   unmatchedListsWallet: 'bool',
+  otherTransfersListed: 'count',
   mixedCaseAddresses: 'bool',
   rejectDuplicates: 'bool',
   retryAfterSec: 'ms',
@@ -287,6 +293,9 @@ function checkLeaf(kind: Leaf, value: unknown, path: string): void {
       return;
     case 'int':
       if (!Number.isSafeInteger(value)) fail('an integer');
+      return;
+    case 'count':
+      if (!Number.isSafeInteger(value) || (value as number) < 0) fail('a whole number from 0');
       return;
     case 'nullableInt':
       if (value !== null && !Number.isSafeInteger(value)) fail('an integer or null');

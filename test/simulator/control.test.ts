@@ -69,6 +69,8 @@ describe('/_sim control API', () => {
     for (const [bad, field] of [
       [{ visibleAfterMs: -1 }, 'visibleAfterMs'],
       [{ narrowResults: 'no' }, 'narrowResults'],
+      [{ otherTransfersListed: -1 }, 'otherTransfersListed'],
+      [{ otherTransfersListed: 1.5 }, 'otherTransfersListed'],
       [{ travelRule: { outgoingTxn: 1.5 } }, 'travelRule.outgoingTxn'],
       [{ unknownThing: 1 }, 'unknownThing'],
       [{ latencyMs: { nope: 1 } }, 'latencyMs.nope'],

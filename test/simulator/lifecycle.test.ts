@@ -152,6 +152,22 @@ describe('narrowResults', () => {
     expect(await transfersOf(ctx.sim, { sequenceId: 'unknown' }, 520)).toEqual([]);
   });
 
+  it('off with otherTransfersListed: at most that many of the newest others', async () => {
+    ctx.sim.updateSettings({ narrowResults: false, otherTransfersListed: 2 });
+    const sequenceIds: string[] = [];
+    for (let index = 0; index < 4; index += 1) {
+      const sequenceId = newSequenceId();
+      sequenceIds.push(sequenceId);
+      await send(ctx.sim, ctx.bearer, sequenceId, 522);
+      await sleep(5);
+    }
+    const txidOf = (sequenceId: string) => (ctx.sim.transfer(sequenceId) as { txid: string }).txid;
+    const listed = await transfersOf(ctx.sim, { sequenceId: sequenceIds[0]! }, 522);
+    expect(listed.map((tx) => tx.txid)).toEqual([sequenceIds[3]!, sequenceIds[2]!, sequenceIds[0]!].map(txidOf));
+    ctx.sim.updateSettings({ otherTransfersListed: 0 });
+    expect((await transfersOf(ctx.sim, { sequenceId: sequenceIds[0]! }, 522)).map((tx) => tx.txid)).toEqual([txidOf(sequenceIds[0]!)]);
+  });
+
   it('on (default): only the matching transfer', async () => {
     const first = newSequenceId();
     await send(ctx.sim, ctx.bearer, first, 530);

@@ -18,6 +18,14 @@ import type { CustodyPort, KnownTransfer, ListedTransfer, TransferFinding, Walle
 import { BudgetClass } from '../../custody/budget.ts';
 import { CustodyErrorCode, isCustodyError } from '../../custody/errors.ts';
 import { sequenceIdSchema } from '../../../packages/producer/src/sequence-id.ts';
+import { SettledListing } from './settled-listing.ts';
+
+/**
+ * How long one process remembers a listed transfer with nothing left to settle, and how many at most
+ * (SettledListing): an answer that is not narrowed lists the wallet's newest transfers on every poll.
+ */
+const SETTLED_LISTING_TTL_MS = 10 * 60_000;
+const SETTLED_LISTING_CAPACITY = 10_000;
 
 export const trackPayloadSchema = z.object({ sequenceId: sequenceIdSchema });
 
@@ -77,6 +85,7 @@ export function createTrackHandler(deps: TrackDeps) {
   const now = deps.now ?? Date.now;
   const pollProfile = trackPollProfile(deps.pollMinMs, deps.pollMaxMs);
   const errorProfile = deps.errorRetry ?? { ...TRACK_ERROR_RETRY, maxMs: deps.pollMaxMs };
+  const settled = new SettledListing(SETTLED_LISTING_TTL_MS, SETTLED_LISTING_CAPACITY, now);
 
   return async ({ job, log }: JobContext): Promise<TrackResult> => {
     const parsed = trackPayloadSchema.safeParse(job.data);
@@ -196,20 +205,29 @@ export function createTrackHandler(deps: TrackDeps) {
    * carries the sequenceId of another transfer of ours being tracked, with its txid (the adapter
    * identified it: TransferFinding.others), is recorded as found (Ledger.rememberFound, op.txidFound)
    * and its tracker woken: its next run makes the wallet-transaction lookup without a poll of its own.
-   * Best effort: whatever fails here, that transfer's own polls go on.
+   * Best effort: whatever fails here, that transfer's own polls go on. A listed transfer found with
+   * nothing left to do (not ours, ended, its txid already noted) is not read again while this process
+   * remembers it (SettledListing): the same newest transfers are listed by every answer.
    */
   async function settleOthers(record: TrackingView, others: TransferFinding['others'], log: JobContext['log']): Promise<void> {
     for (const [other, transfer] of others) {
-      if (transfer.txid === '') continue;
+      if (transfer.txid === '' || settled.has(other)) continue;
+      // Claimed before the read: the concurrent polls of this process that list it too skip it.
+      settled.add(other);
       try {
         const view = await deps.ledger.read(other, TRACKING_VIEW);
-        if (!view || view.state !== TransferState.SUBMITTED || view.walletId !== record.walletId || view.txid !== undefined) continue;
+        if (!view || view.state !== TransferState.SUBMITTED || view.txid !== undefined) continue;
+        if (view.walletId !== record.walletId) {
+          settled.delete(other); // not this wallet's answer to settle it from
+          continue;
+        }
         await deps.ledger.rememberFound(other, transfer);
         const noted = await deps.ledger.transition(other, op.txidFound(transfer));
         if (!noted.ok) continue;
         deps.onFoundForOther?.();
         await deps.wake!(other);
       } catch (err) {
+        settled.delete(other);
         log.warn({ err, other }, "could not record a transfer found in another transfer's answer; its own polls go on");
       }
     }
