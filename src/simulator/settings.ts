@@ -101,6 +101,7 @@ export interface SimulatorSettings {
    * wallet's other transfers (a provider whose lookups ignore the sequenceId); false: not found.
    */
   unmatchedListsWallet: boolean;
+  /**
    * With narrowResults off: how many of the wallet's other transfers get-transfer lists at most, newest
    * first (default 25: upstream API 4.1 shows no pagination, so the list is kept bounded).
    */
