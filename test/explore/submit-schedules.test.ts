@@ -633,29 +633,35 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       caller.lookups++;
       if (lossAt !== undefined && clock >= lossAt + LEASE_MS) quietLookups++;
       const draw = scenario.lookups[lookupDraw++] ?? 'found';
-      // Nothing listed of a send accepted already (the draw) or still in flight from a life that restarted
-      // (the provider may accept it after this answer): the lookup-lag residual, for this life's first send.
-      const deadInFlight = [...inFlightSends].some((flight) => flight.caller.dead);
-      if (caller.lookedUpBeforeFirstSend === undefined && ((accepted > 0 && (draw === 'empty' || draw === 'error')) || deadInFlight))
-        caller.missedBeforeFirstSend = true;
+      // An answer that does not list a send accepted already (the draw), or one still in flight from a life
+      // that restarted (the provider may accept it after this answer): the lookup-lag residual, for this
+      // life's first send.
+      const missed = (listed: Transaction[] | undefined) => {
+        const deadInFlight = [...inFlightSends].some((flight) => flight.caller.dead);
+        const lists = listed?.some((tx) => tx.id === transaction.id) ?? false;
+        if (caller.lookedUpBeforeFirstSend === undefined && ((accepted > 0 && !lists) || deadInFlight)) caller.missedBeforeFirstSend = true;
+        return listed ?? [];
+      };
       return scheduled(`lookup:${draw}`, draw === 'slow-found' ? SLOW : 0, () => {
-        if (draw === 'error')
+        if (draw === 'error') {
+          missed(undefined);
           throw new CustodyError(CustodyErrorCode.UNAVAILABLE, 'getTransfer: 503', { endpoint: 'lookup', httpStatus: 503 });
+        }
         const held = [...(accepted > 0 ? [transaction] : []), ...(scenario.foreign ? [foreignTransaction] : [])];
         // BitGo answers the one transfer that holds the sequenceId, carrying it (docs/bitgo-api.md section 3).
-        if (provider === 'bitgo') return draw === 'empty' || draw === 'twin-listed' ? [] : held;
+        if (provider === 'bitgo') return missed(draw === 'empty' || draw === 'twin-listed' ? [] : held);
         // A provider that does not narrow lists the wallet's other send beside whatever the sequenceId holds.
         const others = scenario.narrowed ? [] : [otherOfWallet];
         switch (draw) {
           case 'empty':
-            return others;
+            return missed(others);
           case 'found':
           case 'slow-found':
-            return [...held, ...others];
+            return missed([...held, ...others]);
           case 'found-without-sequence-id':
-            return [...held.map(withoutSequenceId), ...others];
+            return missed([...held.map(withoutSequenceId), ...others]);
           case 'twin-listed':
-            return [twinOfWallet, ...others];
+            return missed([twinOfWallet, ...others]);
         }
       });
     },
@@ -864,13 +870,15 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   // The worker's periodic check (every LEDGER_CHECK_EVERY_MS): the living process notices a rollback
   // even when no transition ran after it.
   if (rolledBack && !scenario.rollback!.restart) await ledger.epoch.check();
-  // The stated residual: every process restarted onto the older copy, a provider that accepts a reused
-  // sequenceId, and no lookup before the new life's first send, or none that listed the accepted send yet.
+  // The stated residual: every process restarted onto the older copy (nothing tells them), and either a
+  // provider that accepts a reused sequenceId with no lookup before the new life's first send, or lookups
+  // before it that could not list the lost life's send (not listed yet, or still in flight). With a
+  // provider that refuses reuse the latter sends nothing twice, but a refusal of the new life's send for
+  // another reason can end `failed` a transfer whose lost send was accepted.
   const exempt =
     rolledBack &&
     scenario.rollback!.restart &&
-    !scenario.rollback!.refusesReuse &&
-    (life.lookedUpBeforeFirstSend === false || life.missedBeforeFirstSend);
+    ((!scenario.rollback!.refusesReuse && life.lookedUpBeforeFirstSend === false) || life.missedBeforeFirstSend);
   const trackerJobs = (await trackQueue.getJobs(['waiting', 'delayed', 'prioritized', 'active', 'completed', 'failed'])).map((job) => ({
     id: job.id,
     data: job.data as unknown,
