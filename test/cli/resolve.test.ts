@@ -263,7 +263,8 @@ describe('resolve --as failed', { timeout: processesTimeout(2) }, () => {
 
 describe('refusals', { timeout: processesTimeout(2) }, () => {
   it('refuses while a runner holds a live send lease, saying how long to wait, and changes nothing', async () => {
-    const sequenceId = await strand({ unresolved: true, liveLeaseMs: 60_000 });
+    // Ten minutes: longer than any CLI start, so the lease is still held when the resolves look.
+    const sequenceId = await strand({ unresolved: true, liveLeaseMs: 600_000 });
     const before = await ledger.get(sequenceId);
 
     const status = await cli(['status', sequenceId, '--json']);
@@ -271,18 +272,24 @@ describe('refusals', { timeout: processesTimeout(2) }, () => {
     expect(leaseUntil).not.toBeNull();
     expect(Date.parse(leaseUntil!)).toBe(before!.leaseUntil);
 
+    const asked = Date.now();
     const [text, json] = await Promise.all([
       cli(['resolve', sequenceId, '--as', 'failed', '--reason', REASON]),
       cli(['resolve', sequenceId, '--as', 'submitted', '--reason', REASON, '--json']),
     ]);
+    const answered = Date.now();
+    // What was left of the lease, in whole seconds rounded up, when the CLI looked: after `asked`, before
+    // `answered` (however long its start took on a busy machine).
+    const left = (at: number) => Math.ceil((before!.leaseUntil! - at) / 1000);
     expect(text.code).toBe(4);
     expect(text.stdout).toBe('');
     const seconds = Number(/a runner is resolving transfer \S+ right now .*try again in (\d+) s/.exec(text.stderr)?.[1]);
-    expect(seconds).toBeGreaterThanOrEqual(50);
-    expect(seconds).toBeLessThanOrEqual(60);
+    expect(seconds).toBeGreaterThanOrEqual(left(answered));
+    expect(seconds).toBeLessThanOrEqual(left(asked));
     expect(json.code).toBe(4);
     expect(jsonError(json)).toMatchObject({ code: 'LEASE_HELD', details: { state: 'submitting' } });
-    expect(jsonError(json).details!.retryAfterSeconds).toBeGreaterThanOrEqual(50);
+    expect(jsonError(json).details!.retryAfterSeconds).toBeGreaterThanOrEqual(left(answered));
+    expect(jsonError(json).details!.retryAfterSeconds).toBeLessThanOrEqual(left(asked));
 
     expect(await ledger.get(sequenceId)).toEqual(before);
     expect((await h.eventsOf(sequenceId)).map((event) => event.event)).toEqual(['transfer.unresolved']);
