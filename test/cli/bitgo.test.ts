@@ -9,6 +9,7 @@ import { startBitgoSimulator, type BitgoSimulator } from '../../src/simulator/bi
 import { workerBitgoEnv } from '../../src/simulator/worker-env.ts';
 import { newSequenceId, sampleSend } from '../../tools/sample-payloads.ts';
 import { killAllClis, runCli } from '../helpers/cli-process.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 
 const WALLET = { walletId: '5f1c0a7e9b3d4c2a8e6f1b0d9c7a5e3f', coin: 'tbtc' };
 let sim: BitgoSimulator;
@@ -23,7 +24,7 @@ afterAll(async () => {
   await sim?.close();
 });
 
-describe('custody commands with CUSTODY_PROVIDER=bitgo', () => {
+describe('custody commands with CUSTODY_PROVIDER=bitgo', { timeout: processesTimeout(1) }, () => {
   it('get-transfer finds a transfer by sequenceId, with a 32-hex --wallet; the token is never printed', async () => {
     const sequenceId = newSequenceId();
     const client = new BitgoClient({

@@ -18,6 +18,7 @@ import { startHarness, type Harness } from '../helpers/harness.ts';
 import { dataOf } from '../helpers/json-schemas.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { newRedis, closeAllRedis, testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 
 /** Text that must never reach the CLI's output: the simulator's raw.user and travel-rule originator. */
 const PERSONAL = [/jane\.doe@example\.com/i, /phoneNumber/, /displayName/, /Jane Doe/, /C01X00T47/, /Invalidenstrasse/];
@@ -68,7 +69,8 @@ afterAll(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-describe('usage', () => {
+// Each describe's time-out: its longest test's CLI runs one after another (test/helpers/timeouts.ts).
+describe('usage', { timeout: processesTimeout(3) }, () => {
   it('prints the usage with every command and the exit codes for help, --help and no arguments', async () => {
     const results = await Promise.all([cli([], {}), cli(['help'], {}), cli(['--help'], {})]);
     for (const result of results) {
@@ -124,7 +126,7 @@ describe('usage', () => {
   });
 });
 
-describe('enqueue', () => {
+describe('enqueue', { timeout: processesTimeout(2) }, () => {
   let prefix: string;
   let queue: Queue;
   beforeAll(() => {
@@ -218,7 +220,7 @@ describe('enqueue', () => {
   });
 });
 
-describe('status', () => {
+describe('status', { timeout: processesTimeout(1) }, () => {
   it("shows a broadcast transfer's state, attempts, txid, gate decision and events", async () => {
     const result = await cli(['status', done.sequenceId], h.env);
     expect(result.stderr).toBe('');
@@ -278,7 +280,7 @@ describe('status', () => {
   });
 });
 
-describe('events', () => {
+describe('events', { timeout: processesTimeout(3) }, () => {
   it('prints the stream one line per event, oldest first', async () => {
     const result = await cli(['events'], h.env);
     expect(result.code).toBe(0);
@@ -340,7 +342,7 @@ describe('events', () => {
   });
 });
 
-describe('custody commands', () => {
+describe('custody commands', { timeout: processesTimeout(2) }, () => {
   it('get-transfer by sequence id', async () => {
     const args = ['get-transfer', '--wallet', String(done.walletId), '--coin', done.coin, '--sequence-id', done.sequenceId];
     const [text, json] = await Promise.all([cli(args, h.env), cli([...args, '--json'], h.env)]);

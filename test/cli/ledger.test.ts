@@ -12,6 +12,7 @@ import { createKeys } from '../../src/ledger/keys.ts';
 import { Ledger } from '../../src/ledger/ledger.ts';
 import { killAllClis, runCli, type CliResult } from '../helpers/cli-process.ts';
 import { closeAllRedis, newRedis, testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 
 const HOUR_MS = 3_600_000;
 
@@ -76,7 +77,8 @@ afterAll(async () => {
   await closeAllRedis();
 });
 
-describe('ledger status', () => {
+// Each describe's time-out: its longest test's CLI runs one after another (test/helpers/timeouts.ts).
+describe('ledger status', { timeout: processesTimeout(2) }, () => {
   it('says none on a ledger that was never initialised, and writes nothing', async () => {
     const prefix = uniquePrefix('cli-ledger-none');
     const text = await cli(prefix, ['status']);
@@ -92,7 +94,7 @@ describe('ledger status', () => {
   });
 });
 
-describe('ledger init', () => {
+describe('ledger init', { timeout: processesTimeout(4) }, () => {
   it('creates the first epoch, and a second init reports the existing one unchanged', async () => {
     const prefix = uniquePrefix('cli-ledger-init');
     const first = await json<LedgerInitResult>(prefix, ['init'], { LEDGER_INIT: 'manual' });
@@ -121,7 +123,7 @@ describe('ledger init', () => {
   });
 });
 
-describe('after the ledger was lost', () => {
+describe('after the ledger was lost', { timeout: processesTimeout(6) }, () => {
   it('init --after-loss declares it: a new epoch superseding the one the ledger holds, with a recovery window', async () => {
     const prefix = uniquePrefix('cli-ledger-after-loss');
     // On an empty Redis (every process restarted onto it): a first epoch, but with the window open.
@@ -209,7 +211,7 @@ describe('after the ledger was lost', () => {
   });
 });
 
-describe('refusals', () => {
+describe('refusals', { timeout: processesTimeout(2) }, () => {
   it('accept-epoch without an epoch exits 4 (NO_EPOCH) and writes nothing', async () => {
     const prefix = uniquePrefix('cli-ledger-noepoch');
     const result = await cli(prefix, ['accept-epoch', '--json']);
@@ -253,7 +255,7 @@ describe('refusals', () => {
   });
 });
 
-describe('usage', () => {
+describe('usage', { timeout: processesTimeout(1) }, () => {
   it('lists ledger and its subcommands in the usage and in help ledger', async () => {
     const [usage, detail, flag] = await Promise.all([
       runCli(['help'], { env: {} }),

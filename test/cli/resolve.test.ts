@@ -15,6 +15,7 @@ import { countBy, startHarness, versionProblems, type Harness } from '../helpers
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
 import { sleep, until } from '../helpers/wait.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 
 const REASON = 'found in the provider console, ticket OPS-4711';
 const THIRTY_DAYS_MS = 30 * 24 * 3600 * 1000;
@@ -127,7 +128,9 @@ afterAll(async () => {
   await h?.close();
 });
 
-describe('resolve --as submitted', () => {
+// Each describe's time-out: its longest test's CLI runs one after another (test/helpers/timeouts.ts), and
+// for the first, the worker's own attempts (20 s) and its tracking to broadcast (15 s).
+describe('resolve --as submitted', { timeout: processesTimeout(3, 60_000) }, () => {
   it('settles a send the worker left unresolved: one transfer.submitted by the operator, the tracker added, then broadcast once the provider shows a txid', async () => {
     // Every send is processed upstream and its answer lost; lookups never see it: the worker cannot settle it.
     const w = await startHarness({ name: 'resolve-live', env: { SUBMIT_ATTEMPTS: '2', UNRESOLVED_AFTER: '300' } });
@@ -226,7 +229,7 @@ describe('resolve --as submitted', () => {
   });
 });
 
-describe('resolve --as failed', () => {
+describe('resolve --as failed', { timeout: processesTimeout(2) }, () => {
   it('fails an unresolved transfer although a send may have gone out: one transfer.failed OPERATOR_RESOLVED with the reason, final', async () => {
     const sequenceId = await strand({ unresolved: true });
     expect((await ledger.get(sequenceId))?.unknownSince).toBeGreaterThan(0);
@@ -258,9 +261,10 @@ describe('resolve --as failed', () => {
   });
 });
 
-describe('refusals', () => {
+describe('refusals', { timeout: processesTimeout(2) }, () => {
   it('refuses while a runner holds a live send lease, saying how long to wait, and changes nothing', async () => {
-    const sequenceId = await strand({ unresolved: true, liveLeaseMs: 60_000 });
+    // Ten minutes: longer than any CLI start, so the lease is still held when the resolves look.
+    const sequenceId = await strand({ unresolved: true, liveLeaseMs: 600_000 });
     const before = await ledger.get(sequenceId);
 
     const status = await cli(['status', sequenceId, '--json']);
@@ -268,18 +272,24 @@ describe('refusals', () => {
     expect(leaseUntil).not.toBeNull();
     expect(Date.parse(leaseUntil!)).toBe(before!.leaseUntil);
 
+    const asked = Date.now();
     const [text, json] = await Promise.all([
       cli(['resolve', sequenceId, '--as', 'failed', '--reason', REASON]),
       cli(['resolve', sequenceId, '--as', 'submitted', '--reason', REASON, '--json']),
     ]);
+    const answered = Date.now();
+    // What was left of the lease, in whole seconds rounded up, when the CLI looked: after `asked`, before
+    // `answered` (however long its start took on a busy machine).
+    const left = (at: number) => Math.ceil((before!.leaseUntil! - at) / 1000);
     expect(text.code).toBe(4);
     expect(text.stdout).toBe('');
     const seconds = Number(/a runner is resolving transfer \S+ right now .*try again in (\d+) s/.exec(text.stderr)?.[1]);
-    expect(seconds).toBeGreaterThanOrEqual(50);
-    expect(seconds).toBeLessThanOrEqual(60);
+    expect(seconds).toBeGreaterThanOrEqual(left(answered));
+    expect(seconds).toBeLessThanOrEqual(left(asked));
     expect(json.code).toBe(4);
     expect(jsonError(json)).toMatchObject({ code: 'LEASE_HELD', details: { state: 'submitting' } });
-    expect(jsonError(json).details!.retryAfterSeconds).toBeGreaterThanOrEqual(50);
+    expect(jsonError(json).details!.retryAfterSeconds).toBeGreaterThanOrEqual(left(answered));
+    expect(jsonError(json).details!.retryAfterSeconds).toBeLessThanOrEqual(left(asked));
 
     expect(await ledger.get(sequenceId)).toEqual(before);
     expect((await h.eventsOf(sequenceId)).map((event) => event.event)).toEqual(['transfer.unresolved']);

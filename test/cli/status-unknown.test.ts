@@ -13,6 +13,7 @@ import type { TransferView } from '../../src/ledger/transfer-view.ts';
 import { createLogger } from '../../src/logger.ts';
 import { runCli } from '../helpers/cli-process.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 
 const UNKNOWN_SINCE = Date.parse('2026-11-20T10:00:00.000Z');
 const SUBMITTED_AT = UNKNOWN_SINCE + 45_000;
@@ -63,7 +64,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-describe('outcome unknown since, in GET /transfers/:sequenceId and status', () => {
+describe('outcome unknown since, in GET /transfers/:sequenceId and status', { timeout: processesTimeout(1) }, () => {
   it('is not shown once the unknown send was recovered by a lookup and broadcast', async () => {
     const sequenceId = `recovered-${Date.now()}`;
     await writeRecord(sequenceId, {

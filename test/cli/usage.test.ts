@@ -5,6 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { killAllClis, runCli } from '../helpers/cli-process.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 
 afterAll(killAllClis);
 
@@ -23,7 +24,7 @@ function variablesOf(text: string, start: string): string[] {
   return [...new Set(paragraph.match(/\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\bRETENTION\b/g) ?? [])];
 }
 
-describe('the top-level help', () => {
+describe('the top-level help', { timeout: processesTimeout(1) }, () => {
   it('names, for resolve, cancel and ledger, every variable their own help says they read (TOMBSTONE_RETENTION too)', async () => {
     const [top, resolve, cancel, ledger] = await Promise.all([
       helpText(['help']),

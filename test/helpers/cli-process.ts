@@ -7,6 +7,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { killAllChildren, spawnNodeScript, type ChildResult, type NodeScript } from '../../tools/child-process.ts';
+import { PROCESS_MS } from './timeouts.ts';
 
 export const CLI_SCRIPT = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
@@ -17,7 +18,7 @@ export interface CliOptions {
   env: Record<string, string>;
   /** Written to stdin, which is then closed (default: no stdin). */
   input?: string;
-  /** Kill and fail when the process has not exited by then (default 20 s). */
+  /** Kill and fail when the process has not exited by then (default PROCESS_MS, test/helpers/timeouts.ts). */
   timeoutMs?: number;
 }
 
@@ -27,8 +28,8 @@ export function spawnCli(args: string[], options: CliOptions): CliProcess {
     args,
     env: options.env,
     input: options.input,
-    waitTimeoutMs: 15_000,
-    exitTimeoutMs: options.timeoutMs ?? 20_000,
+    waitTimeoutMs: PROCESS_MS,
+    exitTimeoutMs: options.timeoutMs ?? PROCESS_MS,
   });
 }
 

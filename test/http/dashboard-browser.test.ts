@@ -21,6 +21,7 @@ import { launchChromium } from '../helpers/browser.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { PROJECT_ROOT, killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
 import { QueueName } from '../../src/queues/names.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 const USER = 'ops';
 const PASSWORD = 'browser-dashboard-pass-456';
@@ -208,7 +209,7 @@ describe('dashboard in headless Chromium', () => {
   });
 });
 
-describe('real worker process listening beyond loopback', () => {
+describe('real worker process listening beyond loopback', { timeout: processesTimeout(1) }, () => {
   let sim: Simulator;
   beforeAll(async () => {
     sim = await startSimulator({ port: 0 });
@@ -225,7 +226,7 @@ describe('real worker process listening beyond loopback', () => {
     const worker = spawnWorker(
       workerEnv(sim, uniquePrefix('no-dashboard-auth'), { HTTP_HOST: '0.0.0.0', DASHBOARD_USER: '', DASHBOARD_PASSWORD: '' }),
     );
-    const exit = await worker.waitForExit(20_000);
+    const exit = await worker.waitForExit(PROCESS_MS);
     expect(exit).toEqual({ code: EX_CONFIG, signal: null });
     const lines = worker.output().split('\n');
     expect(lines.some((line) => /^\s*DASHBOARD_USER: required when HTTP_HOST is not a loopback address/.test(line))).toBe(true);

@@ -17,6 +17,7 @@ import { getFreePort, startRedisServer, type RedisServerHandle } from '../../too
 import { workerEnv } from '../helpers/harness.ts';
 import { uniquePrefix } from '../helpers/redis.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 let sim: Simulator | undefined;
 const servers: RedisServerHandle[] = [];
@@ -32,7 +33,7 @@ async function env(extra: Record<string, string>): Promise<Record<string, string
 
 /** The URL the worker logged for its HTTP server (starting or full). */
 async function httpUrl(worker: WorkerProcess, message: string): Promise<string> {
-  const line = await worker.waitForLog(message, 20_000);
+  const line = await worker.waitForLog(message, PROCESS_MS);
   return (JSON.parse(line) as { http: string }).http;
 }
 
@@ -50,7 +51,9 @@ afterAll(async () => {
   for (const server of servers) await server.stop();
 });
 
-describe('worker start-up', () => {
+// The longest test: a start, 'waiting for Redis' (20 s), then the start onto the Redis that came up; or two
+// starts one after another.
+describe('worker start-up', { timeout: processesTimeout(1, 90_000) }, () => {
   it('Redis unreachable: HTTP up at once, one line per attempt, exit 69 after REDIS_CONNECT_TIMEOUT', async () => {
     const closedPort = await getFreePort();
     const worker = spawnWorker(await env({ REDIS_URL: `redis://127.0.0.1:${closedPort}`, REDIS_CONNECT_TIMEOUT: '5s' }), {
@@ -77,7 +80,7 @@ describe('worker start-up', () => {
     expect(last).toMatchObject({ level: 'fatal' });
     expect(last.msg).toContain('REDIS_CONNECT_TIMEOUT');
     expect(rawLines(worker)).toEqual([]);
-  }, 60_000);
+  });
 
   it('Redis coming up later: the worker starts then, on the port it answered on while waiting', async () => {
     const port = await getFreePort();
@@ -92,7 +95,7 @@ describe('worker start-up', () => {
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
     expect(worker.output()).toContain('Redis reachable');
     expect(rawLines(worker)).toEqual([]);
-  }, 60_000);
+  });
 
   it('HTTP port taken: one JSON line naming the port, exit 69', async () => {
     const blocker: Server = createServer();
@@ -100,7 +103,7 @@ describe('worker start-up', () => {
     const port = (blocker.address() as { port: number }).port;
     try {
       const worker = spawnWorker(await env({ HTTP_HOST: '127.0.0.1', HTTP_PORT: String(port) }), { name: 'startup-port-taken' });
-      const exit = await worker.waitForExit(20_000);
+      const exit = await worker.waitForExit(PROCESS_MS);
       expect(exit.code).toBe(EX_UNAVAILABLE);
       const lines = worker
         .output()
@@ -112,12 +115,12 @@ describe('worker start-up', () => {
     } finally {
       blocker.close();
     }
-  }, 30_000);
+  });
 
   it('a bad CUSTODY_MAX_PAUSE: exit 78 before anything starts, naming the variable and not its value', async () => {
     for (const value of ['10 minutes', '500ms']) {
       const worker = spawnWorker(await env({ CUSTODY_MAX_PAUSE: value }), { name: 'startup-bad-max-pause' });
-      const exit = await worker.waitForExit(20_000);
+      const exit = await worker.waitForExit(PROCESS_MS);
       expect(exit.code).toBe(EX_CONFIG);
       const output = worker.output();
       expect(output).toContain('configuration error, not starting');
@@ -127,7 +130,7 @@ describe('worker start-up', () => {
       expect(problems[0]).not.toContain(value);
       expect(output).not.toContain('worker started');
     }
-  }, 40_000);
+  });
 
   it('an OpenTelemetry collector that does not answer does not change the exit code', async () => {
     const closedPort = await getFreePort();
@@ -137,5 +140,5 @@ describe('worker start-up', () => {
     const exit = await worker.waitForExit(20_000);
     expect(exit.code).toBe(0);
     expect(worker.output()).toContain('"msg":"stopped"');
-  }, 40_000);
+  });
 });

@@ -10,6 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../tools/child-process.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 const SYSTEM_NODE = '/usr/bin/node';
 const systemMajor = existsSync(SYSTEM_NODE)
@@ -18,9 +19,13 @@ const systemMajor = existsSync(SYSTEM_NODE)
 /** The shell of a machine whose Node is the system's: /usr/bin first, none of our node_modules/.bin. */
 const systemEnv = { PATH: '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', LANG: 'C' };
 
-function run(command: string, args: string[]) {
-  return spawnSync(command, args, { cwd: PROJECT_ROOT, env: systemEnv, encoding: 'utf8', timeout: 60_000 });
+/** Runs `command`, which starts `processes` Node processes one after another (npm, node-check, the CLI). */
+function run(command: string, args: string[], processes = 1) {
+  return spawnSync(command, args, { cwd: PROJECT_ROOT, env: systemEnv, encoding: 'utf8', timeout: processes * PROCESS_MS });
 }
+
+/** The longest test runs npm twice, each starting npm, node-check and the CLI. */
+const TEST_TIMEOUT_MS = processesTimeout(6);
 
 /** The hand-written introduction of docs/cli.md (before its generated usage). */
 function cliSection(): string {
@@ -28,7 +33,7 @@ function cliSection(): string {
   return page.slice(0, page.indexOf('<!-- generated:'));
 }
 
-describe.skipIf(!(systemMajor < 24))(`the CLI under the system Node (${SYSTEM_NODE}, ${systemMajor})`, () => {
+describe.skipIf(!(systemMajor < 24))(`the CLI under the system Node (${SYSTEM_NODE}, ${systemMajor})`, { timeout: TEST_TIMEOUT_MS }, () => {
   it('`node src/cli/main.ts` fails with ERR_UNKNOWN_FILE_EXTENSION, and docs/cli.md says what that means', () => {
     const direct = run(SYSTEM_NODE, ['src/cli/main.ts', 'help']);
     expect(direct.status).toBe(1);
@@ -45,7 +50,7 @@ describe.skipIf(!(systemMajor < 24))(`the CLI under the system Node (${SYSTEM_NO
       ['run', '--silent', '--offline', 'cli', '--', 'help'],
       ['exec', '--no', '--offline', '--', 'custody-worker', 'help'],
     ]) {
-      const result = run('npm', args);
+      const result = run('npm', args, 3);
       expect({ args, status: result.status, stderr: result.stderr }).toEqual({ args, status: 0, stderr: '' });
       expect(result.stdout).toContain('Usage: custody-worker <command>');
     }

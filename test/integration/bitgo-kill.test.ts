@@ -18,6 +18,7 @@ import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
 import { until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
 import { parseCheckedEntry } from '../helpers/json-schemas.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 const TRANSFERS = 300;
 const KILL_AT = [80, 180];
@@ -63,7 +64,8 @@ async function events(): Promise<TransferEvent[]> {
   return entries.map((entry) => parseCheckedEntry(entry as [string, string[]]));
 }
 
-describe('CUSTODY_PROVIDER=bitgo: SIGKILL mid-send, twice', () => {
+// Three worker starts, and the waits in between: two kills (30 s each), every transfer submitted (90 s).
+describe('CUSTODY_PROVIDER=bitgo: SIGKILL mid-send, twice', { timeout: processesTimeout(3, 160_000) }, () => {
   it('every transfer submitted exactly once, none unresolved or failed, versions without gaps', async () => {
     const payloads = Array.from({ length: TRANSFERS }, () =>
       samplePayload({ walletId: crypto.randomUUID().replaceAll('-', ''), coin: 'tbtc' }),
@@ -75,7 +77,7 @@ describe('CUSTODY_PROVIDER=bitgo: SIGKILL mid-send, twice', () => {
     const start = async () => {
       const worker = spawnWorker(env, { name: `bitgo-kill-worker-${workers.length + 1}` });
       workers.push(worker);
-      await worker.waitForLog('worker started', 20_000);
+      await worker.waitForLog('worker started', PROCESS_MS);
       return worker;
     };
     let worker = await start();

@@ -15,6 +15,7 @@ import { startGateway, type Gateway } from '../helpers/gateway.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 const RPS = 30;
 const WAITING = 60;
@@ -45,8 +46,8 @@ describe('request budget: a send overtakes queued polls across two worker proces
       },
     });
     const workers = [spawnWorker(h.env, { name: 'budget-1' }), spawnWorker(h.env, { name: 'budget-2' })];
-    await Promise.all(workers.map((w) => w.waitForLog('worker started', 20_000)));
-  }, 60_000);
+    await Promise.all(workers.map((w) => w.waitForLog('worker started', PROCESS_MS)));
+  }, processesTimeout(1));
 
   afterAll(async () => {
     await killAllWorkers();

@@ -2,7 +2,10 @@
  * Cancels racing sends (docs/contract.md section 4, "Cancelling a transfer"), through the whole worker
  * against the simulator: 200 transfers whose sendTransaction takes 300 ms, each cancelled once at a
  * moment drawn from a seed (before its submit, around its gate and send claim, during its send, after
- * it), half through the worker's Ledger.cancel, half through the producer package's cancel(). At the
+ * it; and about one in ten once the simulator has taken its send, however long the worker took to get
+ * there, so that a busy machine, whose worker reaches no send within the drawn moments, still races the
+ * cancel against a send), half through the worker's Ledger.cancel, half through the producer package's
+ * cancel(). At the
  * end, every transfer has exactly one terminal event, and the sends the simulator accepted are exactly
  * the transfers whose cancel did not take effect: a cancel and a send never both succeed, and a cancel
  * that says `cancelled` really stopped the send. CANCEL_RACE_SEED=<seed> replays the draws (the timing
@@ -14,7 +17,7 @@ import type { CancelResult } from '../../packages/producer/src/transition.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { seededRandom } from '../helpers/seeded-random.ts';
-import { sleep } from '../helpers/wait.ts';
+import { sleep, until } from '../helpers/wait.ts';
 
 const TRANSFERS = 200;
 const SEND_MS = 300;
@@ -46,6 +49,8 @@ describe(`${TRANSFERS} transfers with ${SEND_MS} ms sends, each cancelled at a r
         submitAt: Math.floor(draw() * 2_000),
         cancelAfter: Math.floor(draw() * 1_500) - 300,
         via: draw() < 0.5 ? ('ledger' as const) : ('producer' as const),
+        // Cancelled once its send reached the simulator (a condition, not a moment): too-late for sure.
+        afterSend: draw() < 0.1,
         result: undefined as CancelResult | undefined,
       };
     });
@@ -55,7 +60,11 @@ describe(`${TRANSFERS} transfers with ${SEND_MS} ms sends, each cancelled at a r
     await Promise.all(
       transfers.flatMap((transfer) => [
         at(transfer.submitAt).then(() => h.producer.submit(transfer.payload)),
-        at(transfer.submitAt + transfer.cancelAfter).then(async () => {
+        at(transfer.submitAt + (transfer.afterSend ? 0 : transfer.cancelAfter)).then(async () => {
+          if (transfer.afterSend)
+            await until(`the send of ${transfer.sequenceId} taken by the simulator`, 60_000, async () =>
+              h.sim.transfer(transfer.sequenceId) === undefined ? undefined : true,
+            );
           const reason = `race ${SEED}/${transfer.index}`;
           transfer.result =
             transfer.via === 'ledger'
@@ -89,7 +98,8 @@ describe(`${TRANSFERS} transfers with ${SEND_MS} ms sends, each cancelled at a r
       const terminal = own.filter((event) => TERMINAL_EVENTS.has(event.event)).map((event) => event.event);
       const sent = sends[transfer.sequenceId]?.accepted ?? 0;
       accepted += sent;
-      const name = `${transfer.sequenceId} (${transfer.via}, cancel ${transfer.cancelAfter} ms after submit, ${result.outcome} ${result.state})`;
+      const moment = transfer.afterSend ? 'once its send was taken' : `${transfer.cancelAfter} ms after submit`;
+      const name = `${transfer.sequenceId} (${transfer.via}, cancel ${moment}, ${result.outcome} ${result.state})`;
       if (terminal.length !== 1) problems.push(`${name}: terminal events [${terminal.join(', ')}]`);
       if (result.outcome === 'cancelled') {
         if (sent !== 0) problems.push(`${name}: cancelled, yet ${sent} sends accepted`);

@@ -18,12 +18,14 @@ import { killAllClis, runCli } from '../helpers/cli-process.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { closeAllRedis, newRedis } from '../helpers/redis.ts';
 import { startReplicas } from '../helpers/replicas.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 
 const REASON = 'compliance hold, ticket OPS-91';
 const USER = 'ops-desk';
 const PASSWORD = 'cancel-replicas-password';
 
-describe('cancels from the worker side wait for the replicas', () => {
+// The longest test runs the CLI twice.
+describe('cancels from the worker side wait for the replicas', { timeout: processesTimeout(2) }, () => {
   let primary: RedisServerHandle;
   let replica: RedisServerHandle;
   let h: Harness;

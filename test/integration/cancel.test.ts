@@ -14,7 +14,9 @@ import { samplePayload } from '../../tools/sample-payloads.ts';
 import { killAllClis, runCli } from '../helpers/cli-process.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
-import { sleep, until } from '../helpers/wait.ts';
+import { sleep } from '../helpers/wait.ts';
+import { completedReturnValue } from '../helpers/jobs.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 
 const REASON = 'duplicate of order A-1001, ticket OPS-77';
 const USER = 'ops-desk';
@@ -45,13 +47,7 @@ afterAll(async () => {
 
 const sends = (sequenceId: string) => h.sim.stats().sends[sequenceId]?.accepted ?? 0;
 
-/** Waits until the job completed; its return value. */
-async function completed(jobId: string): Promise<Record<string, unknown>> {
-  return until(`job ${jobId} completed`, 15_000, async () => {
-    const job = await submitQueue.getJob(jobId);
-    return job && (await job.getState()) === 'completed' ? (job.returnvalue as Record<string, unknown>) : undefined;
-  });
-}
+const completed = (jobId: string) => completedReturnValue(submitQueue, jobId);
 
 describe('a cancel that takes effect: no send, ever', () => {
   it('(a) cancelled while its job waits (the queue paused): transfer.cancelled, the job completes without a send', async () => {
@@ -127,7 +123,8 @@ describe('a cancel that comes too late changes nothing', () => {
   });
 });
 
-describe('(d) the operator surfaces', () => {
+// The longest test runs the CLI twice (two at a time), and waits for a submit (15 s) and a job (15 s).
+describe('(d) the operator surfaces', { timeout: processesTimeout(2, 45_000) }, () => {
   const auth = `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}`;
   const post = (sequenceId: string, body: unknown, headers: Record<string, string> = { authorization: auth }) =>
     fetch(`${base}/transfers/${encodeURIComponent(sequenceId)}/cancel`, {

@@ -13,6 +13,7 @@ import { countBy, startHarness, versionProblems, type Harness } from '../helpers
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 const TRANSFERS = 500;
 const LOCK_MS = 2_000;
@@ -100,7 +101,7 @@ async function runKillScenario(scenario: Scenario): Promise<ScenarioResult> {
   const start = async () => {
     const worker = spawnWorker(h.env, { name: `${scenario.name}-worker-${workers.length + 1}` });
     workers.push(worker);
-    await worker.waitForLog('worker started', 20_000);
+    await worker.waitForLog('worker started', PROCESS_MS);
     return worker;
   };
 
@@ -222,7 +223,10 @@ function report(title: string, result: ScenarioResult, figures: ReturnType<typeo
   );
 }
 
-describe('a worker killed with SIGKILL while 500 transfers are in flight, then restarted', () => {
+/** Three worker starts, and the waits in between: two kills (20 s each), every outcome (45 s), an idle queue (15 s), a stop (10 s). */
+const TEST_TIMEOUT_MS = processesTimeout(3, 120_000);
+
+describe('a worker killed with SIGKILL while 500 transfers are in flight, then restarted', { timeout: TEST_TIMEOUT_MS }, () => {
   it('every transfer is accepted upstream once and published once', async () => {
     const result = await runKillScenario({
       name: 'kill-9',
@@ -239,7 +243,7 @@ describe('a worker killed with SIGKILL while 500 transfers are in flight, then r
     // double spend at a provider without duplicate protection.
     expect(figures.duplicates409).toBe(0);
     expect(figures.recoveredBy['get-transfer']).toBeGreaterThan(0);
-  }, 60_000);
+  });
 
   it('with sends timing out (processed, unanswered) and transfers not yet visible upstream, recovery goes through 409 and still sends once', async () => {
     const result = await runKillScenario({
@@ -256,5 +260,5 @@ describe('a worker killed with SIGKILL while 500 transfers are in flight, then r
     expect(figures.duplicates409).toBeGreaterThan(0);
     expect(figures.recoveredBy.duplicate).toBeGreaterThan(0);
     expect(figures.recoveredBy['get-transfer']).toBe(0);
-  }, 60_000);
+  });
 });

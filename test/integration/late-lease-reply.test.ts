@@ -20,11 +20,13 @@ import { startRedisProxy, type RedisProxy } from '../helpers/redis-proxy.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
 import { until } from '../helpers/wait.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 /** In the transition request of createAndTakeSend / takeSend / takeLease: the lease being taken. */
 const LEASE_TAKE = Buffer.from('"mode":"take"');
 const TERMINAL = new Set(['transfer.broadcast', 'transfer.rejected', 'transfer.blocked', 'transfer.failed', 'transfer.expired']);
-const TEST_TIMEOUT_MS = 60_000;
+/** Two worker starts, then A's lease command (15 s), B's send (40 s), A settling (10 s) and the checks. */
+const TEST_TIMEOUT_MS = processesTimeout(2, 90_000);
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -64,7 +66,7 @@ async function setUp(name: string): Promise<Setup> {
 
 async function startWorker(env: Record<string, string>, name: string): Promise<WorkerProcess> {
   const worker = spawnWorker(env, { name });
-  await worker.waitForLog('worker started', 20_000);
+  await worker.waitForLog('worker started', PROCESS_MS);
   return worker;
 }
 

@@ -14,6 +14,7 @@ import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { samplePayload, type ValidSamplePayload } from '../../tools/sample-payloads.ts';
 import { runCli } from '../helpers/cli-process.ts';
+import { processesTimeout } from '../helpers/timeouts.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 
 const TRANSFERS = 12;
@@ -134,7 +135,7 @@ describe('every process restarted onto a Redis that lost its data, then `ledger 
   const submittedAll = (events: TransferEvent[], ids: string[]) =>
     ids.every((id) => events.some((e) => e.sequenceId === id && e.event === 'transfer.submitted'));
 
-  it('looks every re-enqueued transfer up and sends none again', { timeout: 90_000 }, async () => {
+  it('looks every re-enqueued transfer up and sends none again', { timeout: processesTimeout(2, 100_000) }, async () => {
     const fresh = await runCli(['ledger', 'init', '--fresh', '--json'], { env: cliEnv() });
     expect(fresh.code, fresh.stderr).toBe(0);
     await h.startWorker();

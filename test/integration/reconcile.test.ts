@@ -102,7 +102,9 @@ describeProfiles('reconcile', (profile) => {
 
   describe('reconciliation', () => {
     it('restores a tracking job deleted by hand, and the transfer still gets its txid', async () => {
-      h.sim.updateSettings({ txidAfterMs: 1_500 });
+      // No txid until the test sets it: a tracker that polled before it was deleted cannot have ended the
+      // transfer (on a busy machine the steps up to the deletion can take longer than any fixed delay).
+      h.sim.updateSettings({ txidAfterMs: 3_600_000 });
       const payload = samplePayload();
       const sequenceId = payload.halfSigned.sequenceId;
       await h.producer.submit(payload);
@@ -118,6 +120,7 @@ describeProfiles('reconcile', (profile) => {
 
       const counts = await reconcileOnce();
       expect(counts.trackersRestored).toBeGreaterThanOrEqual(1);
+      h.sim.setTxid(sequenceId);
       const outcome = await h.producer.waitForTerminal(sequenceId, 10_000);
       expect(outcome.event).toBe('transfer.broadcast');
       expect((await h.eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.broadcast']);

@@ -12,8 +12,10 @@ import { startTracing } from '../../src/telemetry.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
-describe('tracing', () => {
+// A worker start, the transfer submitted (15 s), the stop that flushes the exporter (15 s).
+describe('tracing', { timeout: processesTimeout(1, 40_000) }, () => {
   let h: Harness;
   let collector: Server;
   let endpoint: string;
@@ -40,7 +42,7 @@ describe('tracing', () => {
 
   it('exports spans of jobs and upstream calls to the OTLP endpoint', async () => {
     const worker = spawnWorker({ ...h.env, OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'custody-test', LOG_LEVEL: 'info' });
-    await worker.waitForLog('worker started', 20_000);
+    await worker.waitForLog('worker started', PROCESS_MS);
     const payload = samplePayload();
     await h.producer.submit(payload);
     await h.waitForEvents((events) =>

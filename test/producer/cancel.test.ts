@@ -17,7 +17,7 @@ import { samplePayload } from '../../tools/sample-payloads.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { checkCancelResultJson } from '../helpers/json-schemas.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
-import { until } from '../helpers/wait.ts';
+import { completedReturnValue } from '../helpers/jobs.ts';
 import { LEDGER_DEFAULTS } from '../../packages/producer/src/producer.ts';
 import { transitionKeys } from '../../packages/producer/src/keys.ts';
 
@@ -47,12 +47,7 @@ async function cancel(sequenceId: string, reason = REASON): Promise<CancelResult
   return result;
 }
 
-async function completed(jobId: string): Promise<Record<string, unknown>> {
-  return until(`job ${jobId} completed`, 15_000, async () => {
-    const job = await submitQueue.getJob(jobId);
-    return job && (await job.getState()) === 'completed' ? (job.returnvalue as Record<string, unknown>) : undefined;
-  });
-}
+const completed = (jobId: string) => completedReturnValue(submitQueue, jobId);
 
 describe('TransferProducer.cancel', () => {
   it('on a ledger without an epoch (no worker ever ran): too-late, the ledger cannot vouch; nothing written', async () => {

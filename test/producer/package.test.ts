@@ -21,6 +21,7 @@ import { EVENT_TYPES, jobIdFor } from '../../packages/producer/src/index.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
+import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const PACKAGE_DIR = join(ROOT, 'packages/producer');
@@ -65,6 +66,18 @@ function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   env.PATH = [dirname(NODE24), process.env.PATH].join(delimiter);
   return { ...env, ...extra };
 }
+
+/**
+ * One tsc run over the package or a consumer with every shipped declaration checked (skipLibCheck false):
+ * seconds of CPU alone, and minutes of wall time on a busy 2-core machine shared with other test runs.
+ */
+const TSC_MS = 180_000;
+/** npm install of the tarball and its peers (from the cache when it can). */
+const INSTALL_MS = 240_000;
+/** npm pack (its prepack runs tsc), then npm install. */
+const SETUP_MS = TSC_MS + INSTALL_MS + 30_000;
+/** The type-check test: tsc twice. */
+const TYPE_CHECK_MS = 2 * TSC_MS + 30_000;
 
 function run(
   command: string,
@@ -207,7 +220,7 @@ export async function main(): Promise<string> {
 beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'producer-pack-'));
   // 1. npm pack (its prepack builds dist with tsc), into tmp.
-  const packed = await run('npm', ['pack', '--pack-destination', tmp, '--json'], { cwd: PACKAGE_DIR });
+  const packed = await run('npm', ['pack', '--pack-destination', tmp, '--json'], { cwd: PACKAGE_DIR, timeoutMs: TSC_MS });
   expect(packed.code, packed.stderr).toBe(0);
   pack = (JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as PackInfo[])[0]!;
   console.log(
@@ -222,14 +235,14 @@ beforeAll(async () => {
   const installed = await run(
     'npm',
     ['install', join(tmp, pack.filename), 'bullmq@6', 'ioredis@6', '--prefer-offline', '--no-audit', '--no-fund'],
-    { cwd: project, timeoutMs: 240_000 },
+    { cwd: project, timeoutMs: INSTALL_MS },
   );
   expect(installed.code, installed.stderr).toBe(0);
   await writeFile(join(project, 'consumer.mjs'), CONSUMER_MJS);
   await writeFile(join(project, 'hooks.mjs'), HOOKS_MJS);
   await writeFile(join(project, 'register.mjs'), REGISTER_MJS);
   await writeFile(join(project, 'consumer.ts'), CONSUMER_TS);
-}, 300_000);
+}, SETUP_MS);
 
 afterAll(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
@@ -261,7 +274,7 @@ function filesUnder(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((path) => statSync(join(dir, path)).isFile());
 }
 
-describe('the tarball', () => {
+describe('the tarball', { timeout: TYPE_CHECK_MS }, () => {
   it('holds compiled JavaScript with declarations, the JSON Schemas and package.json: no sources, no worker', () => {
     const paths = pack.files.map((file) => file.path).sort();
     for (const path of paths)
@@ -346,14 +359,15 @@ describe('the tarball', () => {
           files: ['consumer.ts', ...exampleFiles, 'readme-consumer-example.ts'],
         }),
       );
-      const checked = await run(NODE24, [TSC, '-p', config], { cwd: project });
+      const checked = await run(NODE24, [TSC, '-p', config], { cwd: project, timeoutMs: TSC_MS });
       expect(checked.stdout + checked.stderr, `tsc -p ${config}`).toBe('');
       expect(checked.code, config).toBe(0);
     }
-  }, 120_000);
+  });
 });
 
-describe('a plain .mjs consumer of the installed package, against the worker', () => {
+// `node --version`, then the consumer.
+describe('a plain .mjs consumer of the installed package, against the worker', { timeout: processesTimeout(2, 60_000) }, () => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness({ name: 'producer-tarball' });
@@ -371,7 +385,8 @@ describe('a plain .mjs consumer of the installed package, against the worker', (
     const loadLog = join(tmp, `loaded-${version}.log`);
     const result = await run(node, ['--import', './register.mjs', 'consumer.mjs'], {
       cwd: project,
-      timeoutMs: 60_000,
+      // A Node start, then the consumer's own waitForTerminal (30 s).
+      timeoutMs: PROCESS_MS + 30_000,
       env: childEnv({
         REDIS_URL: testRedisUrl(),
         PREFIX: h.prefix,
@@ -432,12 +447,12 @@ describe('a plain .mjs consumer of the installed package, against the worker', (
   if ('path' in NODE20) {
     it(`Node 20 (${NODE20.path}) enqueues and gets transfer.broadcast from waitForTerminal; the import loads nothing of the worker`, async () => {
       await consume(NODE20.path);
-    }, 90_000);
+    });
   } else {
     it.skip(`Node 20: skipped, ${NODE20.reason}`, () => undefined);
   }
 
   it('Node 24 enqueues and gets transfer.broadcast from waitForTerminal; the import loads nothing of the worker', async () => {
     await consume(NODE24);
-  }, 90_000);
+  });
 });
