@@ -72,7 +72,8 @@ export const TRANSITION_LUA_SOURCE = `--[[
     lease whose holder left \`pending\` = 1 (a send it never reported) records \`unknownSince\`;
   - \`failed\` is refused while a send may have been accepted (\`unknownSince\` set, or another runner's
     send \`pending\`) or the sequenceId was found in use upstream (\`inUseSince\`), unless the request says
-    an operator decided;
+    an operator decided; also from \`submitting\` while the epoch's recovery window is open, which then
+    records \`unknownSince\` (a send the ledger forgot may have been accepted);
   - a transfer whose tombstone exists is never created again: a transition from "no record" is
     refused ('ended'), and the refusal carries the tombstone;
   - a send in flight is recorded only under the epoch the caller knows ('epoch': the ledger was lost,
@@ -173,6 +174,13 @@ end
 local pendingOfOther = before[4] == '1' and owner ~= lease.owner
 if req.to == 'failed' and not req.operator then
   if before[5] or before[6] or pendingOfOther then return refuse('unknown') end
+  if current == 'submitting' and tonumber(epoch[2] or '0') > now then
+    -- The ledger recovers from a loss: a send of this transfer it forgot (a runner's, made between the
+    -- copy it went back to and the loss) may have been accepted, whatever this send was answered. From
+    -- now on the send's outcome is unknown (sticky), and the refusal sends the caller that way.
+    redis.call('HSETNX', KEYS[1], 'unknownSince', nowText)
+    return refuse('unknown')
+  end
 end
 
 -- A send in flight recorded while the ledger recovers: the transfer may have been sent in the life
