@@ -13,6 +13,8 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
 import { Ledger } from '../../src/ledger/ledger.ts';
+import { loadLedgerConfig } from '../../src/config/config.ts';
+import { cliLedger } from '../../src/cli/redis-run.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { killAllClis, runCli, type CliResult } from '../helpers/cli-process.ts';
@@ -187,6 +189,10 @@ describe('cancel again waits for the replicas', TIMEOUT, () => {
     const prefix = uniquePrefix('cancel-again');
     // A cancel needs a ledger with an epoch (else too-late: it cannot vouch that no send was made).
     await ledgerOf(prefix).epoch.start();
+    // What a worker with the CLI's settings records at start-up (a cancel from another process checks it).
+    await cliLedger(newRedis({ url: primary.url }), loadLedgerConfig({ REDIS_URL: primary.url, QUEUE_PREFIX: prefix })).recordSettings(
+      'replace',
+    );
     const sequenceId = samplePayload().halfSigned.sequenceId;
     const args = ['cancel', sequenceId, '--reason', REASON];
     await whileFrozen(async () => {

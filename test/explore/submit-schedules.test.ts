@@ -870,15 +870,14 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
   // The worker's periodic check (every LEDGER_CHECK_EVERY_MS): the living process notices a rollback
   // even when no transition ran after it.
   if (rolledBack && !scenario.rollback!.restart) await ledger.epoch.check();
-  // The stated residual: every process restarted onto the older copy (nothing tells them), and either a
-  // provider that accepts a reused sequenceId with no lookup before the new life's first send, or lookups
-  // before it that could not list the lost life's send (not listed yet, or still in flight). With a
-  // provider that refuses reuse the latter sends nothing twice, but a refusal of the new life's send for
-  // another reason can end `failed` a transfer whose lost send was accepted.
-  const exempt =
-    rolledBack &&
-    scenario.rollback!.restart &&
-    ((!scenario.rollback!.refusesReuse && life.lookedUpBeforeFirstSend === false) || life.missedBeforeFirstSend);
+  // The stated residual: every process restarted onto the older copy (nothing tells them) with the
+  // default configuration (no LOOKUP_BEFORE_FIRST_SEND: the explorer never sets it), and either a
+  // provider that accepts a reused sequenceId (the lookups the worker makes for its own reasons are no
+  // guard: a send of the lost life may not be listed yet, or still be in flight), or lookups before the
+  // new life's first send that could not list the lost life's send: with a provider that refuses reuse
+  // nothing is sent twice, but a refusal of the new life's send for another reason can end `failed` a
+  // transfer whose lost send was accepted.
+  const exempt = rolledBack && scenario.rollback!.restart && (!scenario.rollback!.refusesReuse || life.missedBeforeFirstSend);
   const trackerJobs = (await trackQueue.getJobs(['waiting', 'delayed', 'prioritized', 'active', 'completed', 'failed'])).map((job) => ({
     id: job.id,
     data: job.data as unknown,
