@@ -11,7 +11,7 @@ import type { RedisClient } from '../redis.ts';
  *   leased: its score moved past the try's time-out, so a process that dies mid-try leaves it due again.
  * - `delivery:<entry id>`: the body, the type, the lane and the tries made so far.
  * - `backlog`: every queued entry id, scored by the event's time (ms), for the age of the oldest.
- * - `disabled`: set when the endpoint answered 410 (JSON: when, which entry), until `webhooks enable`.
+ * - `disabled`: set when the endpoint answered 410 (JSON: when, which entry), until an operator enables it again (docs/operations.md, "Webhooks").
  * - `dead`: the dead-letter stream: deliveries whose tries ran out.
  */
 export interface EndpointKeys {
@@ -136,7 +136,7 @@ export class EndpointStore {
     return this.#redis.hincrby(this.keys.delivery(entryId), 'tries', 1);
   }
 
-  /** The next try of the lane's head at `dueAt`, with the last try's result kept for `webhooks list`. */
+  /** The next try of the lane's head at `dueAt`, with the last try's result kept for operators. */
   async retryAt(delivery: QueuedDelivery, dueAt: number, result: string): Promise<void> {
     await this.#redis
       .multi()
