@@ -34,6 +34,7 @@ import { providerPauseReporter, skippedRecordsReporter } from './custody/reporti
 import { RedisErrors } from './redis-errors.ts';
 import type { Tracing } from './telemetry.ts';
 import { RequestBudget } from './custody/budget.ts';
+import { startWebhooks, type Webhooks } from './webhooks/subsystem.ts';
 
 export interface App {
   readonly redis: RedisClient;
@@ -46,6 +47,8 @@ export interface App {
   readonly metrics: Metrics;
   /** The error events of the workers, queues and Redis client, and the readiness write probe. */
   readonly redisErrors: RedisErrors;
+  /** Outbound webhooks, when WEBHOOK_ENDPOINTS names any. */
+  readonly webhooks: Webhooks | undefined;
   /** Whether every worker is running (for readiness). */
   running(): boolean;
   /** Stops taking jobs, waits for in-flight ones, closes every connection. */
@@ -350,6 +353,20 @@ export async function createApp(
   for (const queue of Object.values(queues)) queue.on('error', redisErrors.listener(`queue-${queue.name}`));
   redis.on('error', redisErrors.listener('redis'));
 
+  // A subsystem of its own: it reads the stream apart from the workers and closes without waiting for an endpoint.
+  const webhooks =
+    config.webhooks.endpoints.length > 0
+      ? startWebhooks({
+          redis,
+          prefix,
+          eventsStream: config.queue.eventsStream,
+          settings: config.webhooks,
+          metadataKeys: config.http.dashboardMetadataKeys,
+          logger,
+          metrics,
+        })
+      : undefined;
+
   let closed = false;
   return {
     redis,
@@ -360,6 +377,7 @@ export async function createApp(
     workers,
     metrics,
     redisErrors,
+    webhooks,
     running: () => !closed && workers.every((worker) => worker.isRunning()),
     async close() {
       if (closed) return;
@@ -372,7 +390,10 @@ export async function createApp(
       // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,
       // which is safe since every run picks up where the last one left off.
       shutdown.abort();
+      // Tries in flight are aborted (made again later), so an endpoint never holds up the drain.
+      const webhooksClosed = webhooks?.close();
       await closeWorkers(workers, inFlight);
+      await webhooksClosed;
       await Promise.all(Object.values(queues).map((queue) => withTimeout(queue.close(), CLOSE_GRACE_MS)));
       await custody.close();
       await closeRedis(redis, CLOSE_GRACE_MS);

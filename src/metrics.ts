@@ -8,6 +8,10 @@ import { haltedStates } from './custody/providers.ts';
 import { TRAVEL_RULE_SOURCES } from './custody/travel-rule-cache.ts';
 import { JOB_OUTCOMES } from './queues/outcomes.ts';
 import { REFUSED_WRITE_CODES } from './redis-errors.ts';
+import { TRY_RESULTS } from './webhooks/answer.ts';
+
+/** How a webhook delivery ends: delivered (a 2xx), or dead-lettered once its tries ran out. */
+export const WEBHOOK_OUTCOMES = ['delivered', 'dead-lettered'] as const;
 
 /** The steps that count ambiguous matches: tracking, resolving an unknown send, reconciliation. */
 export const AMBIGUOUS_STEPS = ['track', 'resolve', 'reconcile'] as const;
@@ -239,6 +243,30 @@ function declareMetrics() {
       help: "Tracked transfers found with their txid in another transfer's get-transfer answer (a poll of their own saved).",
       registers: [registry],
     }),
+    webhookDeliveries: new Counter({
+      name: 'custody_webhook_deliveries_total',
+      help: `Webhook deliveries ended by this process, by endpoint and outcome (${WEBHOOK_OUTCOMES.join(', ')}: its tries ran out, it went to the endpoint's dead-letter stream).`,
+      labelNames: ['endpoint', 'outcome'] as const,
+      registers: [registry],
+    }),
+    webhookAttempts: new Counter({
+      name: 'custody_webhook_attempts_total',
+      help: `Webhook delivery tries made by this process, by endpoint and result (${TRY_RESULTS.join(', ')}).`,
+      labelNames: ['endpoint', 'result'] as const,
+      registers: [registry],
+    }),
+    webhookOldestAge: new Gauge({
+      name: 'custody_webhook_oldest_undelivered_age_seconds',
+      help: 'Age of the oldest event queued for an endpoint and not yet delivered nor dead-lettered (0 when none), read from Redis by each process that delivers: aggregate with max.',
+      labelNames: ['endpoint'] as const,
+      registers: [registry],
+    }),
+    webhookDisabled: new Gauge({
+      name: 'custody_webhook_endpoint_disabled',
+      help: 'Whether an endpoint is disabled (1: it answered 410; nothing is sent to it until an operator enables it again), read from Redis: aggregate with max.',
+      labelNames: ['endpoint'] as const,
+      registers: [registry],
+    }),
     callsPerTransfer: new Histogram({
       name: 'custody_upstream_calls_per_transfer',
       help: 'Upstream calls made for one transfer (sends, lookups, polls, enrichment), observed when it is broadcast.',
@@ -250,6 +278,19 @@ function declareMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/**
+ * The webhook series of the configured endpoints, at 0 from start-up (their names are known only from
+ * WEBHOOK_ENDPOINTS, so the webhook subsystem calls this as it starts).
+ */
+export function zeroWebhookSeries(metrics: Metrics, endpoints: readonly string[]): void {
+  for (const endpoint of endpoints) {
+    for (const outcome of WEBHOOK_OUTCOMES) metrics.webhookDeliveries.inc({ endpoint, outcome }, 0);
+    for (const result of TRY_RESULTS) metrics.webhookAttempts.inc({ endpoint, result }, 0);
+    metrics.webhookOldestAge.set({ endpoint }, 0);
+    metrics.webhookDisabled.set({ endpoint }, 0);
+  }
+}
 
 /**
  * Every series an alert rule or the board reads exists from start-up, at 0 for each known label value:

@@ -7,6 +7,7 @@ import { PROVIDERS } from '../custody/providers.ts';
 import type { AnyCustodyProvider, VariableDoc } from '../custody/provider-kind.ts';
 import { TOMBSTONE_RETENTION_FLOOR_MS } from '../timing.ts';
 import { bool, duration, integer, optionalDuration, optionalHttpUrl, text } from './validators.ts';
+import { endpointUrlProblems, parseEndpoints, parseRetrySchedule, RETRY_SCHEDULE_RULE } from '../webhooks/endpoints.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EX_CONFIG = 78;
@@ -68,6 +69,32 @@ const nameList = () =>
 const queuePrefix = z.preprocess(
   (v) => (v === undefined || v === '' ? 'bull' : v),
   z.string().regex(/^[A-Za-z0-9_{}.:-]{1,64}$/, 'must be 1-64 of letters, digits and _{}.:-'),
+);
+
+/** WEBHOOK_ENDPOINTS: unset (no webhooks), or the endpoints; a problem never quotes the value (it holds secrets). */
+const webhookEndpoints = z.preprocess(
+  (v) => (v === '' ? undefined : v),
+  z
+    .string()
+    .transform((v, ctx) => {
+      const parsed = parseEndpoints(v);
+      if ('endpoints' in parsed) return parsed.endpoints;
+      for (const message of parsed.problems) ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    })
+    .optional(),
+);
+
+const retrySchedule = z.preprocess(
+  (v) => (v === undefined || v === '' ? '0,5s,5m,30m,2h,5h,10h,14h,20h,24h' : v),
+  z.string().transform((v, ctx) => {
+    const schedule = parseRetrySchedule(v);
+    if (schedule === undefined) {
+      ctx.addIssue({ code: 'custom', message: RETRY_SCHEDULE_RULE });
+      return z.NEVER;
+    }
+    return schedule;
+  }),
 );
 
 /**
@@ -136,6 +163,12 @@ const envSchema = z.object({
   JOB_RETENTION: duration('1d', 1_000),
   JOB_KEEP_COMPLETED: integer(1_000, 0, 10_000_000),
   SHUTDOWN_TIMEOUT: duration('30s', 1_000),
+
+  WEBHOOK_ENDPOINTS: webhookEndpoints,
+  WEBHOOK_ALLOW_HTTP: bool(false),
+  WEBHOOK_ALLOW_PRIVATE: bool(false),
+  WEBHOOK_TIMEOUT: duration('15s', 100),
+  WEBHOOK_RETRY_SCHEDULE: retrySchedule,
 
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalHttpUrl(),
   OTEL_SERVICE_NAME: z.preprocess((v) => (v === undefined || v === '' ? 'custody-transfer-worker' : v), z.string().max(256)),
@@ -313,6 +346,26 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
       'at most this many completed jobs are kept per queue (the ledger and the stream keep the transfers; completed jobs are only for looking at)',
   },
   SHUTDOWN_TIMEOUT: { default: '`30s`', meaning: 'how long SIGTERM waits for in-flight jobs before exiting anyway' },
+  WEBHOOK_ENDPOINTS: {
+    default: 'unset (no webhooks)',
+    meaning:
+      'outbound webhooks (docs/contract.md, "Webhooks"): a JSON array, or `@` and the path of a file holding one, of `{ "name", "url", "secrets": ["whsec_…", …], "events": [types] }`; `name` 1-64 of letters, digits, `_` and `-`, unique; each secret `whsec_` and the base64 of at least 16 bytes; `events` optional (every type when absent), each a known event type',
+  },
+  WEBHOOK_ALLOW_HTTP: { default: 'unset', meaning: '`1` allows `http://` endpoint URLs (refused otherwise)' },
+  WEBHOOK_ALLOW_PRIVATE: {
+    default: 'unset',
+    meaning:
+      '`1` allows endpoints whose address is loopback, private (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7), link-local (169.254/16, fe80::/10) or unspecified, IPv4-mapped IPv6 included; otherwise refused, checked on every connection on the address the name resolved to',
+  },
+  WEBHOOK_TIMEOUT: {
+    default: '`15s`',
+    meaning: 'time-out of one delivery try (connect, answer and at most 64 KiB of its body, which is never logged)',
+  },
+  WEBHOOK_RETRY_SCHEDULE: {
+    default: '`0,5s,5m,30m,2h,5h,10h,14h,20h,24h`',
+    meaning:
+      "the delay before each try of one delivery (the first counted from when the event was read); after the last failed try the delivery goes to the endpoint's dead-letter stream. A 429 or 503 answer's `Retry-After` (at most 24h) is a floor for the next delay",
+  },
   OTEL_EXPORTER_OTLP_ENDPOINT: {
     default: 'unset',
     meaning: 'OTLP/HTTP endpoint; when set, jobs and custody calls are traced (nothing is loaded otherwise)',
@@ -343,12 +396,24 @@ function crossProblems(env: NodeJS.ProcessEnv): string[] {
     problems.push('REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER_NODES (a Cluster fails over on its own)');
   }
   if (set('REDIS_CLUSTER_NODES')) problems.push(...clusterSlotProblems(env.QUEUE_PREFIX || 'bull', env.EVENTS_STREAM || undefined));
+  problems.push(...webhookProblems(env));
   if (!isLoopback(env.HTTP_HOST || '127.0.0.1')) {
     for (const name of ['DASHBOARD_USER', 'DASHBOARD_PASSWORD']) {
       if (!set(name)) problems.push(`${name}: required when HTTP_HOST is not a loopback address`);
     }
   }
   return problems;
+}
+
+/** WEBHOOK_ALLOW_HTTP and WEBHOOK_ALLOW_PRIVATE against the endpoints' URLs (when both parse). */
+function webhookProblems(env: NodeJS.ProcessEnv): string[] {
+  const endpoints = webhookEndpoints.safeParse(env.WEBHOOK_ENDPOINTS);
+  const allowHttp = bool(false).safeParse(env.WEBHOOK_ALLOW_HTTP);
+  const allowPrivate = bool(false).safeParse(env.WEBHOOK_ALLOW_PRIVATE);
+  if (!endpoints.success || endpoints.data === undefined || !allowHttp.success || !allowPrivate.success) return [];
+  return endpointUrlProblems(endpoints.data, { http: allowHttp.data, private: allowPrivate.data }).map(
+    (problem) => `WEBHOOK_ENDPOINTS: ${problem}`,
+  );
 }
 
 /**
@@ -481,6 +546,14 @@ function build(env: z.infer<typeof envSchema>, custody: CustodySettings) {
       workerStallMs: env.WORKER_STALL_TIMEOUT,
     },
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT,
+    webhooks: {
+      /** Empty when WEBHOOK_ENDPOINTS is unset: then no webhook subsystem starts. */
+      endpoints: env.WEBHOOK_ENDPOINTS ?? [],
+      allowPrivate: env.WEBHOOK_ALLOW_PRIVATE,
+      timeoutMs: env.WEBHOOK_TIMEOUT,
+      /** The delay before each try; after the last, the dead-letter. */
+      retryScheduleMs: env.WEBHOOK_RETRY_SCHEDULE,
+    },
     telemetry: {
       otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT,
       serviceName: env.OTEL_SERVICE_NAME,

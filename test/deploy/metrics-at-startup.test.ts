@@ -13,7 +13,7 @@ import { CUSTODY_ENDPOINTS, NO_ANSWER_CODES } from '../../src/custody/errors.ts'
 import { NO_ANSWER_STATUS } from '../../src/custody/port.ts';
 import { haltedStates } from '../../src/custody/providers.ts';
 import { TRAVEL_RULE_SOURCES } from '../../src/custody/travel-rule-cache.ts';
-import { AMBIGUOUS_STEPS } from '../../src/metrics.ts';
+import { AMBIGUOUS_STEPS, WEBHOOK_OUTCOMES } from '../../src/metrics.ts';
 import { JOB_OUTCOMES } from '../../src/queues/outcomes.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import { REFUSED_WRITE_CODES } from '../../src/redis-errors.ts';
@@ -24,6 +24,16 @@ import { expressions, metricNames, PROMETHEUS_OWN, variableExpressions } from '.
 import { FAST_ENV } from '../helpers/harness.ts';
 import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
+import { TRY_RESULTS } from '../../src/webhooks/answer.ts';
+
+/** One webhook endpoint (never called: nothing is published), so that the webhook series exist from start-up. */
+const WEBHOOK_ENV = {
+  WEBHOOK_ENDPOINTS: JSON.stringify([
+    { name: 'hook', url: 'http://127.0.0.1:9/hook', secrets: [`whsec_${Buffer.alloc(24, 7).toString('base64')}`] },
+  ]),
+  WEBHOOK_ALLOW_HTTP: '1',
+  WEBHOOK_ALLOW_PRIVATE: '1',
+};
 
 const QUEUES = Object.values(QueueName);
 
@@ -42,6 +52,9 @@ const KNOWN: Readonly<Record<string, Readonly<Record<string, readonly string[]>>
   // The alert on the error rate counts requests that got no answer; statuses that did come are open-ended.
   custody_upstream_requests_total: { endpoint: CUSTODY_ENDPOINTS, status: [NO_ANSWER_STATUS], code: NO_ANSWER_CODES },
   custody_upstream_request_duration_seconds_bucket: { endpoint: CUSTODY_ENDPOINTS, status: [NO_ANSWER_STATUS] },
+  // Per configured endpoint (here the one of WEBHOOK_ENV).
+  custody_webhook_deliveries_total: { endpoint: ['hook'], outcome: WEBHOOK_OUTCOMES },
+  custody_webhook_attempts_total: { endpoint: ['hook'], result: TRY_RESULTS },
 };
 
 interface Sample {
@@ -110,6 +123,7 @@ describe.each([
         ...env(),
         HTTP_PORT: '0',
         ...FAST_ENV,
+        ...WEBHOOK_ENV,
         LOG_LEVEL: 'info',
       },
       { name: `metrics-at-startup-${provider.split(' ')[0]}` },

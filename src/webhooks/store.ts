@@ -1,0 +1,185 @@
+import type { RedisClient } from '../redis.ts';
+
+/**
+ * One endpoint's deliveries in Redis, so that they outlive the process (every key under QUEUE_PREFIX,
+ * so one hash tag keeps them in the stream's Cluster slot):
+ *
+ * - `lane:<lane>`: a list of stream entry ids, the events of one transfer (the lane is its sequenceId,
+ *   or `@<entry id>` for an event of no transfer) in the order they were queued. Only the head is
+ *   being delivered: the next waits while it is undelivered, which keeps one transfer in version order.
+ * - `due`: a sorted set of lanes whose head is due, scored by when (ms). A lane a process is trying is
+ *   leased: its score moved past the try's time-out, so a process that dies mid-try leaves it due again.
+ * - `delivery:<entry id>`: the body, the type, the lane and the tries made so far.
+ * - `backlog`: every queued entry id, scored by the event's time (ms), for the age of the oldest.
+ * - `disabled`: set when the endpoint answered 410 (JSON: when, which entry), until an operator enables it again (docs/operations.md, "Webhooks").
+ * - `dead`: the dead-letter stream: deliveries whose tries ran out.
+ */
+export interface EndpointKeys {
+  due: string;
+  backlog: string;
+  disabled: string;
+  dead: string;
+  lane(lane: string): string;
+  delivery(entryId: string): string;
+}
+
+export function endpointKeys(prefix: string, endpoint: string): EndpointKeys {
+  const base = `${prefix}:webhooks:${endpoint}`;
+  return {
+    due: `${base}:due`,
+    backlog: `${base}:backlog`,
+    disabled: `${base}:disabled`,
+    dead: `${base}:dead`,
+    lane: (lane) => `${base}:lane:${lane}`,
+    delivery: (entryId) => `${base}:delivery:${entryId}`,
+  };
+}
+
+/** The consumer group of one endpoint on the events stream. */
+export function endpointGroup(endpoint: string): string {
+  return `webhooks:${endpoint}`;
+}
+
+/**
+ * KEYS: delivery, lane, due, backlog. ARGV: entry id, lane, body, type, due at (ms), event time (ms).
+ * Queues one event for the endpoint, once: an entry already queued (a redelivery of the stream entry)
+ * changes nothing. A lane that was empty becomes due. Returns 1 when queued, 0 when it was already.
+ */
+const ENQUEUE_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'body', ARGV[3], 'type', ARGV[4], 'lane', ARGV[2], 'tries', 0)
+if redis.call('RPUSH', KEYS[2], ARGV[1]) == 1 then redis.call('ZADD', KEYS[3], ARGV[5], ARGV[2]) end
+redis.call('ZADD', KEYS[4], ARGV[6], ARGV[1])
+return 1`;
+
+/**
+ * KEYS: due. ARGV: now (ms), lease end (ms), count. Leases up to `count` due lanes (their score moves
+ * to the lease end) and returns them.
+ */
+const CLAIM_LUA = `
+local lanes = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, lane in ipairs(lanes) do redis.call('ZADD', KEYS[1], 'XX', ARGV[2], lane) end
+return lanes`;
+
+/**
+ * KEYS: delivery, lane, due, backlog, dead. ARGV: entry id, lane, now (ms), then for a dead-letter the
+ * fields of its entry (name, value, …). Ends the delivery at the head of the lane (delivered, or
+ * dead-lettered with one XADD in the same step) and makes the lane's next event due at once. Returns
+ * 0 when the entry is no longer the head (another process ended it already).
+ */
+const FINISH_LUA = `
+if redis.call('LINDEX', KEYS[2], 0) ~= ARGV[1] then return 0 end
+if #ARGV > 3 then redis.call('XADD', KEYS[5], '*', unpack(ARGV, 4)) end
+redis.call('LPOP', KEYS[2])
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+if redis.call('LLEN', KEYS[2]) > 0 then redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2]) else redis.call('ZREM', KEYS[3], ARGV[2]) end
+return 1`;
+
+export interface QueuedDelivery {
+  entryId: string;
+  lane: string;
+  body: string;
+  type: string;
+  /** Tries made before this one. */
+  tries: number;
+}
+
+export class EndpointStore {
+  readonly keys: EndpointKeys;
+  readonly #redis: RedisClient;
+
+  constructor(redis: RedisClient, prefix: string, endpoint: string) {
+    this.#redis = redis;
+    this.keys = endpointKeys(prefix, endpoint);
+  }
+
+  /** Queues an event (idempotent per entry id); resolves true when it was new. */
+  async enqueue(entry: { entryId: string; lane: string; body: string; type: string; dueAt: number; eventAt: number }): Promise<boolean> {
+    const k = this.keys;
+    const queued = await this.#redis.eval(
+      ENQUEUE_LUA,
+      4,
+      k.delivery(entry.entryId),
+      k.lane(entry.lane),
+      k.due,
+      k.backlog,
+      entry.entryId,
+      entry.lane,
+      entry.body,
+      entry.type,
+      entry.dueAt,
+      entry.eventAt,
+    );
+    return queued === 1;
+  }
+
+  /** Leases up to `count` due lanes until `leaseUntil` and reads the delivery at the head of each. */
+  async claim(now: number, leaseUntil: number, count: number): Promise<QueuedDelivery[]> {
+    const lanes = (await this.#redis.eval(CLAIM_LUA, 1, this.keys.due, now, leaseUntil, count)) as string[];
+    const claimed: QueuedDelivery[] = [];
+    for (const lane of lanes) {
+      const entryId = await this.#redis.lindex(this.keys.lane(lane), 0);
+      const fields = entryId === null ? {} : await this.#redis.hgetall(this.keys.delivery(entryId));
+      if (entryId === null || fields.body === undefined) {
+        // A lane left behind (its last delivery ended between the two reads): nothing to try.
+        await this.#redis.zrem(this.keys.due, lane);
+        continue;
+      }
+      claimed.push({ entryId, lane, body: fields.body, type: fields.type ?? '', tries: Number(fields.tries ?? 0) });
+    }
+    return claimed;
+  }
+
+  /** Counts a try before it is made, so that a process dying mid-try still spends it. */
+  async countTry(entryId: string): Promise<number> {
+    return this.#redis.hincrby(this.keys.delivery(entryId), 'tries', 1);
+  }
+
+  /** The next try of the lane's head at `dueAt`, with the last try's result kept for operators. */
+  async retryAt(delivery: QueuedDelivery, dueAt: number, result: string): Promise<void> {
+    await this.#redis
+      .multi()
+      .hset(this.keys.delivery(delivery.entryId), 'last', result)
+      .zadd(this.keys.due, 'XX', dueAt, delivery.lane)
+      .exec();
+  }
+
+  /** Ends the lane's head: delivered, or (with `deadLetter` fields) dead-lettered. */
+  async finish(delivery: QueuedDelivery, now: number, deadLetter?: Record<string, string>): Promise<void> {
+    const k = this.keys;
+    const fields = deadLetter === undefined ? [] : Object.entries(deadLetter).flat();
+    await this.#redis.eval(
+      FINISH_LUA,
+      5,
+      k.delivery(delivery.entryId),
+      k.lane(delivery.lane),
+      k.due,
+      k.backlog,
+      k.dead,
+      delivery.entryId,
+      delivery.lane,
+      now,
+      ...fields,
+    );
+  }
+
+  /** Disables the endpoint (a 410) and leaves the lane due, to be tried again once enabled. */
+  async disable(delivery: QueuedDelivery, now: number): Promise<void> {
+    await this.#redis
+      .multi()
+      .set(this.keys.disabled, JSON.stringify({ at: new Date(now).toISOString(), entryId: delivery.entryId }))
+      .hset(this.keys.delivery(delivery.entryId), 'last', 'gone')
+      .zadd(this.keys.due, 'XX', now, delivery.lane)
+      .exec();
+  }
+
+  /** Whether the endpoint is disabled, and the time (ms) of its oldest undelivered event (undefined: none). */
+  async state(): Promise<{ disabled: boolean; oldestAt: number | undefined }> {
+    const [disabled, oldest] = await Promise.all([
+      this.#redis.exists(this.keys.disabled),
+      this.#redis.zrange(this.keys.backlog, '0', '0', 'WITHSCORES'),
+    ]);
+    return { disabled: disabled === 1, oldestAt: oldest[1] === undefined ? undefined : Number(oldest[1]) };
+  }
+}

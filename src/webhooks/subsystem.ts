@@ -1,0 +1,118 @@
+import { hostname } from 'node:os';
+import { TransferEvents } from '../../packages/producer/src/consumer.ts';
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
+import type { Config } from '../config/config.ts';
+import type { Logger } from '../logger.ts';
+import { zeroWebhookSeries, type Metrics } from '../metrics.ts';
+import type { RedisClient } from '../redis.ts';
+import { createWebhookAgent } from './connect.ts';
+import { EndpointDispatcher, WEBHOOK_CONCURRENCY } from './delivery.ts';
+import { webhookBody } from './message.ts';
+import { endpointGroup, EndpointStore } from './store.ts';
+
+export interface Webhooks {
+  /** Stops reading events and aborts tries in flight (they are made again later); resolves when stopped. */
+  close(): Promise<void>;
+}
+
+export interface WebhooksOptions {
+  redis: RedisClient;
+  prefix: string;
+  eventsStream: string;
+  settings: Config['webhooks'];
+  /** DASHBOARD_METADATA_KEYS: the metadata values a webhook shows. */
+  metadataKeys: readonly string[];
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/**
+ * Outbound webhooks: per endpoint, one consumer group on the events stream (the producer package's
+ * consumer: acknowledgement after the handler, de-duplication by epoch, sequenceId and version) whose
+ * handler only queues the event in Redis (src/webhooks/store.ts), and a dispatcher that delivers what
+ * is queued. Reading and delivering are apart so that a slow or failing endpoint holds up neither the
+ * stream nor the other transfers, and a delivery outlives a restart.
+ */
+export function startWebhooks(options: WebhooksOptions): Webhooks {
+  const { redis, settings, logger, metrics } = options;
+  zeroWebhookSeries(
+    metrics,
+    settings.endpoints.map((endpoint) => endpoint.name),
+  );
+  const events = new TransferEvents({ connection: redis, prefix: options.prefix, eventsStream: options.eventsStream });
+  const agent = createWebhookAgent({
+    allowPrivate: settings.allowPrivate,
+    timeoutMs: settings.timeoutMs,
+    connections: WEBHOOK_CONCURRENCY,
+  });
+  const firstDelayMs = settings.retryScheduleMs[0] ?? 0;
+  const dispatchers = settings.endpoints.map((endpoint) => {
+    const store = new EndpointStore(redis, options.prefix, endpoint.name);
+    const dispatcher = new EndpointDispatcher({
+      endpoint,
+      store,
+      agent,
+      timeoutMs: settings.timeoutMs,
+      retryScheduleMs: settings.retryScheduleMs,
+      logger,
+      metrics,
+    });
+    const wanted = new Set<string>(endpoint.events);
+    const group = endpointGroup(endpoint.name);
+    events.consume(
+      {
+        group,
+        consumer: `${hostname()}-${process.pid}`,
+        // A new endpoint gets the events published from now on; `webhooks replay` sends older ones.
+        from: '$',
+        blockMs: 2_000,
+        claimIdleMs: 30_000,
+        deadLetter: store.keys.dead,
+        onError: (error, info) =>
+          logger.warn(
+            // Only names: a parse or handler error's message may quote an event's data.
+            {
+              endpoint: endpoint.name,
+              stage: info.stage,
+              reason: info.reason,
+              entryId: info.entryId,
+              type: info.type,
+              sequenceId: info.sequenceId,
+              code: (error as { code?: unknown }).code,
+            },
+            'webhook events consumer reported a problem',
+          ),
+        onNewEpoch: (info) =>
+          logger.info(
+            { endpoint: endpoint.name, sequenceId: info.sequenceId, epoch: info.epoch, previous: info.previous },
+            'webhook: a transfer started a new life after the ledger was lost',
+          ),
+      },
+      async (event: TransferEvent, entryId: string) => {
+        if (!wanted.has(event.event)) return;
+        const now = Date.now();
+        const queued = await store.enqueue({
+          entryId,
+          lane: event.sequenceId === '' ? `@${entryId}` : event.sequenceId,
+          body: webhookBody(event, options.metadataKeys),
+          type: event.event,
+          dueAt: now + firstDelayMs,
+          eventAt: Number(entryId.split('-')[0]),
+        });
+        if (queued) dispatcher.wake();
+      },
+    );
+    return dispatcher;
+  });
+  logger.info({ endpoints: settings.endpoints.map((endpoint) => endpoint.name) }, 'webhooks started');
+  let closing: Promise<void> | undefined;
+  return {
+    close() {
+      closing ??= (async () => {
+        await Promise.all([events.close(), ...dispatchers.map((dispatcher) => dispatcher.close())]);
+        await agent.destroy();
+      })();
+      return closing;
+    },
+  };
+}
