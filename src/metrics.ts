@@ -7,6 +7,7 @@ import { NO_ANSWER_STATUS } from './custody/port.ts';
 import { haltedStates } from './custody/providers.ts';
 import { TRAVEL_RULE_SOURCES } from './custody/travel-rule-cache.ts';
 import { JOB_OUTCOMES } from './queues/outcomes.ts';
+import { knownActionOutcomes } from './operations/audit.ts';
 import { REFUSED_WRITE_CODES } from './redis-errors.ts';
 import { TRY_RESULTS } from './webhooks/answer.ts';
 
@@ -75,6 +76,12 @@ function declareMetrics() {
     transfersCancelled: new Counter({
       name: 'custody_transfers_cancelled_total',
       help: 'Transfers this process cancelled before any send (transfer.cancelled, through HTTP POST /transfers/:sequenceId/cancel). A cancel made with the CLI is not counted here: the events stream has every transfer.cancelled.',
+      registers: [registry],
+    }),
+    consoleActions: new Counter({
+      name: 'custody_console_actions_total',
+      help: 'Operator actions this process handled (cancel, resolve, accept-epoch, over HTTP), allowed or refused, by action and outcome: the outcome each audit entry names (forbidden: a viewer asked; not-replicated, error: decided but not confirmed). Actions run with the CLI are on the audit stream only.',
+      labelNames: ['action', 'outcome'] as const,
       registers: [registry],
     }),
     refusedJobs: new Counter({
@@ -321,6 +328,7 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   metrics.sendWindowShut.inc(0);
   for (const code of REFUSED_WRITE_CODES) metrics.redisRefusedWrites.inc({ code }, 0);
   metrics.transfersCancelled.inc(0);
+  for (const { action, outcome } of knownActionOutcomes()) metrics.consoleActions.inc({ action, outcome }, 0);
   metrics.ledgerLost.inc(0);
   metrics.ledgerRecoveryUntil.set(0);
   for (const found of ['found', 'absent', 'ambiguous']) metrics.recoveryLookups.inc({ found }, 0);

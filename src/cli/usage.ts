@@ -21,13 +21,17 @@ Options of every command:
 
 Configuration: the worker's environment variables. enqueue, status and events need only REDIS_URL
 (or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; resolve also reads EVENTS_MAXLEN,
-RETENTION, TOMBSTONE_RETENTION, REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT (cancel too), ledger
-those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody commands need the
+RETENTION, TOMBSTONE_RETENTION, REDIS_MIN_REPLICAS, REDIS_REPLICA_TIMEOUT and AUDIT_RETENTION (cancel
+too), ledger those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody commands need the
 CUSTODY_* variables as well (the worker's whole configuration must be valid).
 
 Replicas: with REDIS_MIN_REPLICAS >= 1, resolve, cancel, ledger init and ledger accept-epoch answer
 only once the replicas hold what they wrote (every replica the primary lists online, at least that
 many, within REDIS_REPLICA_TIMEOUT); else exit 1 NOT_REPLICATED: run the same command again, it is safe.
+
+Audit: cancel, resolve and ledger accept-epoch are operator actions: each run that reaches Redis,
+whatever its outcome (a refusal too), appends one entry to the audit stream <QUEUE_PREFIX>:audit
+(who: --by, else the operating-system user; via cli; the reason; the outcome), kept AUDIT_RETENTION.
 
 Exit codes:
   0   ok

@@ -160,6 +160,7 @@ const envSchema = z.object({
   ),
   LEDGER_INIT: z.preprocess((v) => (v === undefined || v === '' ? 'auto' : v), z.enum(['auto', 'manual'], 'must be auto or manual')),
   LEDGER_RECOVERY_WINDOW: optionalDuration(1_000),
+  AUDIT_RETENTION: duration('365d', 1_000),
   JOB_RETENTION: duration('1d', 1_000),
   JOB_KEEP_COMPLETED: integer(1_000, 0, 10_000_000),
   SHUTDOWN_TIMEOUT: duration('30s', 1_000),
@@ -339,6 +340,11 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
     default: '`TRACK_DEADLINE`',
     meaning: 'after the ledger was found lost, how long every transfer is looked up before a send (`ledger accept-epoch` ends it early)',
   },
+  AUDIT_RETENTION: {
+    default: '`365d`',
+    meaning:
+      'how long operator actions (cancel, resolve, accept-epoch; allowed or refused) stay on the audit stream `<QUEUE_PREFIX>:audit`: each new entry trims the entries older than this (by age, never by count). At least `1s`',
+  },
   JOB_RETENTION: { default: '`1d`', meaning: 'how long completed jobs stay visible in the queues' },
   JOB_KEEP_COMPLETED: {
     default: '`1000`',
@@ -440,6 +446,7 @@ export function clusterSlotProblems(prefix: string, eventsStream: string | undef
     keys.trackerOutbox,
     keys.epoch,
     keys.workerSettings,
+    keys.audit,
     keys.travelRule,
     keys.travelRuleLock,
     keys.rateLimit,
@@ -538,6 +545,10 @@ function build(env: z.infer<typeof envSchema>, custody: CustodySettings) {
       init: env.LEDGER_INIT,
       /** After the ledger was found lost, how long every transfer is looked up before its first send. */
       recoveryWindowMs: env.LEDGER_RECOVERY_WINDOW ?? env.TRACK_DEADLINE,
+    },
+    audit: {
+      /** How long an operator action stays on the audit stream (trimmed by age on each append). */
+      retentionMs: env.AUDIT_RETENTION,
     },
     jobs: {
       lockDurationMs: env.JOB_LOCK_DURATION,
@@ -681,13 +692,14 @@ const ledgerEnvSchema = envSchema.pick({
   TRACK_DEADLINE: true,
   REDIS_MIN_REPLICAS: true,
   REDIS_REPLICA_TIMEOUT: true,
+  AUDIT_RETENTION: true,
 });
 
 /**
  * What a tool needs to change the ledger the way the worker does (the CLI's `resolve` and `ledger`):
  * the queue settings plus EVENTS_MAXLEN (stream trimming), RETENTION (how long a terminal record is
  * kept), the epoch's LEDGER_INIT and LEDGER_RECOVERY_WINDOW (default TRACK_DEADLINE), and
- * REDIS_MIN_REPLICAS / REDIS_REPLICA_TIMEOUT (a cancel waits for the replicas), all with the worker's defaults. Every problem of either part is listed.
+ * REDIS_MIN_REPLICAS / REDIS_REPLICA_TIMEOUT (a cancel waits for the replicas) and AUDIT_RETENTION (the audit stream), all with the worker's defaults. Every problem of either part is listed.
  */
 export function loadLedgerConfig(env: NodeJS.ProcessEnv = process.env): Readonly<{
   redis: RedisConnection;
@@ -696,6 +708,8 @@ export function loadLedgerConfig(env: NodeJS.ProcessEnv = process.env): Readonly
   ledger: Config['ledger'];
   /** REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT: what a cancel waits for before it answers. */
   replicas: { min: number; timeoutMs: number };
+  /** AUDIT_RETENTION: the CLI's operator actions go on the audit stream as the worker's do. */
+  audit: Config['audit'];
 }> {
   const problems: string[] = [];
   let queueConfig: ReturnType<typeof loadQueueConfig> | undefined;
@@ -715,6 +729,7 @@ export function loadLedgerConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     // As loadConfig has them (the worker's `ledger` section).
     ledger: { init: result.data.LEDGER_INIT, recoveryWindowMs: result.data.LEDGER_RECOVERY_WINDOW ?? result.data.TRACK_DEADLINE },
     replicas: { min: result.data.REDIS_MIN_REPLICAS, timeoutMs: result.data.REDIS_REPLICA_TIMEOUT },
+    audit: { retentionMs: result.data.AUDIT_RETENTION },
   });
 }
 

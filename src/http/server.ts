@@ -6,7 +6,10 @@ import { CANCEL_BY_MAX, CANCEL_TEXT_RULE, isCancelReason } from '../../packages/
 import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
+import { createKeys } from '../ledger/keys.ts';
 import { transferView } from '../ledger/transfer-view.ts';
+import { AuditLog, type Actor } from '../operations/audit.ts';
+import { Operations } from '../operations/operations.ts';
 import { refreshScrapeGauges } from '../metrics-scrape.ts';
 import { requireBasicAuth } from './auth.ts';
 import { boundedCopyWithoutUser } from './bounded-copy.ts';
@@ -24,7 +27,7 @@ const SCRAPE_REDIS_BUDGET_MS = 1_500;
 
 export interface HttpDeps {
   app: App;
-  config: Pick<Config, 'http' | 'redis'>;
+  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit'>;
   logger: Logger;
   metrics: Metrics;
 }
@@ -121,11 +124,21 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
   });
 
   // The one route that changes anything (Bull Board stays read-only): cancel before send
-  // (docs/contract.md section 4). Behind the dashboard's Basic auth like every route but the probes
-  // and /metrics; a JSON body only (application/json: a browser cannot send it cross-site without a
-  // CORS preflight, which this server never answers, so a page elsewhere cannot cancel with the
-  // browser's remembered credentials).
-  const by = dashboardUser && dashboardPassword ? `http:${dashboardUser}`.slice(0, CANCEL_BY_MAX) : 'http';
+  // (docs/contract.md section 4), through the operator actions (audited). Behind the dashboard's Basic
+  // auth like every route but the probes and /metrics; a JSON body only (application/json: a browser
+  // cannot send it cross-site without a CORS preflight, which this server never answers, so a page
+  // elsewhere cannot cancel with the browser's remembered credentials).
+  const operations = new Operations({
+    redis: app.redis,
+    ledger: app.ledger,
+    audit: new AuditLog(app.redis, createKeys(config.queue.prefix, config.queue.eventsStream).audit, config.audit.retentionMs),
+    queuePrefix: config.queue.prefix,
+    replicas: { min: config.redis.minReplicas, timeoutMs: config.redis.replicaTimeoutMs },
+    onAction: (action, outcome) => metrics.consoleActions.inc({ action, outcome }),
+  });
+  // The dashboard's one user is an operator until console users with roles exist; loopback without
+  // credentials has no user (the event's `by` then says `http`, as it always did).
+  const user = dashboardUser && dashboardPassword ? dashboardUser.slice(0, CANCEL_BY_MAX - 'http:'.length) : '';
   server.post<{ Params: { sequenceId: string }; Body: unknown }>('/transfers/:sequenceId/cancel', async (request, reply) => {
     const { sequenceId } = request.params;
     if (!SEQUENCE_ID.test(sequenceId)) {
@@ -137,20 +150,20 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     if (!isCancelReason(reason)) {
       return reply.code(400).send({ error: 'INVALID_BODY', message: `a JSON object {"reason"}: the reason, ${CANCEL_TEXT_RULE}` });
     }
-    const replicas = { min: config.redis.minReplicas, timeoutMs: config.redis.replicaTimeoutMs };
+    const actor: Actor = { name: user, role: 'operator', via: 'api', remote: request.ip };
     let result;
     try {
-      result = await app.ledger.cancel(sequenceId, { reason, by }, replicas);
+      result = await operations.cancel(actor, sequenceId, reason);
     } catch (error) {
       if (!(error instanceof NotReplicatedError)) throw error;
       // Decided on the primary, not yet on enough replicas: a failover could lose it. Cancel again.
       logger.warn(
-        { sequenceId, acknowledged: error.acknowledged, required: error.required, by },
+        { sequenceId, acknowledged: error.acknowledged, required: error.required, user },
         'cancel not acknowledged by the replicas',
       );
       return reply.code(503).send({ error: 'NOT_REPLICATED', message: error.message });
     }
-    logger.info({ sequenceId, outcome: result.outcome, state: result.state, by }, 'cancel asked over HTTP');
+    logger.info({ sequenceId, outcome: result.outcome, state: result.state, user }, 'cancel asked over HTTP');
     return result;
   });
 

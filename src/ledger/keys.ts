@@ -57,6 +57,11 @@ export interface Keys {
    * Also the write before a replica wait for an answer that changed nothing (Ledger.writeReplicated).
    */
   readyProbe: string;
+  /**
+   * The audit stream (src/operations/audit.ts): one entry per operator action, allowed or refused,
+   * trimmed by age (AUDIT_RETENTION). Part of the contract: `<QUEUE_PREFIX>:audit`.
+   */
+  audit: string;
   events: string;
 }
 
@@ -84,6 +89,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     workerSettings: ledger.workerSettings,
     systemEventRun: (runId) => `${prefix}:system-event:${runId}`,
     readyProbe: `${prefix}:ready-probe`,
+    audit: `${prefix}:audit`,
     events: eventsStream,
   };
 }

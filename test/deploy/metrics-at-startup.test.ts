@@ -14,6 +14,7 @@ import { NO_ANSWER_STATUS } from '../../src/custody/port.ts';
 import { haltedStates } from '../../src/custody/providers.ts';
 import { TRAVEL_RULE_SOURCES } from '../../src/custody/travel-rule-cache.ts';
 import { AMBIGUOUS_STEPS, WEBHOOK_OUTCOMES } from '../../src/metrics.ts';
+import { knownActionOutcomes } from '../../src/operations/audit.ts';
 import { JOB_OUTCOMES } from '../../src/queues/outcomes.ts';
 import { QueueName } from '../../src/queues/names.ts';
 import { REFUSED_WRITE_CODES } from '../../src/redis-errors.ts';
@@ -37,8 +38,11 @@ const WEBHOOK_ENV = {
 
 const QUEUES = Object.values(QueueName);
 
-/** The label values each counter (or histogram) read by the deployment can take, as the code lists them. */
-const KNOWN: Readonly<Record<string, Readonly<Record<string, readonly string[]>>>> = {
+/**
+ * The label values each counter (or histogram) read by the deployment can take, as the code lists them:
+ * every combination of one value per label, or the combinations themselves where only some exist.
+ */
+const KNOWN: Readonly<Record<string, Readonly<Record<string, readonly string[]>> | ReadonlyArray<Record<string, string>>>> = {
   custody_worker_jobs_total: { queue: QUEUES, outcome: JOB_OUTCOMES },
   custody_worker_job_duration_seconds_bucket: { queue: QUEUES, outcome: JOB_OUTCOMES },
   custody_transfer_events_total: { event: EVENT_TYPES },
@@ -49,6 +53,8 @@ const KNOWN: Readonly<Record<string, Readonly<Record<string, readonly string[]>>
   custody_budget_refused_total: { class: BUDGET_CLASSES },
   custody_redis_refused_writes_total: { code: REFUSED_WRITE_CODES },
   custody_worker_replaced_total: { queue: QUEUES },
+  // Each operator action with the outcomes it can have (an audit entry's), not every pairing.
+  custody_console_actions_total: knownActionOutcomes(),
   // The alert on the error rate counts requests that got no answer; statuses that did come are open-ended.
   custody_upstream_requests_total: { endpoint: CUSTODY_ENDPOINTS, status: [NO_ANSWER_STATUS], code: NO_ANSWER_CODES },
   custody_upstream_request_duration_seconds_bucket: { endpoint: CUSTODY_ENDPOINTS, status: [NO_ANSWER_STATUS] },
@@ -145,7 +151,7 @@ describe.each([
   it('has a sample at 0 for every known label value of the counters they read', () => {
     const missing: string[] = [];
     for (const [name, values] of Object.entries(KNOWN)) {
-      for (const wanted of combinations(values)) {
+      for (const wanted of Array.isArray(values) ? values : combinations(values as Readonly<Record<string, readonly string[]>>)) {
         const found = samples.filter((s) => s.name === name && Object.entries(wanted).every(([label, value]) => s.labels[label] === value));
         // The reconciliation scheduler's first run starts with the worker: its job may already be counted.
         const startedWork = wanted.queue === QueueName.RECONCILE;

@@ -99,6 +99,14 @@ describe('configuration', () => {
     expect(lines[0]!.startsWith(`${name}: `)).toBe(true);
   });
 
+  it('keeps the audit stream AUDIT_RETENTION, 365 days unless set, at least a second', () => {
+    expect(loadConfig(valid).audit.retentionMs).toBe(365 * 86_400_000);
+    expect(loadConfig({ ...valid, AUDIT_RETENTION: '90d' }).audit.retentionMs).toBe(90 * 86_400_000);
+    expect(loadLedgerConfig({ AUDIT_RETENTION: '2h' }).audit.retentionMs).toBe(7_200_000);
+    expect(problems({ ...valid, AUDIT_RETENTION: '500ms' })).toEqual(['AUDIT_RETENTION: must be at least 1000 ms']);
+    expect(problems({ ...valid, AUDIT_RETENTION: 'a year' })).toHaveLength(1);
+  });
+
   it('reads durations with units', () => {
     const config = loadConfig({
       ...valid,

@@ -7,6 +7,7 @@ import { stringOption, type Command } from '../command.ts';
 import { CliError, notReplicated, usageError } from '../errors.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { table } from '../format.ts';
+import { auditNotWritten, BY_HELP, BY_OPTION, cliActor, cliOperations } from '../operator.ts';
 import { cliLedger, withRedis } from '../redis-run.ts';
 
 /** What `cancel` prints (stdout, in both modes, whatever the outcome). */
@@ -37,16 +38,21 @@ on stdout), and exits:
   1  NOT_REPLICATED  with REDIS_MIN_REPLICAS >= 1, fewer replicas acknowledged the cancel within
                      REDIS_REPLICA_TIMEOUT: decided on the primary, a failover could lose it; cancel again
  78  VERSION_MISMATCH
-                     nothing written: this command's transition script or its EVENTS_STREAM,
+                     the ledger left as it was: this command's transition script or its EVENTS_STREAM,
                      EVENTS_MAXLEN, RETENTION or TOMBSTONE_RETENTION differ from what the worker
                      recorded at start-up (each differing field is named), or no worker recorded them
                      while the ledger has an epoch; run the worker's version with its settings
   --reason TEXT    required: why, as ${CANCEL_TEXT_RULE} (put a ticket reference here, never
                    personal data); it is published in the event
+${BY_HELP}
 Malformed sequenceId, missing or bad --reason: exit 2.
 
+Every cancel, whatever its outcome, is one entry of the audit stream <QUEUE_PREFIX>:audit (who, why,
+what came of it; kept AUDIT_RETENTION).
+
 Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX, EVENTS_STREAM, EVENTS_MAXLEN, RETENTION and
-TOMBSTONE_RETENTION as the worker has them (checked against what the worker recorded). The same
+TOMBSTONE_RETENTION as the worker has them (checked against what the worker recorded), and
+AUDIT_RETENTION. The same
 cancel over HTTP: POST /transfers/:sequenceId/cancel (docs/operations.md, "Cancelling a transfer").
 
 Examples:
@@ -54,32 +60,34 @@ Examples:
   custody-worker cancel a88a1846-b23d-f7e8-2344-f2bddb0c16f9 --reason "OPS-78" --json`,
   options: {
     reason: { type: 'string' },
+    ...BY_OPTION,
   },
   positionals: { min: 1, max: 1, names: '<sequenceId>' },
   async run({ values, positionals, out, env }) {
     const sequenceId = positionals[0]!;
     if (!SEQUENCE_ID.test(sequenceId)) throw usageError('sequenceId must be 1-128 of A-Z a-z 0-9 _ -');
     const reason = parseReason(stringOption(values, 'reason'));
+    const actor = cliActor(stringOption(values, 'by'));
     const config = loadLedgerConfig(env);
 
     const result = await withRedis(config.redis, out, async (redis) => {
-      const ledger = cliLedger(redis, config);
-      // This process writes with its own configuration and its own copy of the script: only as the worker would.
-      await ledger.assertSettingsRecorded().catch((error: unknown) => {
-        if (!(error instanceof VersionMismatchError)) throw error;
-        throw new CliError('VERSION_MISMATCH', error.message, ExitCode.CONFIG, [], {
-          fields: error.fields.join(','),
-          recorded: error.recorded,
-        });
-      });
-      return ledger.cancel(sequenceId, { reason, by: 'cli' }, config.replicas).catch((error: unknown) => {
-        if (!(error instanceof NotReplicatedError)) throw error;
-        throw notReplicated(
-          `the cancel of ${sequenceId}`,
-          'cancel again: it is safe, and answers already-ended once the replicas have it',
-          error,
-          config.replicas.timeoutMs,
-        );
+      const operations = cliOperations(redis, cliLedger(redis, config), config, { checkSettings: true });
+      return operations.cancel(actor, sequenceId, reason).catch((error: unknown) => {
+        if (error instanceof VersionMismatchError) {
+          throw new CliError('VERSION_MISMATCH', error.message, ExitCode.CONFIG, [], {
+            fields: error.fields.join(','),
+            recorded: error.recorded,
+          });
+        }
+        if (error instanceof NotReplicatedError) {
+          throw notReplicated(
+            `the cancel of ${sequenceId}`,
+            'cancel again: it is safe, and answers already-ended once the replicas have it',
+            error,
+            config.replicas.timeoutMs,
+          );
+        }
+        throw auditNotWritten(error);
       });
     });
     out.result<CancelOutput>({ sequenceId, ...result }, formatResult);

@@ -2,9 +2,12 @@ import { loadLedgerConfig } from '../../config/config.ts';
 import type { EpochState } from '../../ledger/ledger.ts';
 import type { Readable } from 'node:stream';
 import { createInterface } from 'node:readline/promises';
-import type { Command, OptionValues } from '../command.ts';
+import { stringOption, type Command, type OptionValues } from '../command.ts';
 import { notReplicated, refused, usageError } from '../errors.ts';
 import { table } from '../format.ts';
+import { NoEpochError, ReplicasBehindError } from '../../operations/errors.ts';
+import { isOperatorReason, MAX_REASON_LENGTH } from '../../operations/operations.ts';
+import { auditNotWritten, BY_HELP, BY_OPTION, cliActor, cliOperations } from '../operator.ts';
 import { cliLedger, withRedis } from '../redis-run.ts';
 
 const SUBCOMMANDS = ['status', 'init', 'accept-epoch'] as const;
@@ -39,6 +42,9 @@ export interface LedgerAcceptResult extends EpochView {
   previousRecoveryUntil: string | null;
 }
 
+/** accept-epoch's reason when none is given: it had none before the audit stream existed. */
+const DEFAULT_ACCEPT_REASON = 'no reason given';
+
 export const ledgerCommand: Command = {
   name: 'ledger',
   synopsis: 'ledger status|init|accept-epoch',
@@ -65,7 +71,12 @@ docs/operations.md).
                  Both wait for REDIS_MIN_REPLICAS replicas when set. Exit 0
   accept-epoch   ends the recovery window now: workers send again without looking each transfer up
                  first, which gives up that protection, so only as the runbook says. Exit 0, also when
-                 no window was open; exit 4 (NO_EPOCH), changing nothing, when the ledger has no epoch
+                 no window was open; exit 4 (NO_EPOCH), changing nothing, when the ledger has no epoch.
+                 One entry of the audit stream <QUEUE_PREFIX>:audit, whatever its outcome (kept
+                 AUDIT_RETENTION):
+  --reason TEXT    why (a ticket reference, never personal data), one line of 1-${MAX_REASON_LENGTH} characters;
+                   default "${DEFAULT_ACCEPT_REASON}"
+${BY_HELP}
 
 With REDIS_MIN_REPLICAS >= 1, init and accept-epoch answer only once every replica the primary lists
 online (and at least REDIS_MIN_REPLICAS) holds the epoch, at most REDIS_REPLICA_TIMEOUT: a failover to
@@ -77,16 +88,18 @@ Every time is the ledger's clock (Redis TIME), printed as ISO 8601.
 
 Needs REDIS_URL (or REDIS_CLUSTER_NODES) and QUEUE_PREFIX as the worker has them; also reads
 EVENTS_MAXLEN, RETENTION, TOMBSTONE_RETENTION, LEDGER_INIT, LEDGER_RECOVERY_WINDOW, TRACK_DEADLINE,
-REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT (each must be valid when set).
+REDIS_MIN_REPLICAS, REDIS_REPLICA_TIMEOUT and AUDIT_RETENTION (each must be valid when set).
 
 Examples:
   custody-worker ledger status
   custody-worker ledger init --fresh
   custody-worker ledger init --after-loss
-  custody-worker ledger accept-epoch --json`,
+  custody-worker ledger accept-epoch --reason "runbook: redis lost its data, OPS-91" --json`,
   options: {
     fresh: { type: 'boolean' },
     'after-loss': { type: 'boolean' },
+    reason: { type: 'string' },
+    ...BY_OPTION,
   },
   positionals: { min: 1, max: 1, names: '<subcommand>' },
   async run({ positionals, values, out, env, stdin }) {
@@ -95,6 +108,11 @@ Examples:
       throw usageError('--fresh and --after-loss go with `ledger init` only');
     }
     const afterLoss = subcommand === 'init' ? await initKind(values, stdin) : false;
+    if (subcommand !== 'accept-epoch' && (values.reason !== undefined || values.by !== undefined)) {
+      throw usageError('--reason and --by go with `ledger accept-epoch` only');
+    }
+    const acceptReason = parseAcceptReason(stringOption(values, 'reason'));
+    const actor = cliActor(stringOption(values, 'by'));
     const config = loadLedgerConfig(env);
     await withRedis(config.redis, out, async (redis) => {
       const ledger = cliLedger(redis, config);
@@ -141,21 +159,14 @@ Examples:
         out.result<LedgerInitResult>({ created, afterLoss: false, ...view(state) }, formatInit);
         return;
       }
-      const before = await ledger.epoch.refresh();
-      const state = await ledger.writeReplicated(
-        config.replicas,
-        () => ledger.epoch.accept(),
-        // Without an epoch nothing was written, and the refusal below promises nothing.
-        (accepted) => (accepted.id === undefined ? 'nothing' : 'written'),
-        (acknowledgement, timeoutMs) =>
-          notReplicated('the end of the recovery window', 'run `ledger accept-epoch` again: it is safe', acknowledgement, timeoutMs),
-      );
-      if (state.id === undefined) {
-        throw refused(
-          'NO_EPOCH',
-          'the ledger has no epoch, so there is no recovery window to end: with LEDGER_INIT=manual run `custody-worker ledger init` first',
-        );
-      }
+      const operations = cliOperations(redis, ledger, config);
+      const { before, state } = await operations.acceptEpoch(actor, acceptReason).catch((error: unknown) => {
+        if (error instanceof NoEpochError) throw refused(error.code, error.message);
+        if (error instanceof ReplicasBehindError) {
+          throw notReplicated('the end of the recovery window', 'run `ledger accept-epoch` again: it is safe', error, error.timeoutMs);
+        }
+        throw auditNotWritten(error);
+      });
       const open = before.id === state.id && before.recoveryUntil > before.now;
       out.result<LedgerAcceptResult>(
         { ended: open, previousRecoveryUntil: open ? iso(before.recoveryUntil) : null, ...view(state) },
@@ -164,6 +175,14 @@ Examples:
     });
   },
 };
+
+function parseAcceptReason(value: string | undefined): string {
+  if (value === undefined) return DEFAULT_ACCEPT_REASON;
+  const reason = value.trim();
+  if (!isOperatorReason(reason))
+    throw usageError(`--reason must be one line of 1-${MAX_REASON_LENGTH} characters, not blank, without control characters`);
+  return reason;
+}
 
 function parseSubcommand(value: string): Subcommand {
   if ((SUBCOMMANDS as readonly string[]).includes(value)) return value as Subcommand;

@@ -1,35 +1,17 @@
-import { Queue } from 'bullmq';
 import { loadLedgerConfig } from '../../config/config.ts';
-import { FailureCode, type EventType } from '../../../packages/producer/src/events.ts';
+import type { EventType } from '../../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
-import {
-  Ledger,
-  TransferState,
-  type AnswerRestsOn,
-  type TransferRecord,
-  type TransitionRequest,
-  type TransitionResult,
-} from '../../ledger/ledger.ts';
-import { op } from '../../ledger/operations.ts';
-import { QueueName, trackJobId } from '../../queues/names.ts';
-import { Trackers } from '../../queues/trackers.ts';
-import type { RedisClient } from '../../redis.ts';
+import { ReplicasBehindError, ResolveRefusedError, TrackerNotAddedError } from '../../operations/errors.ts';
+import { isOperatorReason, MAX_REASON_LENGTH, type Resolved } from '../../operations/operations.ts';
 import { stringOption, type Command } from '../command.ts';
 import { CliError, notFound, notReplicated, refused, usageError } from '../errors.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { table } from '../format.ts';
+import { auditNotWritten, BY_HELP, BY_OPTION, cliActor, cliOperations } from '../operator.ts';
 import { cliLedger, withRedis } from '../redis-run.ts';
-
-/** Longest `--reason`: it travels in the event, which consumers store. */
-export const MAX_REASON_LENGTH = 500;
 
 const OUTCOMES = ['submitted', 'failed'] as const;
 type Outcome = (typeof OUTCOMES)[number];
-
-// Control characters (a newline, an escape sequence) have no place in one line of reason that ends up
-// in consumers' logs and in operators' terminals.
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 export interface ResolveResult {
   sequenceId: string;
@@ -60,6 +42,7 @@ Check the provider's console or API for the sequenceId FIRST (docs/operations.md
                    (code OPERATOR_RESOLVED, message = the reason, resolvedBy "operator"); final
   --reason TEXT    required: why, as one line of at most ${MAX_REASON_LENGTH} characters (put a ticket reference
                    here, never personal data); it is published in the event
+${BY_HELP}
 
 Refused with exit code 4, changing nothing and publishing nothing, when the transfer is not in
 submitting (named: e.g. already submitted, broadcast or failed; a second resolve is refused) or a
@@ -79,8 +62,11 @@ write its request. Resolve as failed only when the provider shows nothing under 
 send lease ended at least CUSTODY_TIMEOUT + 10 s ago (status shows it), and look once more a minute
 later (docs/operations.md, "The risk of --as failed").
 
+Every resolve, whatever its outcome (a refusal too), is one entry of the audit stream
+<QUEUE_PREFIX>:audit (who, why, what came of it; kept AUDIT_RETENTION).
+
 Needs REDIS_URL (or REDIS_CLUSTER_NODES), QUEUE_PREFIX, EVENTS_STREAM, EVENTS_MAXLEN, RETENTION,
-TOMBSTONE_RETENTION, REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT as the worker has them.
+TOMBSTONE_RETENTION, REDIS_MIN_REPLICAS, REDIS_REPLICA_TIMEOUT and AUDIT_RETENTION as the worker has them.
 
 Examples:
   custody-worker resolve a88a1846-b23d-f7e8-2344-f2bddb0c16f9 --as submitted --reason "in provider console, ticket OPS-123"
@@ -88,6 +74,7 @@ Examples:
   options: {
     as: { type: 'string' },
     reason: { type: 'string' },
+    ...BY_OPTION,
   },
   positionals: { min: 1, max: 1, names: '<sequenceId>' },
   async run({ values, positionals, out, env }) {
@@ -95,55 +82,41 @@ Examples:
     if (!SEQUENCE_ID.test(sequenceId)) throw usageError('sequenceId must be 1-128 of A-Z a-z 0-9 _ -');
     const outcome = parseOutcome(stringOption(values, 'as'));
     const reason = parseReason(stringOption(values, 'reason'));
+    const actor = cliActor(stringOption(values, 'by'));
     const config = loadLedgerConfig(env);
 
     const result = await withRedis(config.redis, out, async (redis) => {
-      const ledger = cliLedger(redis, config);
-      const attempt = await ledger.writeReplicated(
-        config.replicas,
-        () => settle(ledger, sequenceId, outcome, reason),
-        (settled) => settled.restsOn,
-        (acknowledgement, timeoutMs) =>
-          notReplicated(
-            `the resolution of ${sequenceId} as ${outcome}`,
-            `run the same resolve again: it is safe, and once the replicas have it, it answers that the transfer is no longer submitting (exit 4)${outcome === 'submitted' ? '; the next reconciliation run adds its tracking job' : ''}`,
-            acknowledgement,
-            timeoutMs,
-          ),
-      );
-      if ('refused' in attempt) throw attempt.refused;
-      const { resolved } = attempt;
-      const base: ResolveResult = {
-        sequenceId,
-        resolvedAs: outcome,
-        version: resolved.version,
-        event: eventOf(outcome),
-        streamId: resolved.streamId,
-      };
-      if (outcome === 'failed') return base;
-      await addTracker(redis, ledger, config.queue.prefix, sequenceId, resolved.version);
-      return { ...base, trackJobId: trackJobId(sequenceId) };
+      const operations = cliOperations(redis, cliLedger(redis, config), config);
+      const resolution = outcome === 'submitted' ? { outcome } : { outcome: 'not-sent' as const };
+      const resolved = await operations.resolve(actor, sequenceId, resolution, reason).catch((error: unknown) => {
+        throw cliErrorOf(error, sequenceId, outcome);
+      });
+      return asOutput(resolved, outcome);
     });
     out.result(result, formatResult);
   },
 };
 
-/** One resolve's write, and what its answer rests on (Ledger.writeReplicated) when it is refused. */
-type Settled = { resolved: Extract<TransitionResult, { ok: true }>; restsOn: 'written' } | { refused: CliError; restsOn: AnswerRestsOn };
+/** The operation's answer as the CLI has always printed it (`--as failed` is the operation's `not-sent`). */
+function asOutput(resolved: Resolved, outcome: Outcome): ResolveResult {
+  const { sequenceId, version, event, streamId, trackJobId } = resolved;
+  return { sequenceId, resolvedAs: outcome, version, event, streamId, ...(trackJobId === undefined ? {} : { trackJobId }) };
+}
 
-async function settle(ledger: Ledger, sequenceId: string, outcome: Outcome, reason: string): Promise<Settled> {
-  const record = await ledger.get(sequenceId);
-  if (!record) return { refused: notFound(`no transfer with sequenceId ${sequenceId}`), restsOn: 'nothing' };
-  // A state other than submitting may be an earlier resolve's, answered NOT_REPLICATED: this answer
-  // then rests on it (`held`), and a resolve again is how the operator learns that the replicas have it.
-  // Checked here for a clear message; the transition below checks again, atomically.
-  if (record.state !== TransferState.SUBMITTING) return { refused: wrongState(sequenceId, record.state), restsOn: 'held' };
-  const resolved = await ledger.transition(sequenceId, resolution(record, outcome, reason));
-  if (resolved.ok) return { resolved, restsOn: 'written' };
-  return {
-    refused: refusal(sequenceId, resolved),
-    restsOn: resolved.state === TransferState.SUBMITTING ? 'nothing' : 'held',
-  };
+function cliErrorOf(error: unknown, sequenceId: string, outcome: Outcome): unknown {
+  if (error instanceof ResolveRefusedError) {
+    return error.code === 'NOT_FOUND' ? notFound(error.message) : refused(error.code, error.message, error.details);
+  }
+  if (error instanceof ReplicasBehindError) {
+    return notReplicated(
+      `the resolution of ${sequenceId} as ${outcome}`,
+      `run the same resolve again: it is safe, and once the replicas have it, it answers that the transfer is no longer submitting (exit 4)${outcome === 'submitted' ? '; the next reconciliation run adds its tracking job' : ''}`,
+      error,
+      error.timeoutMs,
+    );
+  }
+  if (error instanceof TrackerNotAddedError) return new CliError(error.code, error.message, ExitCode.FAILURE);
+  return auditNotWritten(error);
 }
 
 function parseOutcome(value: string | undefined): Outcome {
@@ -157,71 +130,8 @@ function parseReason(value: string | undefined): string {
   const reason = value.trim();
   if (reason === '') throw usageError('--reason must not be empty');
   if ([...reason].length > MAX_REASON_LENGTH) throw usageError(`--reason must be at most ${MAX_REASON_LENGTH} characters`);
-  if (CONTROL.test(reason)) throw usageError('--reason must be one line without control characters');
+  if (!isOperatorReason(reason)) throw usageError('--reason must be one line without control characters');
   return reason;
-}
-
-function eventOf(outcome: Outcome): EventType {
-  return outcome === 'submitted' ? 'transfer.submitted' : 'transfer.failed';
-}
-
-/**
- * The transition that settles the transfer. `lease: free` makes the ledger itself refuse while a runner
- * holds a live lease (it is sending or looking the transfer up this instant), so the operator never
- * races a runner; `operator` lets `failed` through although a send may have gone out, which only a
- * person who checked the provider may decide.
- */
-function resolution(record: TransferRecord, outcome: Outcome, reason: string): TransitionRequest {
-  if (outcome === 'submitted')
-    return op.resolveByOperator({ type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'operator', reason } });
-  return op.resolveByOperator({
-    type: 'transfer.failed',
-    data: { code: FailureCode.OPERATOR_RESOLVED, httpStatus: null, message: reason, attempts: record.sends, resolvedBy: 'operator' },
-  });
-}
-
-function wrongState(sequenceId: string, state: string): CliError {
-  const why = state === TransferState.SUBMITTED ? ' (already submitted: it is being tracked)' : '';
-  return refused('WRONG_STATE', `transfer ${sequenceId} is ${state}${why}, not submitting: nothing to resolve`, { state });
-}
-
-function refusal(sequenceId: string, result: Extract<TransitionResult, { ok: false }>): CliError {
-  if (result.reason === 'lease') {
-    // Both times are the ledger's (Redis TIME), so this process's clock does not matter.
-    const seconds = Math.max(1, Math.ceil((result.leaseUntil - result.now) / 1000));
-    return refused(
-      'LEASE_HELD',
-      `a runner is resolving transfer ${sequenceId} right now (it holds the send lease), try again in ${seconds} s`,
-      { state: result.state, retryAfterSeconds: seconds },
-    );
-  }
-  if (result.state !== TransferState.SUBMITTING) return wrongState(sequenceId, result.state);
-  return refused('REFUSED', `the ledger refused to resolve transfer ${sequenceId} (${result.reason})`, {
-    state: result.state,
-    reason: result.reason,
-  });
-}
-
-/**
- * The transfer's one tracking job, added as the submit handler and reconciliation add it
- * (Trackers.ensure: same queue, name, job id and options, so this is idempotent; a tracker left
- * completed or failed from before is replaced), polling at once. Should this fail after the resolution
- * was recorded (with its tracker outbox entry), reconciliation adds it on its next run: the operator
- * is told so, and must not resolve again (a second resolve is refused anyway).
- */
-async function addTracker(redis: RedisClient, ledger: Ledger, prefix: string, sequenceId: string, version: number): Promise<void> {
-  const queue = new Queue(QueueName.TRACK, { connection: redis, prefix });
-  try {
-    await new Trackers(queue, ledger, 0).ensure(sequenceId, { replaceEnded: true });
-  } catch (error) {
-    throw new CliError(
-      'TRACKER_NOT_ADDED',
-      `transfer ${sequenceId} was resolved as submitted (transfer.submitted, version ${version}), but its tracking job could not be added (${(error as Error).message}); the next reconciliation run adds it, do not resolve again`,
-      ExitCode.FAILURE,
-    );
-  } finally {
-    await queue.close();
-  }
 }
 
 function formatResult(result: ResolveResult): string {

@@ -1,0 +1,110 @@
+import type { Action, ActionOutcome } from './audit.ts';
+
+/**
+ * An operator action that did not do what was asked, with a fixed `code` for callers to branch on and
+ * the `outcome` its audit entry names. Nothing was changed unless the subclass says otherwise.
+ */
+export abstract class OperationError extends Error {
+  abstract readonly code: string;
+  abstract readonly outcome: ActionOutcome;
+}
+
+/** The actor's role may not do this action (a viewer); audited as `forbidden`. */
+export class ForbiddenError extends OperationError {
+  readonly code = 'FORBIDDEN';
+  readonly outcome = 'forbidden';
+  constructor(action: Action, role: string) {
+    super(`a ${role} may not ${action}: operators only`);
+    this.name = 'ForbiddenError';
+  }
+}
+
+/** Why a resolve was refused (changing nothing): the transfer's state or a runner's live lease. */
+export type ResolveRefusal = 'NOT_FOUND' | 'WRONG_STATE' | 'LEASE_HELD' | 'REFUSED';
+
+const REFUSAL_OUTCOMES = {
+  NOT_FOUND: 'not-found',
+  WRONG_STATE: 'wrong-state',
+  LEASE_HELD: 'lease-held',
+  REFUSED: 'refused',
+} as const satisfies Record<ResolveRefusal, ActionOutcome<'resolve'>>;
+
+export class ResolveRefusedError extends OperationError {
+  readonly code: ResolveRefusal;
+  readonly outcome: ActionOutcome<'resolve'>;
+  /** Facts for scripts (the state, a delay). */
+  readonly details: Record<string, string | number>;
+  constructor(code: ResolveRefusal, message: string, details: Record<string, string | number> = {}) {
+    super(message);
+    this.name = 'ResolveRefusedError';
+    this.code = code;
+    this.outcome = REFUSAL_OUTCOMES[code];
+    this.details = details;
+  }
+}
+
+/** accept-epoch on a ledger without an epoch: nothing to end, nothing written. */
+export class NoEpochError extends OperationError {
+  readonly code = 'NO_EPOCH';
+  readonly outcome = 'no-epoch';
+  constructor() {
+    super('the ledger has no epoch, so there is no recovery window to end: with LEDGER_INIT=manual run `custody-worker ledger init` first');
+    this.name = 'NoEpochError';
+  }
+}
+
+/**
+ * A resolve or an accept-epoch decided on the primary that fewer replicas than required acknowledged
+ * within REDIS_REPLICA_TIMEOUT: a failover now could undo it; the same action again is safe. (A
+ * cancel throws the producer package's NotReplicatedError, as the package's own cancel() does.)
+ */
+export class ReplicasBehindError extends OperationError {
+  readonly code = 'NOT_REPLICATED';
+  readonly outcome = 'not-replicated';
+  readonly acknowledged: number;
+  readonly required: number;
+  readonly timeoutMs: number;
+  constructor(action: Action, acknowledgement: { acknowledged: number; required: number }, timeoutMs: number) {
+    super(
+      `the ${action} was made on the primary, but ${acknowledgement.acknowledged} of ${acknowledgement.required} replicas acknowledged it within ${timeoutMs} ms`,
+    );
+    this.name = 'ReplicasBehindError';
+    this.acknowledged = acknowledgement.acknowledged;
+    this.required = acknowledgement.required;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * A resolve as submitted was recorded (and audited), but the transfer's tracking job could not be
+ * added: the next reconciliation run adds it (the resolution left a tracker outbox entry).
+ */
+export class TrackerNotAddedError extends Error {
+  readonly code = 'TRACKER_NOT_ADDED';
+  readonly version: number;
+  constructor(sequenceId: string, version: number, cause: unknown) {
+    super(
+      `transfer ${sequenceId} was resolved as submitted (transfer.submitted, version ${version}), but its tracking job could not be added (${(cause as Error).message}); the next reconciliation run adds it, do not resolve again`,
+      { cause },
+    );
+    this.name = 'TrackerNotAddedError';
+    this.version = version;
+  }
+}
+
+/**
+ * The action ended with `outcome`, but its audit entry could not be written (Redis failed between the
+ * two). The action's effect stands; doing it again is safe and is audited (it answers as a repeat).
+ */
+export class AuditNotWrittenError extends Error {
+  readonly code = 'AUDIT_NOT_WRITTEN';
+  readonly outcome: ActionOutcome;
+  constructor(action: Action, outcome: ActionOutcome, cause: unknown) {
+    super(
+      `the ${action} ended ${outcome}, but its audit entry could not be written (${(cause as Error).message}); the ${action} stands, do it again to have it audited`,
+      { cause },
+    );
+    this.name = 'AuditNotWrittenError';
+    this.outcome = outcome;
+  }
+}
