@@ -7,6 +7,7 @@ import { cancelCommand } from './commands/cancel.ts';
 import { enqueueCommand } from './commands/enqueue.ts';
 import { eventsCommand } from './commands/events.ts';
 import { getTransferCommand } from './commands/get-transfer.ts';
+import { hashSecretCommand } from './commands/hash-secret.ts';
 import { ledgerCommand } from './commands/ledger.ts';
 import { resolveCommand } from './commands/resolve.ts';
 import { statusCommand } from './commands/status.ts';
@@ -27,6 +28,7 @@ export const COMMANDS: readonly Command[] = [
   getTransferCommand,
   walletTransactionCommand,
   travelRuleCommand,
+  hashSecretCommand,
 ];
 
 export interface CliIo {

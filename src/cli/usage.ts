@@ -23,7 +23,7 @@ Configuration: the worker's environment variables. enqueue, status and events ne
 (or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; resolve also reads EVENTS_MAXLEN,
 RETENTION, TOMBSTONE_RETENTION, REDIS_MIN_REPLICAS, REDIS_REPLICA_TIMEOUT and AUDIT_RETENTION (cancel
 too), ledger those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody commands need the
-CUSTODY_* variables as well (the worker's whole configuration must be valid).
+CUSTODY_* variables as well (the worker's whole configuration must be valid); hash-secret none.
 
 Replicas: with REDIS_MIN_REPLICAS >= 1, resolve, cancel, ledger init and ledger accept-epoch answer
 only once the replicas hold what they wrote (every replica the primary lists online, at least that

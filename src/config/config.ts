@@ -8,6 +8,7 @@ import type { AnyCustodyProvider, VariableDoc } from '../custody/provider-kind.t
 import { TOMBSTONE_RETENTION_FLOOR_MS } from '../timing.ts';
 import { bool, duration, integer, optionalDuration, optionalHttpUrl, text } from './validators.ts';
 import { endpointUrlProblems, parseEndpoints, parseRetrySchedule, RETRY_SCHEDULE_RULE } from '../webhooks/endpoints.ts';
+import { consoleProblems, consoleUsers, headerName, trustedProxies } from './console.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EX_CONFIG = 78;
@@ -134,6 +135,10 @@ const envSchema = z.object({
   DASHBOARD_PASSWORD: text(),
   DASHBOARD_READ_ONLY: bool(true),
   DASHBOARD_METADATA_KEYS: nameList(),
+  CONSOLE_USERS: consoleUsers(),
+  CONSOLE_PROXY_USER_HEADER: headerName(),
+  CONSOLE_PROXY_ROLE_HEADER: headerName(),
+  CONSOLE_TRUSTED_PROXIES: trustedProxies(),
   LOG_LEVEL: z.preprocess((v) => (v === undefined || v === '' ? 'info' : v), z.enum(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`)),
 
   SUBMIT_CONCURRENCY: integer(16, 1, 10_000),
@@ -208,6 +213,10 @@ export type ConfigVariable = keyof typeof envSchema.shape | ProviderVariable;
 function list(names: readonly string[]): string {
   return new Intl.ListFormat('en', { type: 'conjunction' }).format(names.map((name) => `\`${name}\``));
 }
+
+/** Shared by the two header variables, which the table then shows in one row. */
+const PROXY_HEADERS_MEANING =
+  "request headers that name the user and the role (`viewer` or `operator`) when a reverse proxy signs people in; both or neither, and only with `CONSOLE_TRUSTED_PROXIES`. Read only from those peers (the connection's own address, never `X-Forwarded-For`); from any other peer they are ignored, so the proxy must replace them in what clients send";
 
 /**
  * What each variable means and what it defaults to, as Markdown for docs/configuration.md
@@ -287,6 +296,18 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
     default: 'unset (none)',
     meaning:
       'comma-separated `metadata` keys whose values the dashboard and `/transfers/:sequenceId` show, scalars only (under such a key an object keeps its keys, each value `[redacted]`); every other `metadata` value and every value under `travelRule` is shown as `[redacted]`',
+  },
+  CONSOLE_USERS: {
+    default: 'unset',
+    meaning:
+      'console and `/api/v1` users who sign in with Basic auth: comma-separated `name:role:hash`, `role` `viewer` (reads) or `operator` (also acts), `hash` as `npm run cli -- hash-secret` prints it (scrypt), names unique (1-64 of letters, digits and `._@+-`, not `DASHBOARD_USER`). `DASHBOARD_USER`/`DASHBOARD_PASSWORD` remain valid as one more `viewer`',
+  },
+  CONSOLE_PROXY_USER_HEADER: { default: 'unset', meaning: PROXY_HEADERS_MEANING },
+  CONSOLE_PROXY_ROLE_HEADER: { default: 'unset', meaning: PROXY_HEADERS_MEANING },
+  CONSOLE_TRUSTED_PROXIES: {
+    default: 'unset',
+    meaning:
+      'the peers whose proxy headers count: comma-separated IPv4 or IPv6 addresses or CIDRs (`10.0.0.0/8`, `fd00::/8`); required with them',
   },
   LOG_LEVEL: { default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
   SUBMIT_CONCURRENCY: { default: '`16`', meaning: 'jobs at once per worker process' },
@@ -403,6 +424,7 @@ function crossProblems(env: NodeJS.ProcessEnv): string[] {
   }
   if (set('REDIS_CLUSTER_NODES')) problems.push(...clusterSlotProblems(env.QUEUE_PREFIX || 'bull', env.EVENTS_STREAM || undefined));
   problems.push(...webhookProblems(env));
+  problems.push(...consoleProblems(env));
   if (!isLoopback(env.HTTP_HOST || '127.0.0.1')) {
     for (const name of ['DASHBOARD_USER', 'DASHBOARD_PASSWORD']) {
       if (!set(name)) problems.push(`${name}: required when HTTP_HOST is not a loopback address`);
@@ -512,6 +534,14 @@ function build(env: z.infer<typeof envSchema>, custody: CustodySettings) {
       dashboardReadOnly: env.DASHBOARD_READ_ONLY,
       /** Keys of a job's `metadata` whose values the dashboard shows; every other value is redacted. */
       dashboardMetadataKeys: env.DASHBOARD_METADATA_KEYS,
+      /** Who may use the console and `/api/v1`, with which role (src/http/access/). */
+      console: {
+        users: env.CONSOLE_USERS,
+        proxy:
+          env.CONSOLE_PROXY_USER_HEADER && env.CONSOLE_PROXY_ROLE_HEADER && env.CONSOLE_TRUSTED_PROXIES
+            ? { userHeader: env.CONSOLE_PROXY_USER_HEADER, roleHeader: env.CONSOLE_PROXY_ROLE_HEADER, trusted: env.CONSOLE_TRUSTED_PROXIES }
+            : undefined,
+      },
     },
     log: { level: env.LOG_LEVEL },
     submit: {

@@ -23,13 +23,17 @@ export function requireBasicAuth(server: FastifyInstance, credentials: BasicAuth
     const given = Buffer.from(request.headers.authorization ?? '');
     // Same-length comparison in constant time; a length mismatch says nothing an attacker can use
     // beyond the length of "Basic " + base64, which is public.
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-      return reply.code(401).header('www-authenticate', 'Basic realm="custody-worker"').send({ error: 'UNAUTHORIZED' });
-    }
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return challenge(reply);
   });
 }
 
-function pathOf(url: string): string {
+/** 401 with the Basic challenge, so that a browser asks for a user and a password. */
+export function challenge(reply: FastifyReply): FastifyReply {
+  return reply.code(401).header('www-authenticate', 'Basic realm="custody-worker"').send({ error: 'UNAUTHORIZED' });
+}
+
+/** The request's path, without its query. */
+export function pathOf(url: string): string {
   const query = url.indexOf('?');
   return query === -1 ? url : url.slice(0, query);
 }

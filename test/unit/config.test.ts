@@ -1,7 +1,8 @@
-import { describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError, EX_CONFIG, loadConfig, loadConfigOrExit, loadLedgerConfig, loadQueueConfig } from '../../src/config/config.ts';
 import { parseDuration } from '../../src/config/duration.ts';
 import { DEFAULT_MAX_PAUSE_MS } from '../../src/timing.ts';
+import { hashSecret } from '../../src/lib/secret-hash.ts';
 
 const SECRET = 'sup3r-s3cret-value';
 const TOKEN = 'fixed-bearer-token-value';
@@ -325,6 +326,127 @@ describe('configuration', () => {
     const text = lines.join('\n');
     expect(text).not.toContain(SECRET);
     expect(text).not.toContain(TOKEN);
+  });
+});
+
+describe('console access settings', () => {
+  let hash: string;
+  beforeAll(async () => {
+    hash = await hashSecret('a-console-password');
+  });
+
+  it('reads CONSOLE_USERS as name, role and hash, none by default, and the proxy settings when complete', () => {
+    expect(loadConfig(valid).http.console).toEqual({ users: [], proxy: undefined });
+    const config = loadConfig({
+      ...valid,
+      CONSOLE_USERS: ` vera:viewer:${hash} ,otto:operator:${hash}`,
+      CONSOLE_PROXY_USER_HEADER: 'X-Auth-User',
+      CONSOLE_PROXY_ROLE_HEADER: 'X-Auth-Role',
+      CONSOLE_TRUSTED_PROXIES: '10.0.0.0/8, 127.0.0.1,fd00::/8,::1',
+    });
+    expect(config.http.console).toEqual({
+      users: [
+        { name: 'vera', role: 'viewer', hash },
+        { name: 'otto', role: 'operator', hash },
+      ],
+      proxy: {
+        userHeader: 'x-auth-user',
+        roleHeader: 'x-auth-role',
+        trusted: [
+          { address: '10.0.0.0', prefix: 8, family: 'ipv4' },
+          { address: '127.0.0.1', prefix: 32, family: 'ipv4' },
+          { address: 'fd00::', prefix: 8, family: 'ipv6' },
+          { address: '::1', prefix: 128, family: 'ipv6' },
+        ],
+      },
+    });
+  });
+
+  it.each([
+    ['vera', 'CONSOLE_USERS: entry 1 must be name:role:hash'],
+    ['vera:viewer', 'CONSOLE_USERS: entry 1 must be name:role:hash'],
+    ['vera:admin:HASH', 'CONSOLE_USERS: entry 1: the role must be viewer or operator'],
+    ['ve ra:viewer:HASH', 'CONSOLE_USERS: entry 1: the name must be 1-64 of letters, digits and ._@+-'],
+    [
+      'vera:viewer:HASH,otto:operator:not-a-hash',
+      'CONSOLE_USERS: entry 2: the hash must be scrypt$N$r$p$salt$hash as `hash-secret` prints it',
+    ],
+    [
+      'vera:viewer:scrypt$3$8$1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaA',
+      'CONSOLE_USERS: entry 1: the hash must be scrypt$N$r$p$salt$hash as `hash-secret` prints it',
+    ],
+    ['vera:viewer:HASH,vera:operator:HASH', 'CONSOLE_USERS: entry 2: the name of an earlier entry (names must be unique)'],
+    ['vera:viewer:HASH,', 'CONSOLE_USERS: entry 2 must be name:role:hash'],
+  ])('refuses CONSOLE_USERS %j, naming the entry and never quoting it', (value, line) => {
+    const lines = problems({ ...valid, CONSOLE_USERS: value.replaceAll('HASH', hash) });
+    expect(lines).toEqual([line]);
+    expect(lines.join('\n')).not.toContain(hash);
+  });
+
+  it('refuses a console user named like the dashboard user, who is a viewer of its own', () => {
+    expect(problems({ ...valid, CONSOLE_USERS: `ops:operator:${hash}`, DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'pw' })).toEqual([
+      'CONSOLE_USERS: a name equals DASHBOARD_USER (the dashboard user is a viewer of its own); use another name',
+    ]);
+  });
+
+  it('requires both proxy headers and CONSOLE_TRUSTED_PROXIES together', () => {
+    expect(problems({ ...valid, CONSOLE_PROXY_USER_HEADER: 'X-Auth-User' })).toEqual([
+      'CONSOLE_PROXY_ROLE_HEADER: required with CONSOLE_PROXY_USER_HEADER',
+      'CONSOLE_TRUSTED_PROXIES: required with CONSOLE_PROXY_USER_HEADER',
+    ]);
+    expect(problems({ ...valid, CONSOLE_PROXY_USER_HEADER: 'X-Auth-User', CONSOLE_PROXY_ROLE_HEADER: 'X-Auth-Role' })).toEqual([
+      'CONSOLE_TRUSTED_PROXIES: required with CONSOLE_PROXY_USER_HEADER and CONSOLE_PROXY_ROLE_HEADER',
+    ]);
+  });
+
+  it.each([
+    [
+      'CONSOLE_TRUSTED_PROXIES',
+      '10.0.0.0/33',
+      'CONSOLE_TRUSTED_PROXIES: entry 1 must be an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8)',
+    ],
+    [
+      'CONSOLE_TRUSTED_PROXIES',
+      '127.0.0.1,proxy.local',
+      'CONSOLE_TRUSTED_PROXIES: entry 2 must be an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8)',
+    ],
+    [
+      'CONSOLE_TRUSTED_PROXIES',
+      'fd00::/129',
+      'CONSOLE_TRUSTED_PROXIES: entry 1 must be an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8)',
+    ],
+    [
+      'CONSOLE_TRUSTED_PROXIES',
+      '10.0.0.1/8/1',
+      'CONSOLE_TRUSTED_PROXIES: entry 1 must be an IPv4 or IPv6 address or CIDR (such as 10.0.0.0/8)',
+    ],
+    ['CONSOLE_PROXY_USER_HEADER', 'X Auth', 'CONSOLE_PROXY_USER_HEADER: must be an HTTP header name'],
+    ['CONSOLE_PROXY_ROLE_HEADER', 'Authorization', 'CONSOLE_PROXY_ROLE_HEADER: must not be Authorization (Basic auth reads it)'],
+  ])('refuses %s=%j', (name, value, line) => {
+    const proxy = {
+      CONSOLE_PROXY_USER_HEADER: 'X-Auth-User',
+      CONSOLE_PROXY_ROLE_HEADER: 'X-Auth-Role',
+      CONSOLE_TRUSTED_PROXIES: '127.0.0.1',
+    };
+    expect(problems({ ...valid, ...proxy, [name]: value })).toEqual([line]);
+  });
+
+  it('exits 78 naming CONSOLE_USERS, and never prints a hash or a secret pasted in its place', () => {
+    const exit = vi.spyOn(process, 'exit').mockImplementation((code) => {
+      throw new Error(`exit ${String(code)}`);
+    });
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      expect(() => loadConfigOrExit({ ...valid, CONSOLE_USERS: `vera:admin:${hash},${SECRET}` })).toThrow(`exit ${EX_CONFIG}`);
+      const printed = stderr.mock.calls.map(([text]) => String(text)).join('');
+      expect(printed).toMatch(/CONSOLE_USERS: entry 1: the role/);
+      expect(printed).toMatch(/CONSOLE_USERS: entry 2 must be name:role:hash/);
+      expect(printed).not.toContain(hash);
+      expect(printed).not.toContain(SECRET);
+    } finally {
+      exit.mockRestore();
+      stderr.mockRestore();
+    }
   });
 });
 
