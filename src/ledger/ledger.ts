@@ -643,7 +643,13 @@ export class Ledger {
     const names = named.map(([name]) => name);
     let forgotten = 0;
     for (;;) {
-      const count = await (this.#redis as unknown as LedgerCommands).forgetEnded(keys.length, ...keys, before, FORGET_ENDED_BATCH, ...names);
+      const count = await (this.#redis as unknown as LedgerCommands).forgetEnded(
+        keys.length,
+        ...keys,
+        before,
+        FORGET_ENDED_BATCH,
+        ...names,
+      );
       forgotten += count;
       if (count < FORGET_ENDED_BATCH) return forgotten;
     }
