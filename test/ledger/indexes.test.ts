@@ -3,11 +3,12 @@ import type { EventData } from '../../packages/producer/src/events.ts';
 import { parseSubmitPayload, type SubmitPayload } from '../../packages/producer/src/payload.ts';
 import { keySlot } from '../../packages/producer/src/redis-slot.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
-import { Ledger, TERMINAL_STATES, TransferState, type GateDecision, type TransitionRequest } from '../../src/ledger/ledger.ts';
+import { Ledger, TERMINAL_STATES, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { op } from '../../src/ledger/operations.ts';
 import { ATTENTION_REASONS, TransferQueries, type ListQuery } from '../../src/ledger/queries.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { expectedAttention, indexProblems, scanRecords } from '../helpers/ledger-indexes.ts';
+import { PASSED_DECISION } from '../helpers/gate-decision.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -27,14 +28,7 @@ const id = (tag: string) => `${tag}-${++n}-a88a1846-b23d`;
 
 const LEASE_MS = 30_000;
 const UNRESOLVED_AFTER_MS = 600_000;
-const DECISION: GateDecision & { setting: NonNullable<GateDecision['setting']> } = {
-  setting: { outgoingTxn: 0, mandatory: false, blockTxn: false },
-  settingFetchedAt: '2026-11-23T10:15:02.120Z',
-  checkedAt: '2026-11-23T10:15:02.120Z',
-  applies: false,
-  reference: false,
-  outcome: 'passed',
-};
+const DECISION = PASSED_DECISION;
 const AT = '2026-11-23T10:15:02.120Z';
 const UNRESOLVED: EventData['transfer.unresolved'] = { code: 'SEND_OUTCOME_UNKNOWN', attempts: 1, lastError: 'CUSTODY_TIMEOUT' };
 const IN_USE: EventData['transfer.unresolved'] = { code: 'SEQUENCE_ID_IN_USE', attempts: 1, lastError: 'CUSTODY_CONFLICT' };
