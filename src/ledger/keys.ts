@@ -1,4 +1,12 @@
-import { ledgerKeys, tombstoneKey, transferKey, transferPayloadKey } from '../../packages/producer/src/keys.ts';
+import {
+  indexKeys,
+  ledgerKeys,
+  tombstoneKey,
+  transferKey,
+  transferPayloadKey,
+  transitionIndexKeys,
+  type AttentionReason,
+} from '../../packages/producer/src/keys.ts';
 import { canonicalTxid } from '../lib/txid.ts';
 
 /**
@@ -32,6 +40,20 @@ export interface Keys {
   terminal: string;
   /** Broadcast transfers, score = broadcast time (ms); reconciliation re-verifies recent ones. */
   broadcast: string;
+  /**
+   * The listing indexes (transition.lua, KEYS[10..]; queries.ts reads them): transfers per state
+   * (score = last change, ms), per attention reason (score = since when, ms), every sequenceId (score
+   * 0, for ZRANGEBYLEX), sequenceId by txid and by job id (hashes), and what retention removes of an
+   * ended transfer (a hash).
+   */
+  byState(state: string): string;
+  attention(reason: AttentionReason): string;
+  ids: string;
+  byTxid: string;
+  byJobId: string;
+  endedEntries: string;
+  /** The listing indexes a transition from `from` to `to` passes to transition.lua, in its order. */
+  transitionIndex(from: readonly string[], to: string): string[];
   /** Submitted transfers whose tracking job is not confirmed added yet (the tracker outbox), score = ms. */
   trackerOutbox: string;
   travelRule: string;
@@ -68,6 +90,7 @@ export interface Keys {
 export function createKeys(prefix: string, eventsStream: string): Keys {
   // The keys transition.lua touches come from the producer package, whose cancel() runs it too.
   const ledger = ledgerKeys(prefix);
+  const index = indexKeys(prefix);
   return {
     transfer: (sequenceId) => transferKey(prefix, sequenceId),
     transferPayload: (sequenceId) => transferPayloadKey(prefix, sequenceId),
@@ -78,6 +101,13 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     active: ledger.active,
     terminal: ledger.terminal,
     broadcast: ledger.broadcast,
+    byState: index.state,
+    attention: index.attention,
+    ids: index.ids,
+    byTxid: index.byTxid,
+    byJobId: index.byJobId,
+    endedEntries: index.endedEntries,
+    transitionIndex: (from, to) => transitionIndexKeys(prefix, from, to),
     trackerOutbox: ledger.trackerOutbox,
     travelRule: `${prefix}:travel-rule`,
     travelRuleLock: `${prefix}:travel-rule:lock`,

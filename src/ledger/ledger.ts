@@ -28,7 +28,8 @@ import {
   type TransitionRequest,
   type TransitionResult,
 } from './request.ts';
-import { NO_RECORD, TERMINAL_STATES, TransferState } from './states.ts';
+import { NO_RECORD, NON_TERMINAL_STATES, TERMINAL_STATES, TransferState } from './states.ts';
+import { ATTENTION_REASONS } from '../../packages/producer/src/keys.ts';
 
 // The ledger's vocabulary, for callers that import it from one place.
 export * from './states.ts';
@@ -110,6 +111,52 @@ redis.call('HSET', KEYS[1], 'recordedAt', now, unpack(ARGV, 3))
 return before`;
 
 /**
+ * Retention of ended transfers' index entries: their records expire by their own TTL (RETENTION, set by
+ * the terminal transition), their listing entries go here, from what the terminal transition recorded
+ * of them (transition.lua, KEYS[13]). KEYS[1] the terminal index, KEYS[2] those records, KEYS[3] every
+ * sequenceId, KEYS[4] by txid, KEYS[5] by job id, KEYS[6..] the state and attention indexes whose
+ * names are ARGV[3..] (`state:<state>`, `attention:<reason>`); ARGV[1] the cutoff (ms), ARGV[2] how many
+ * at most. A lookup entry goes only while it still names this transfer. Returns how many ended
+ * transfers it forgot (fewer than ARGV[2]: none is left before the cutoff).
+ */
+const FORGET_ENDED_LUA = `
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+if #members == 0 then return 0 end
+local index = {}
+for i = 6, #KEYS do index[ARGV[i - 3]] = KEYS[i] end
+for _, member in ipairs(members) do
+  local text = redis.call('HGET', KEYS[2], member)
+  if text then
+    local entry = cjson.decode(text)
+    local state = index['state:' .. entry.state]
+    if state then redis.call('ZREM', state, member) end
+    local attention = index['attention:' .. entry.attention]
+    if attention then redis.call('ZREM', attention, member) end
+    if entry.txid ~= '' and redis.call('HGET', KEYS[4], entry.txid) == member then redis.call('HDEL', KEYS[4], entry.txid) end
+    if entry.jobId ~= '' and redis.call('HGET', KEYS[5], entry.jobId) == member then redis.call('HDEL', KEYS[5], entry.jobId) end
+  end
+end
+redis.call('HDEL', KEYS[2], unpack(members))
+redis.call('ZREM', KEYS[3], unpack(members))
+redis.call('ZREM', KEYS[1], unpack(members))
+return #members`;
+
+/** How many ended transfers one call of FORGET_ENDED_LUA forgets at most: bounds the script's run. */
+const FORGET_ENDED_BATCH = 500;
+
+/**
+ * KEYS[1] a transfer's record, KEYS[2] the active index, KEYS[3..] the indexes of the non-terminal
+ * states, then (when the record is gone) every attention index and every sequenceId; ARGV[1] the
+ * member, ARGV[2] how many keys of KEYS[3..] are state indexes. Drops its entries from what a record
+ * that expired or vanished leaves behind; an ended record's own entries stay (retention takes them).
+ */
+const DROP_ACTIVE_LUA = `
+local gone = redis.call('EXISTS', KEYS[1]) == 0
+local last = #KEYS
+if not gone then last = 2 + tonumber(ARGV[2]) end
+for i = 2, last do redis.call('ZREM', KEYS[i], ARGV[1]) end`;
+
+/**
  * REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT for a write made on an operator's behalf
  * (Ledger.writeReplicated): with `min` ≥ 1 its answer waits until the replicas have it.
  */
@@ -152,6 +199,8 @@ interface LedgerCommands {
     ...fields: string[]
   ): Promise<Array<string | null>>;
   reconcileRetry(key: string, max: number, ttlMs: number): Promise<[number, number]>;
+  forgetEnded(numberOfKeys: number, ...keysAndArgs: Array<string | number>): Promise<number>;
+  dropActive(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
   recordWorkerSettings(key: string, mode: 'replace' | 'if-absent', clock: string, ...fields: string[]): Promise<string[]>;
   systemEventOnce(
     stream: string,
@@ -217,13 +266,15 @@ export class Ledger {
     this.settings = workerSettings(TRANSITION_LUA, keys.events, this.#context);
     this.epoch = new LedgerEpoch(redis, keys.epoch, { ...(options.epoch ?? DEFAULT_EPOCH), clock: options.clock });
     if (!('transferTransition' in redis)) {
-      // The number of keys goes first: nine, then one per claim (transition.lua, KEYS[10..]).
+      // The number of keys goes first: nine, the listing indexes, then one per claim (transition.lua's header).
       redis.defineCommand('transferTransition', { lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
       redis.defineCommand('systemEventOnce', { numberOfKeys: 3, lua: SYSTEM_EVENT_ONCE_LUA });
       redis.defineCommand('transferReadCounting', { numberOfKeys: 1, lua: READ_COUNTING_LUA });
       redis.defineCommand('reconcileRetry', { numberOfKeys: 1, lua: RECONCILE_RETRY_LUA });
       redis.defineCommand('recordWorkerSettings', { numberOfKeys: 1, lua: RECORD_SETTINGS_LUA });
+      redis.defineCommand('forgetEnded', { lua: FORGET_ENDED_LUA });
+      redis.defineCommand('dropActive', { lua: DROP_ACTIVE_LUA });
     }
   }
 
@@ -545,9 +596,21 @@ export class Ledger {
     return this.#redis.zrangebyscore(this.#keys.trackerOutbox, '-inf', cutoff, 'LIMIT', 0, limit);
   }
 
-  /** Drops an active-index entry whose record expired or ended without the index following. */
+  /**
+   * Drops an active-index entry whose record expired or ended without the index following, and, when
+   * the record is gone, its listing entries (the lookups by txid and job id, which need the record to
+   * be found, stay until their transfer's sequenceId is taken again).
+   */
   async dropActive(sequenceId: string): Promise<void> {
-    await this.#redis.zrem(this.#keys.active, sequenceId);
+    const states = NON_TERMINAL_STATES.map((state) => this.#keys.byState(state));
+    const keys = [
+      this.#keys.transfer(sequenceId),
+      this.#keys.active,
+      ...states,
+      ...ATTENTION_REASONS.map((reason) => this.#keys.attention(reason)),
+      this.#keys.ids,
+    ];
+    await (this.#redis as unknown as LedgerCommands).dropActive(keys.length, ...keys, sequenceId, String(states.length));
   }
 
   /** Broadcast transfers to re-verify: broadcast at or before `cutoff`, oldest first; older than `windowMs` are dropped. */
@@ -560,9 +623,36 @@ export class Ledger {
     await this.#redis.zrem(this.#keys.broadcast, sequenceId);
   }
 
-  /** Forgets terminal-index entries older than `before` (their records expire by TTL). Returns how many. */
+  /**
+   * Retention: forgets the transfers that ended at or before `before` from every index (their records
+   * expire by TTL, RETENTION after they ended), in batches. Returns how many.
+   */
   async forgetTerminal(before: number): Promise<number> {
-    return this.#redis.zremrangebyscore(this.#keys.terminal, '-inf', before);
+    const named = [
+      ...[...TERMINAL_STATES].map((state) => [`state:${state}`, this.#keys.byState(state)] as const),
+      ...ATTENTION_REASONS.map((reason) => [`attention:${reason}`, this.#keys.attention(reason)] as const),
+    ];
+    const keys = [
+      this.#keys.terminal,
+      this.#keys.endedEntries,
+      this.#keys.ids,
+      this.#keys.byTxid,
+      this.#keys.byJobId,
+      ...named.map(([, key]) => key),
+    ];
+    const names = named.map(([name]) => name);
+    let forgotten = 0;
+    for (;;) {
+      const count = await (this.#redis as unknown as LedgerCommands).forgetEnded(
+        keys.length,
+        ...keys,
+        before,
+        FORGET_ENDED_BATCH,
+        ...names,
+      );
+      forgotten += count;
+      if (count < FORGET_ENDED_BATCH) return forgotten;
+    }
   }
 
   /**
@@ -630,8 +720,9 @@ export class Ledger {
       ...(request.claims?.recordIds ?? []).map((id) => this.#keys.claim('record', id)),
       ...(request.claims?.txids ?? []).map((txid) => this.#keys.claim('txid', txid)),
     ];
+    const indexes = this.#keys.transitionIndex(request.from, request.to);
     const reply = await commands.transferTransition(
-      9 + claims.length,
+      9 + indexes.length + claims.length,
       key,
       this.#keys.events,
       this.#keys.active,
@@ -641,6 +732,7 @@ export class Ledger {
       tombstoneKey,
       this.#keys.trackerOutbox,
       this.#keys.epoch,
+      ...indexes,
       ...claims,
       encoded,
     );

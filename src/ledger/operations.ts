@@ -20,6 +20,12 @@ const LEASE_FIELDS = ['leaseOwner', 'leaseUntil', 'pending'];
  */
 const FIRST_SENT = 'firstSentAt';
 
+/** Since when a halted transfer needs attention (record.ts haltedSince; transition.lua attentionOf). */
+const HALTED_SINCE = 'haltedSince';
+
+/** How a transfer expired (record.ts expiredCode): SEND_OUTCOME_UNKNOWN needs attention (transition.lua attentionOf). */
+const EXPIRED_CODE = 'expiredCode';
+
 /** The claims of a match: the record id it stores is this transfer's alone (transition.lua, KEYS[10..]). */
 function matchClaims(match: LedgerMatch): TransitionRequest['claims'] {
   return match.transactionId === undefined ? undefined : { recordIds: [match.transactionId] };
@@ -261,6 +267,7 @@ export const op = {
       from: [TransferState.SUBMITTING],
       to: TransferState.EXPIRED,
       lease: { mode: 'own', owner },
+      set: { [EXPIRED_CODE]: data.code },
       unset: ['payload', ...LEASE_FIELDS],
       event: { type: 'transfer.expired', data },
     };
@@ -330,7 +337,12 @@ export const op = {
    * not final (BitGo `removed`): it needs attention (`haltedAs`, reported once) and tracking goes on.
    */
   haltedForNow(upstreamState: string): TransitionRequest {
-    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, haltedAs: upstreamState } };
+    return {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.SUBMITTED,
+      set: { pollFailures: 0, haltedAs: upstreamState },
+      stampOnce: [HALTED_SINCE],
+    };
   },
 
   /**
@@ -343,6 +355,7 @@ export const op = {
       from: [TransferState.SUBMITTED],
       to: TransferState.HALTED,
       set: { haltedAs: data.state },
+      stampOnce: [HALTED_SINCE],
       event: { type: 'transfer.halted', data },
     };
   },
@@ -377,6 +390,11 @@ export const op = {
 
   /** Tracking: TRACK_DEADLINE passed without a txid. */
   expireTracking(data: EventData['transfer.expired']): TransitionRequest {
-    return { from: [TransferState.SUBMITTED], to: TransferState.EXPIRED, event: { type: 'transfer.expired', data } };
+    return {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.EXPIRED,
+      set: { [EXPIRED_CODE]: data.code },
+      event: { type: 'transfer.expired', data },
+    };
   },
 };

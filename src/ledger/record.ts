@@ -66,6 +66,10 @@ export interface TransferRecord {
    * of a transfer that ended `halted`.
    */
   haltedAs: string | undefined;
+  /** When `haltedAs` was first recorded (Redis time, ms): since when a halted transfer needs attention. */
+  haltedSince: number | undefined;
+  /** The code of `transfer.expired` (TRACKING_DEADLINE, SEND_OUTCOME_UNKNOWN, ...) once it expired. */
+  expiredCode: string | undefined;
   /** Failed wallet-transaction lookups once the txid is known. */
   enrichFailures: number;
   broadcastAt: number | undefined;
@@ -240,6 +244,8 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     pollFailures: num(hash.pollFailures),
     unmatchedPolls: num(hash.unmatchedPolls),
     haltedAs: opt(hash.haltedAs),
+    haltedSince: opt(hash.haltedSince) === undefined ? undefined : num(hash.haltedSince),
+    expiredCode: opt(hash.expiredCode),
     enrichFailures: num(hash.enrichFailures),
     broadcastAt: opt(hash.broadcastAt) === undefined ? undefined : num(hash.broadcastAt),
     lastError: opt(hash.lastError),

@@ -26,7 +26,18 @@
           refused: 'recovery'). Any transition whose caller saw a higher tick under the same epoch is
           refused ('epoch'): the ledger went back in time (a lagging replica promoted, a snapshot or a
           backup restored) and may have forgotten sends.
-  KEYS[10..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
+  KEYS[10..18+n] the listing indexes (docs/architecture.md "Listing transfers"), kept with the record
+          so they never disagree with it; written only for a transition with an index member:
+    KEYS[10] sequenceId by txid (hash, the txid in its canonical spelling)
+    KEYS[11] sequenceId by job id (hash, the job that owns the transfer now)
+    KEYS[12] every sequenceId (sorted set, score 0: prefix search by ZRANGEBYLEX)
+    KEYS[13] what retention removes of an ended transfer (hash, sequenceId -> JSON {state, jobId,
+             txid, attention}): the record expires by its TTL, so retention cannot read it any more
+    KEYS[14..17] needs attention, one sorted set per reason (score = since when, ms): unresolved,
+             send-unknown, halted, expired-unknown (in that order; attentionOf below says when)
+    KEYS[18] the index of the state `to` (sorted set, score = last change ms)
+    KEYS[19..18+n] the index of each state of `from` but '-', in `from`'s order
+  KEYS[19+n..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
           change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
@@ -100,10 +111,38 @@
 --[[iso time]]
 -- Everything the checks read, in one call and before any write (so every check sees the record as
 -- it was when the script started, as it always did).
-local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince', 'lastEventAt')
+local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince', 'lastEventAt',
+  'unresolvedAt', 'haltedAs', 'haltedSince', 'jobId', 'txid')
 local current = before[1] or '-'
 
 local req = cjson.decode(ARGV[1])
+
+-- The listing indexes' keys (see the header): the state indexes, then the claims after them.
+local stateIndex = {[req.to] = KEYS[18]}
+local firstClaim = 19
+for _, state in ipairs(req.from) do
+  if state ~= '-' then
+    stateIndex[state] = KEYS[firstClaim]
+    firstClaim = firstClaim + 1
+  end
+end
+local attentionIndex = {['unresolved'] = KEYS[14], ['send-unknown'] = KEYS[15], ['halted'] = KEYS[16], ['expired-unknown'] = KEYS[17]}
+
+-- Why a transfer needs an operator's attention, and since when (ms), from its record's fields; nil
+-- when it does not. The console's time bounds (longer than UNRESOLVED_AFTER, within the last 7 days)
+-- are applied when reading, by score, so that time passing costs no write. The one rule, here only.
+local function attentionOf(state, unresolvedAt, inUseSince, unknownSince, haltedAs, haltedSince, expiredCode, at)
+  if state == 'submitting' then
+    if unresolvedAt or inUseSince then return 'unresolved', tonumber(unresolvedAt or inUseSince) end
+    if unknownSince then return 'send-unknown', tonumber(unknownSince) end
+  elseif state == 'submitted' or state == 'halted' then
+    -- A record written before haltedSince existed: since this change (at), or unknown before it (nil).
+    if haltedAs or state == 'halted' then return 'halted', (haltedSince and tonumber(haltedSince)) or at end
+  elseif state == 'expired' and expiredCode == 'SEND_OUTCOME_UNKNOWN' then
+    return 'expired-unknown', at
+  end
+  return nil, nil
+end
 local lease = req.lease
 
 local now
@@ -147,7 +186,7 @@ for _, field in ipairs(req.absent) do
 end
 
 -- Claims: a record id or txid another sequenceId stored is never this transfer's.
-for i = 10, #KEYS do
+for i = firstClaim, #KEYS do
   local holder = redis.call('GET', KEYS[i])
   if holder and holder ~= req.seq then return refuse('claimed') end
 end
@@ -174,7 +213,10 @@ if req.to == 'failed' and not req.operator then
     -- The ledger recovers from a loss: a send of this transfer it forgot (a runner's, made between the
     -- copy it went back to and the loss) may have been accepted, whatever this send was answered. From
     -- now on the send's outcome is unknown (sticky), and the refusal sends the caller that way.
-    redis.call('HSETNX', KEYS[1], 'unknownSince', nowText)
+    if redis.call('HSETNX', KEYS[1], 'unknownSince', nowText) == 1 and req.member ~= '' then
+      -- Neither unknownSince nor inUseSince was set (checked above), so it needed no attention before.
+      redis.call('ZADD', KEYS[15], nowText, req.member)
+    end
     return refuse('unknown')
   end
 end
@@ -254,10 +296,13 @@ if #req.unset > 0 then
   end
 end
 
+-- What the indexes need of the record after the change, read with what the step reads anyway.
+local INDEXED = {'unresolvedAt', 'inUseSince', 'unknownSince', 'haltedAs', 'haltedSince', 'expiredCode', 'jobId', 'txid'}
+local after
 local streamId = ''
 local version
 if req.event ~= '' then
-  local after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events')
+  after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events', unpack(INDEXED))
   version = tonumber(after[1] or '0') + 1
   local versionText = tostring(version)
   local atMs = math.max(now, tonumber(before[7] or '0'))
@@ -275,7 +320,8 @@ if req.event ~= '' then
   if ids then ids = ids .. ',' .. streamId else ids = streamId end
   redis.call('HSET', KEYS[1], 'events', ids, 'state', req.to, 'version', versionText, 'updatedAt', nowText, 'lastEventAt', tostring(atMs))
 else
-  version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+  after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events', unpack(INDEXED))
+  version = tonumber(after[1] or '0')
   redis.call('HSET', KEYS[1], 'state', req.to, 'version', tostring(version), 'updatedAt', nowText)
 end
 
@@ -296,7 +342,34 @@ end
 
 if req.tracker and member ~= '' then redis.call('ZADD', KEYS[8], nowText, member) end
 
-for i = 10, #KEYS do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombstoneTtl) end
+-- The listing indexes: one ZADD for most changes (the state index's score), a few more when the
+-- state, the attention, the job or the txid changes, or the transfer is created or ends.
+if member ~= '' then
+  if current ~= req.to and stateIndex[current] then redis.call('ZREM', stateIndex[current], member) end
+  redis.call('ZADD', stateIndex[req.to], nowText, member)
+  if current == '-' then redis.call('ZADD', KEYS[12], 0, member) end
+  local was, wasSince = attentionOf(current, before[8], before[6], before[5], before[9], before[10], nil, nil)
+  local is, isSince = attentionOf(req.to, after[6], after[7], after[8], after[9], after[10], after[11], now)
+  if was and was ~= is then redis.call('ZREM', attentionIndex[was], member) end
+  if is and (is ~= was or isSince ~= wasSince) then redis.call('ZADD', attentionIndex[is], isSince, member) end
+  local jobId = after[12]
+  if jobId and jobId ~= before[11] then
+    if before[11] then redis.call('HDEL', KEYS[11], before[11]) end
+    redis.call('HSET', KEYS[11], jobId, member)
+  end
+  -- One spelling per txid, as Keys.claim (src/lib/txid.ts): hex in lower case, with or without 0x.
+  local function canonical(txid)
+    if txid and (string.match(txid, '^0[xX]%x+$') or string.match(txid, '^%x+$')) then return string.lower(txid) end
+    return txid
+  end
+  local txid = canonical(after[13])
+  if txid and txid ~= canonical(before[12]) then redis.call('HSET', KEYS[10], txid, member) end
+  if req.terminal then
+    redis.call('HSET', KEYS[13], member, cjson.encode({state = req.to, jobId = jobId or '', txid = txid or '', attention = is or ''}))
+  end
+end
+
+for i = firstClaim, #KEYS do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombstoneTtl) end
 
 -- Every change advances the ledger's tick (an epoch-less ledger has none to advance).
 local tick = 0

@@ -2,10 +2,11 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { EventShapeError, type EventData } from '../../packages/producer/src/events.ts';
 import { parseStreamEntry } from '../../packages/producer/src/events.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
-import { Ledger, NO_RECORD, TransferState, type GateDecision, type TransitionRequest } from '../../src/ledger/ledger.ts';
+import { Ledger, NO_RECORD, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { op } from '../../src/ledger/operations.ts';
 import { parseSubmitPayload, type SubmitPayload } from '../../packages/producer/src/payload.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
+import { PASSED_DECISION } from '../helpers/gate-decision.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
 /**
@@ -24,14 +25,7 @@ let seq = 0;
 const id = () => `cancel-${++seq}-a88a1846-b23d-f7e8-2344-f2bddb0c16f9`;
 
 const CANCEL: EventData['transfer.cancelled'] = { reason: 'duplicate order A-1001, ticket OPS-77', by: 'cli' };
-const DECISION: GateDecision & { setting: NonNullable<GateDecision['setting']> } = {
-  setting: { outgoingTxn: 0, mandatory: false, blockTxn: false },
-  settingFetchedAt: '2026-11-23T10:15:02.120Z',
-  checkedAt: '2026-11-23T10:15:02.120Z',
-  applies: false,
-  reference: false,
-  outcome: 'passed',
-};
+const DECISION = PASSED_DECISION;
 const LEASE_MS = 30_000;
 
 /** A valid payload of the sequenceId, as the handler has it after parsing. */

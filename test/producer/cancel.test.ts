@@ -186,7 +186,7 @@ describe('TransferProducer.cancel', () => {
 
   it("names the same keys as the worker's ledger, in transition.lua's order", () => {
     const keys = createKeys(h.prefix, h.config.queue.eventsStream);
-    expect(transitionKeys(h.prefix, h.config.queue.eventsStream, 'seq-1')).toEqual([
+    expect(transitionKeys(h.prefix, h.config.queue.eventsStream, 'seq-1', ['-', 'received', 'gated'], 'cancelled')).toEqual([
       keys.transfer('seq-1'),
       keys.events,
       keys.active,
@@ -196,6 +196,17 @@ describe('TransferProducer.cancel', () => {
       keys.tombstone('seq-1'),
       keys.trackerOutbox,
       keys.epoch,
+      keys.byTxid,
+      keys.byJobId,
+      keys.ids,
+      keys.endedEntries,
+      keys.attention('unresolved'),
+      keys.attention('send-unknown'),
+      keys.attention('halted'),
+      keys.attention('expired-unknown'),
+      keys.byState('cancelled'),
+      keys.byState('received'),
+      keys.byState('gated'),
     ]);
   });
 

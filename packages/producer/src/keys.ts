@@ -42,8 +42,52 @@ export function ledgerKeys(prefix: string): {
   };
 }
 
-/** KEYS[1..9] of transition.lua for a transfer, in the script's order (see its header). */
-export function transitionKeys(prefix: string, eventsStream: string, sequenceId: string): string[] {
+/**
+ * Why a transfer needs an operator's attention (transition.lua, attentionOf), in the order of its
+ * KEYS[14..17]: unresolved (SEND_OUTCOME_UNKNOWN or SEQUENCE_ID_IN_USE), a send whose outcome is
+ * unknown, halted upstream, expired with SEND_OUTCOME_UNKNOWN.
+ */
+export const ATTENTION_REASONS = ['unresolved', 'send-unknown', 'halted', 'expired-unknown'] as const;
+export type AttentionReason = (typeof ATTENTION_REASONS)[number];
+
+/** The listing indexes the transition script keeps with every record (its header, KEYS[10..17]). */
+export function indexKeys(prefix: string): {
+  byTxid: string;
+  byJobId: string;
+  ids: string;
+  endedEntries: string;
+  attention(reason: AttentionReason): string;
+  state(state: string): string;
+} {
+  return {
+    byTxid: `${prefix}:transfers:by-txid`,
+    byJobId: `${prefix}:transfers:by-job`,
+    ids: `${prefix}:transfers:ids`,
+    endedEntries: `${prefix}:transfers:ended-entries`,
+    attention: (reason) => `${prefix}:transfers:attention:${reason}`,
+    state: (state) => `${prefix}:transfers:state:${state}`,
+  };
+}
+
+/**
+ * KEYS[10..18+n] of transition.lua for a transition from `from` to `to` (see its header): the listing
+ * indexes, then the index of `to` and of each state of `from` but '-' (no record yet).
+ */
+export function transitionIndexKeys(prefix: string, from: readonly string[], to: string): string[] {
+  const index = indexKeys(prefix);
+  return [
+    index.byTxid,
+    index.byJobId,
+    index.ids,
+    index.endedEntries,
+    ...ATTENTION_REASONS.map((reason) => index.attention(reason)),
+    index.state(to),
+    ...from.filter((state) => state !== '-').map((state) => index.state(state)),
+  ];
+}
+
+/** The keys of transition.lua for a transition of a transfer without claims, in the script's order (see its header). */
+export function transitionKeys(prefix: string, eventsStream: string, sequenceId: string, from: readonly string[], to: string): string[] {
   const ledger = ledgerKeys(prefix);
   return [
     transferKey(prefix, sequenceId),
@@ -55,6 +99,7 @@ export function transitionKeys(prefix: string, eventsStream: string, sequenceId:
     tombstoneKey(prefix, sequenceId),
     ledger.trackerOutbox,
     ledger.epoch,
+    ...transitionIndexKeys(prefix, from, to),
   ];
 }
 

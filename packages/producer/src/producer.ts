@@ -405,13 +405,14 @@ export class TransferProducer {
     this.#assertOpen();
     await this.#checkWorkerSettings();
     const seen = this.#ledgerSeen as { epoch: string; tick: number } | undefined;
+    const request = cancelRequest({ reason: parsed.data.reason, by: 'producer' });
     const encoded = encodeRequest(
-      cancelRequest({ reason: parsed.data.reason, by: 'producer' }),
+      request,
       { eventSequenceId: sequenceId, indexMember: sequenceId, clock: undefined, epoch: seen?.epoch ?? '', seen: seen?.tick ?? 0 },
       this.#ledger,
       [],
     );
-    const keys = transitionKeys(this.#prefix, this.#keys.events, sequenceId);
+    const keys = transitionKeys(this.#prefix, this.#keys.events, sequenceId, request.from, request.to);
     const session = this.#minReplicas > 0 ? connectionSession(this.#redis, keys[0]!) : '';
     const reply = (await this.#call('cancel', () => this.#redis.eval(TRANSITION_LUA, keys.length, ...keys, encoded))) as unknown[];
     if (Number(reply[0]) === 1 && typeof reply[5] === 'string') this.#sawLedger(reply[5], Number(reply[4]));
