@@ -79,6 +79,9 @@ export async function createApp(
     epoch: {
       init: config.ledger.init,
       recoveryWindowMs: config.ledger.recoveryWindowMs,
+      // Each of this process's changes is marked, so that a Redis that comes back without one is
+      // noticed however many changes other processes made since (epoch.ts).
+      writer: true,
       onLost: ({ previous, state }) => {
         metrics.ledgerLost.inc();
         logger.error(

@@ -24,16 +24,23 @@ import type { RedisClient } from '../redis.ts';
  * KEYS[1] the epoch hash. ARGV[1] mode: read | init | lost | declare | accept; ARGV[2] the epoch the
  * caller knows (lost); ARGV[3] a new id (init, lost, declare); ARGV[4] the recovery window, ms (lost,
  * declare); ARGV[5] the clock, ms ('' = Redis TIME); ARGV[6] the highest tick the caller saw under the
- * epoch it knows ('' = none; lost). Fields: id, createdAt, recoveryUntil (ms, 0 = none), supersedes (ids
- * of lost epochs, comma-separated), lostAt, acceptedAt, tick (advanced by every transition:
- * transition.lua).
+ * epoch it knows ('' = none; lost); ARGV[7] the caller's writer id ('' = none); ARGV[8] the tick of that
+ * writer's last change it knows was made under the epoch it knows (lost). Fields: id, createdAt,
+ * recoveryUntil (ms, 0 = none), supersedes (ids of lost epochs, comma-separated), lostAt, acceptedAt,
+ * tick (advanced by every transition: transition.lua), `w:<writer>` (the tick of that writer's last
+ * change: transition.lua), behind (set by a transition that found the ledger behind its caller, until
+ * a loss is declared).
  *
  * `lost` declares a loss (a new epoch with a recovery window that supersedes every id it replaces)
  * when the ledger has no epoch, holds one that does not supersede the caller's, or holds the caller's
- * with a tick below the one the caller saw (the ledger went back in time: a lagging replica promoted, a
- * snapshot or backup restored). `declare` does it whatever the ledger holds (`ledger init --after-loss`).
+ * but went back in time (a lagging replica promoted, a snapshot or backup restored): with a tick below
+ * the one the caller saw, without the caller's own last change (its `w:` field below the caller's
+ * count), or marked `behind` by a transition that found either. `declare` does it whatever the ledger
+ * holds (`ledger init --after-loss`). A declaration drops `behind` and every `w:` field (the new epoch
+ * starts every writer's count again).
  * Returns {id or false, createdAt, recoveryUntil, supersedes, declared (1 when this call recorded a
- * loss or created the first epoch), now, lostAt (0: never), tick}.
+ * loss or created the first epoch), now, lostAt (0: never), tick, behind ('1' or ''), the caller's
+ * writer's tick ('' = none)}.
  */
 const EPOCH_LUA = `
 local now
@@ -42,7 +49,8 @@ if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local mode = ARGV[1]
-local e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt', 'tick')
+local writerField = 'w:' .. ARGV[7]
+local e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt', 'tick', 'behind', writerField)
 local declared = 0
 local function listed(id)
   for one in string.gmatch(e[4] or '', '[^,]+') do
@@ -60,7 +68,11 @@ local function supersede(known)
   local untilMs = math.max(tonumber(e[3] or '0'), now + tonumber(ARGV[4]))
   redis.call('HSET', KEYS[1], 'id', ARGV[3], 'createdAt', now, 'recoveryUntil', untilMs,
     'supersedes', table.concat(ids, ','), 'lostAt', now, 'tick', tonumber(e[6] or '0'))
-  redis.call('HDEL', KEYS[1], 'acceptedAt')
+  local drop = {'acceptedAt', 'behind'}
+  for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if string.sub(field, 1, 2) == 'w:' then drop[#drop + 1] = field end
+  end
+  redis.call('HDEL', KEYS[1], unpack(drop))
   declared = 1
 end
 if mode == 'init' and not e[1] then
@@ -69,7 +81,9 @@ if mode == 'init' and not e[1] then
 elseif mode == 'lost' then
   local known = ARGV[2]
   local seen = tonumber(ARGV[6]) or 0
-  if not e[1] or (e[1] ~= known and not listed(known)) or (e[1] == known and tonumber(e[6] or '0') < seen) then
+  local mine = tonumber(ARGV[8]) or 0
+  local wentBack = e[7] or tonumber(e[6] or '0') < seen or (ARGV[7] ~= '' and mine > 0 and (tonumber(e[8] or '0') < mine))
+  if not e[1] or (e[1] ~= known and not listed(known)) or (e[1] == known and wentBack) then
     supersede(known)
   end
 elseif mode == 'declare' then
@@ -77,13 +91,23 @@ elseif mode == 'declare' then
 elseif mode == 'accept' and e[1] then
   redis.call('HSET', KEYS[1], 'recoveryUntil', 0, 'acceptedAt', now)
 end
-e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt', 'tick')
-return {e[1], e[2] or '0', e[3] or '0', e[4] or '', declared, tostring(now), e[5] or '0', e[6] or '0'}`;
+e = redis.call('HMGET', KEYS[1], 'id', 'createdAt', 'recoveryUntil', 'supersedes', 'lostAt', 'tick', 'behind', writerField)
+return {e[1], e[2] or '0', e[3] or '0', e[4] or '', declared, tostring(now), e[5] or '0', e[6] or '0', e[7] or '', e[8] or ''}`;
 
-type EpochReply = [string | null, string, string, string, number, string, string, string];
+type EpochReply = [string | null, string, string, string, number, string, string, string, string, string];
 
 interface EpochCommands {
-  ledgerEpoch(key: string, mode: string, known: string, newId: string, windowMs: number, clock: string, seen: string): Promise<EpochReply>;
+  ledgerEpoch(
+    key: string,
+    mode: string,
+    known: string,
+    newId: string,
+    windowMs: number,
+    clock: string,
+    seen: string,
+    writer: string,
+    mine: string,
+  ): Promise<EpochReply>;
 }
 
 /** The epoch as Redis holds it. */
@@ -101,6 +125,10 @@ export interface EpochState {
   now: number;
   /** How many transitions the ledger has made (transition.lua advances it): it never goes back unless the ledger did. */
   tick: number;
+  /** A transition found the ledger behind its caller (transition.lua); cleared by the declaration of the loss. */
+  behind: boolean;
+  /** The tick of this process's last change as the ledger holds it (0: none, or no writer id). */
+  ownTick: number;
 }
 
 export type LedgerInit = 'auto' | 'manual';
@@ -118,6 +146,12 @@ export interface EpochOptions {
   onState?: (state: EpochState) => void;
   /** After this process wrote an epoch: wait for the replicas to acknowledge it (like a send). */
   replicate?: () => Promise<void>;
+  /**
+   * Mark this process's own changes in the ledger (`w:<writer>` in the epoch hash, the tick of its last
+   * change), so that a ledger that went back in time before one of them is noticed however far other
+   * processes' changes have advanced the tick since (the worker; a one-shot CLI needs none).
+   */
+  writer?: boolean;
 }
 
 function newEpochId(): string {
@@ -132,11 +166,16 @@ export class LedgerEpoch {
   #state: EpochState | undefined;
   /** The highest tick this process saw under the epoch it knows: what the ledger may never fall below. */
   #seen = 0;
+  /** This process's writer id ('' = it marks nothing): see EpochOptions.writer. */
+  readonly #writer: string;
+  /** The tick of this process's last change under the known epoch (0: none yet): its `w:` field may never be below it. */
+  #mine = 0;
 
   constructor(redis: RedisClient, key: string, options: EpochOptions) {
     this.#redis = redis;
     this.#key = key;
     this.#options = options;
+    this.#writer = options.writer === true ? randomBytes(8).toString('hex') : '';
     if (!('ledgerEpoch' in redis)) redis.defineCommand('ledgerEpoch', { numberOfKeys: 1, lua: EPOCH_LUA });
   }
 
@@ -148,6 +187,16 @@ export class LedgerEpoch {
   /** The highest tick seen under the known epoch (0 when none): every transition is refused below it. */
   get seen(): number {
     return this.#seen;
+  }
+
+  /** This process's writer id ('' when it marks nothing). */
+  get writer(): string {
+    return this.#writer;
+  }
+
+  /** The tick of this process's last change under the known epoch (0 when none). */
+  get mine(): number {
+    return this.#mine;
   }
 
   /** The last state read (undefined before the first read). */
@@ -215,6 +264,11 @@ export class LedgerEpoch {
     return true;
   }
 
+  /** A change of this process's was made (its reply named this epoch and tick): the ledger must keep it. */
+  madeChange(id: string, tick: number): void {
+    if (this.#writer !== '' && id === this.#known && tick > this.#mine) this.#mine = tick;
+  }
+
   /**
    * Compares the ledger with what this process saw (a periodic check, so that a ledger that went back
    * in time is noticed even while no transition runs): an epoch other than the known one, or the known
@@ -222,7 +276,7 @@ export class LedgerEpoch {
    */
   async check(): Promise<EpochState> {
     const state = await this.#call('read');
-    if (this.#known === undefined || state.id !== this.#known || state.tick < this.#seen) return this.mismatch();
+    if (this.#known === undefined || state.id !== this.#known || this.#wentBack(state)) return this.mismatch();
     return this.#adopt(state);
   }
 
@@ -268,10 +322,17 @@ export class LedgerEpoch {
     return state;
   }
 
+  /** The known epoch, held with less than this process saw of it or made in it. */
+  #wentBack(state: EpochState): boolean {
+    return state.behind || state.tick < this.#seen || (this.#mine > 0 && state.ownTick < this.#mine);
+  }
+
   #adopt(state: EpochState): EpochState {
-    // A new epoch starts its own count of what was seen; the same one only ever raises it.
-    if (state.id !== this.#known) this.#seen = state.tick;
-    else this.#seen = Math.max(this.#seen, state.tick);
+    // A new epoch starts its own count of what was seen (and made); the same one only ever raises it.
+    if (state.id !== this.#known) {
+      this.#seen = state.tick;
+      this.#mine = 0;
+    } else this.#seen = Math.max(this.#seen, state.tick);
     this.#known = state.id;
     this.#state = state;
     this.#options.onState?.(state);
@@ -280,7 +341,7 @@ export class LedgerEpoch {
 
   async #call(mode: 'read' | 'init' | 'lost' | 'declare' | 'accept', known = '', seen = 0): Promise<EpochState & { declared: boolean }> {
     const clock = this.#options.clock?.();
-    const [id, createdAt, recoveryUntil, supersedes, declared, now, lostAt, tick] = await (
+    const [id, createdAt, recoveryUntil, supersedes, declared, now, lostAt, tick, behind, ownTick] = await (
       this.#redis as unknown as EpochCommands
     ).ledgerEpoch(
       this.#key,
@@ -290,6 +351,8 @@ export class LedgerEpoch {
       this.#options.recoveryWindowMs,
       clock === undefined ? '' : String(clock),
       String(seen),
+      this.#writer,
+      String(this.#mine),
     );
     return {
       id: id ?? undefined,
@@ -299,6 +362,8 @@ export class LedgerEpoch {
       lostAt: Number(lostAt),
       now: Number(now),
       tick: Number(tick),
+      behind: behind === '1',
+      ownTick: Number(ownTick || '0'),
       declared: Number(declared) === 1,
     };
   }

@@ -712,7 +712,14 @@ export class Ledger {
     const tombstoneKey = indexMember === '' ? `${key}:ended` : this.#keys.tombstone(indexMember);
     const encoded = encodeRequest(
       request,
-      { eventSequenceId, indexMember, clock: this.#options.clock?.(), epoch: this.epoch.known, seen: this.epoch.seen },
+      {
+        eventSequenceId,
+        indexMember,
+        clock: this.#options.clock?.(),
+        epoch: this.epoch.known,
+        seen: this.epoch.seen,
+        ...(this.epoch.writer === '' ? {} : { writer: { id: this.epoch.writer, mine: this.epoch.mine } }),
+      },
       this.#context,
       view ? view.fields : '*',
     );
@@ -743,6 +750,8 @@ export class Ledger {
       const known = this.epoch.known;
       if (known !== '' && (reply[5] !== known || Number(reply[4]) > this.epoch.seen))
         await this.epoch.observe(String(reply[5] ?? ''), Number(reply[4]));
+      // Marked in the ledger as this process's (`w:`): a ledger that comes back without it went back.
+      this.epoch.madeChange(String(reply[5] ?? ''), Number(reply[4]));
       const sequenceId = eventSequenceId || indexMember;
       const flat = (reply[3] ?? []) as Array<string | null>;
       const version = Number(reply[1]);

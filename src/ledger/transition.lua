@@ -20,7 +20,8 @@
   KEYS[8] the tracker outbox (sorted set, score = when its entry was recorded, ms): the ledger's own
           key; this script writes no key of BullMQ's.
   KEYS[9] the ledger's epoch (hash: id, recoveryUntil, tick, ...; see epoch.ts): read by every
-          transition; only its `tick` is written here (every change advances it by one). Every event
+          transition; written here: `tick` (every change advances it by one), the caller's `w:<writer>`
+          (that tick, when the caller names a writer) and `behind` (see the rules below). Every event
           carries its id; a transition that records a send in flight needs it to be the epoch the
           caller knows (else refused: 'epoch'), and, while recovery lasts, a lookup made first (else
           refused: 'recovery'). Any transition whose caller saw a higher tick under the same epoch is
@@ -67,7 +68,8 @@
     epoch     { check = true for a transition that records a send in flight, id = the epoch the
                 caller knows ('' = none: always refused), lookedUpAt = the ledger's time (ms, text)
                 before the caller looked the transfer up upstream ('' = it did not), seen = the highest
-                tick the caller saw under that epoch (text; '0' = none) }
+                tick the caller saw under that epoch (text; '0' = none), writer = the caller's writer id
+                ('' = none), mine = the tick of that writer's last change under that epoch (text) }
     intact    true for a change that vouches for what never happened before it (a cancel: "no send of
               this transfer was ever made"): refused ('ledger') unless KEYS[9] holds an epoch whose
               recovery window is over. A ledger without one may have lost its record of sends.
@@ -90,8 +92,11 @@
     never `failed` without an operator);
   - a change that needs an intact ledger (`intact`) is refused while the ledger has no epoch or
     recovers from a loss ('ledger');
-  - no change is made under the caller's epoch when its tick is below the one the caller saw ('epoch',
-    with the ledger's epoch id): the ledger went back in time;
+  - no change is made under the caller's epoch when it went back in time ('epoch'): its tick below the
+    one the caller saw, or its `w:<writer>` below the caller's `mine` (its own last change forgotten,
+    however far other writers advanced the tick since), or `behind` already set by such a refusal
+    (then set until a loss is declared, so that nobody changes the older copy before that); the
+    refusal carries the ledger's epoch id;
   - an upstream record id or txid (KEYS[10..]) is claimed by one sequenceId only: a change that
     would store one another sequenceId claimed is refused ('claimed'); the claim lives as long as a
     tombstone (tombstoneTtl), so a record once ours is never taken for another transfer's.
@@ -162,9 +167,17 @@ end
 -- The epoch, read by every transition (one HMGET): a ledger below the tick its caller saw under the
 -- same epoch went back in time, and whatever it forgot (this transfer's send, its last event) it
 -- cannot be trusted to have kept. Refused before any check that could read the older record as fact.
-local epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil', 'lostAt', 'tick')
-if req.epoch.id ~= '' and epoch[1] == req.epoch.id and tonumber(epoch[4] or '0') < tonumber(req.epoch.seen) then
-  return {0, current, 'epoch', before[3] or '0', nowText, epoch[1]}
+local writerField = 'w:' .. req.epoch.writer
+local epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil', 'lostAt', 'tick', 'behind', writerField)
+if req.epoch.id ~= '' and epoch[1] == req.epoch.id then
+  -- Behind the caller: below the tick it saw, or without its own last change (however far other
+  -- writers advanced the tick since), or found so before and not yet declared lost. Marked in the
+  -- epoch hash, so that whoever comes next is refused too until a loss is declared (epoch.ts `lost`).
+  local mine = tonumber(req.epoch.mine)
+  local wentBack = tonumber(epoch[4] or '0') < tonumber(req.epoch.seen)
+    or (req.epoch.writer ~= '' and mine > 0 and tonumber(epoch[6] or '0') < mine)
+  if wentBack and not epoch[5] then redis.call('HSET', KEYS[9], 'behind', '1') end
+  if wentBack or epoch[5] then return {0, current, 'epoch', before[3] or '0', nowText, epoch[1]} end
 end
 
 -- The contract's terminal states, put in by the ledger when it loads this script (catalog.ts).
@@ -373,7 +386,10 @@ for i = firstClaim, #KEYS do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombs
 
 -- Every change advances the ledger's tick (an epoch-less ledger has none to advance).
 local tick = 0
-if epoch[1] then tick = redis.call('HINCRBY', KEYS[9], 'tick', 1) end
+if epoch[1] then
+  tick = redis.call('HINCRBY', KEYS[9], 'tick', 1)
+  if req.epoch.writer ~= '' then redis.call('HSET', KEYS[9], writerField, tick) end
+end
 
 -- Decoding a whole record costs the caller more than the change itself: it names what it reads.
 local reply = {}

@@ -20,12 +20,19 @@ let clock: number;
 let seq = 0;
 const id = () => `seq-${++seq}`;
 
-function ledger(options: { init?: 'auto' | 'manual'; onLost?: (lost: { previous: string; state: EpochState }) => void } = {}): Ledger {
+function ledger(
+  options: { init?: 'auto' | 'manual'; onLost?: (lost: { previous: string; state: EpochState }) => void; writer?: boolean } = {},
+): Ledger {
   return new Ledger(redis, keys, {
     eventsMaxLen: 10_000,
     retentionMs: 60_000,
     clock: () => clock,
-    epoch: { init: options.init ?? 'auto', recoveryWindowMs: WINDOW_MS, ...(options.onLost ? { onLost: options.onLost } : {}) },
+    epoch: {
+      init: options.init ?? 'auto',
+      recoveryWindowMs: WINDOW_MS,
+      ...(options.onLost ? { onLost: options.onLost } : {}),
+      ...(options.writer ? { writer: true } : {}),
+    },
   });
 }
 
@@ -232,6 +239,71 @@ describe('a ledger that went back in time (same epoch: a lagging replica promote
     const known = (await late.epoch.start()).id!;
     expect((await late.epoch.check()).id).toBe(known);
     expect((await late.transition(sequenceId, note(2))).ok).toBe(true);
+  });
+
+  /*
+   * Seen in a Cluster failover test run (three transfers accepted twice): the promoted replica lacked a
+   * worker's send in flight, the other worker's changes (it had seen less) advanced the tick past what
+   * the first had seen before its next transition, so the tick alone no longer showed the loss, and the
+   * first worker's send in flight was forgotten and made again.
+   */
+  describe("however far other processes advanced the tick since (each writer's own mark)", () => {
+    async function forgottenSend(writer: boolean) {
+      const lost: string[] = [];
+      const a = ledger({ writer, onLost: ({ previous }) => lost.push(`a:${previous}`) });
+      const b = ledger({ writer, onLost: ({ previous }) => lost.push(`b:${previous}`) });
+      const old = (await a.epoch.start()).id!;
+      await b.epoch.start();
+      const sent = id();
+      await gated(a, sent);
+      const restore = await snapshot();
+      expect((await a.transition(sent, sendInFlight('a'))).ok).toBe(true);
+      await restore();
+      // B saw less than A: its changes pass on the older copy and carry the tick past A's.
+      for (let i = 0; i < 5; i++) expect((await gated(b, id())).ok).toBe(true);
+      expect(Number(await redis.hget(keys.epoch, 'tick'))).toBeGreaterThan(a.epoch.seen);
+      return { a, b, old, sent, lost };
+    }
+
+    it('refuses the next transition of the process whose change the ledger forgot, and declares the loss', async () => {
+      const { a, old, sent, lost } = await forgottenSend(true);
+      const before = await redis.hgetall(keys.transfer(sent));
+      expect(await a.transition(sent, note(1))).toMatchObject({ ok: false, reason: 'epoch' });
+      expect(await redis.hgetall(keys.transfer(sent))).toEqual(before);
+      expect(lost).toEqual([`a:${old}`]);
+      expect(a.epoch.state).toMatchObject({ supersedes: [old], recoveryUntil: clock + WINDOW_MS });
+      // The forgotten send in flight: from now on a send needs a lookup first.
+      expect(await a.transition(sent, sendInFlight('a'))).toMatchObject({ ok: false, reason: 'recovery' });
+      // A declaration drops every writer's mark: the new epoch counts them again.
+      expect(Object.keys(await redis.hgetall(keys.epoch)).filter((field) => field.startsWith('w:') || field === 'behind')).toEqual([]);
+    });
+
+    it('is noticed by the periodic check too', async () => {
+      const { a, old, lost } = await forgottenSend(true);
+      expect((await a.epoch.check()).id).not.toBe(old);
+      expect(lost).toEqual([`a:${old}`]);
+    });
+
+    it('a refusal marks the ledger behind: every change under that epoch is refused until a loss is declared', async () => {
+      const { a, old, sent } = await forgottenSend(true);
+      // A is refused and stops before it declares (it crashed, say): the mark stays.
+      a.epoch.mismatch = async () => a.epoch.state!;
+      expect(await a.transition(sent, note(1))).toMatchObject({ ok: false, reason: 'epoch' });
+      expect(await redis.hget(keys.epoch, 'behind')).toBe('1');
+      const lost: string[] = [];
+      const c = ledger({ onLost: ({ previous }) => lost.push(previous) });
+      await c.epoch.start(); // starts on the older copy: alone, it could not tell
+      expect(await gated(c, id())).toMatchObject({ ok: false, reason: 'epoch' });
+      expect(lost).toEqual([old]);
+      expect(c.epoch.known).not.toBe(old);
+      expect(await redis.hget(keys.epoch, 'behind')).toBeNull();
+    });
+
+    it('without the marks (the tick alone) the forgotten send goes unnoticed', async () => {
+      const { a, sent, lost } = await forgottenSend(false);
+      expect((await a.transition(sent, note(1))).ok).toBe(true);
+      expect(lost).toEqual([]);
+    });
   });
 
   it('a transition with a tick the ledger never reached is refused before it changes anything', async () => {

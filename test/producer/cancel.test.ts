@@ -135,8 +135,13 @@ describe('TransferProducer.cancel', () => {
         ledger: 'no-epoch-or-recovering',
       });
       expect(await h.redis.exists(keys.transfer(second), keys.tombstone(second))).toBe(0);
-      // A producer that first reads the older copy cannot tell (the residual risk the docs state).
+      // The refusal marked the older copy `behind`: a producer that first reads it is refused too,
+      // until a loss is declared (a worker's next transition, or `ledger init --after-loss`).
+      expect(await h.redis.hget(keys.epoch, 'behind')).toBe('1');
       late = new TransferProducer({ connection: testRedisUrl(), prefix, eventsStream: keys.events, ledger: settings });
+      expect(await late.cancel(second, { reason: REASON })).toMatchObject({ outcome: 'too-late' });
+      // Had nobody noticed (no mark), it could not tell: the residual risk the docs state.
+      await h.redis.hdel(keys.epoch, 'behind');
       expect(await late.cancel(second, { reason: REASON })).toMatchObject({ outcome: 'cancelled' });
     } finally {
       await producer.close();

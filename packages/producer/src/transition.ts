@@ -85,6 +85,14 @@ export interface EpochCheck {
    * ledger under that epoch with a lower tick went back in time (refused: 'epoch'), whatever the change.
    */
   seen: string;
+  /** The caller's writer id ('' = none): the script records the tick of each of its changes (`w:<writer>`). */
+  writer: string;
+  /**
+   * The tick of the writer's last change the caller knows was made under `id` (text; '0' = none): a
+   * ledger whose `w:<writer>` is below it went back in time (refused: 'epoch'), however far the tick
+   * has advanced since.
+   */
+  mine: string;
 }
 
 /** The ledger-wide settings a request carries (the script has no configuration of its own). */
@@ -107,6 +115,8 @@ export interface RequestTarget {
   epoch: string;
   /** The highest tick the caller saw under `epoch` (0 or absent: none): a ledger below it went back in time. */
   seen?: number;
+  /** The caller's writer id and the tick of its last change under `epoch` (absent: it marks nothing). */
+  writer?: { id: string; mine: number };
 }
 
 const TERMINAL: ReadonlySet<string> = new Set(TERMINAL_STATES);
@@ -166,6 +176,8 @@ export function encodeRequest(
         id: target.epoch,
         lookedUpAt: request.sendInFlight?.lookedUpAt === undefined ? '' : String(request.sendInFlight.lookedUpAt),
         seen: String(target.seen ?? 0),
+        writer: target.writer?.id ?? '',
+        mine: String(target.writer?.mine ?? 0),
       } satisfies EpochCheck,
       intact: request.requireIntactLedger === true,
     },
