@@ -481,7 +481,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
       TRACK_POLL_MIN: '200ms',
       TRACK_POLL_MAX: '1s',
       SUBMIT_RETRY_MAX: '500ms',
-      LOG_LEVEL: 'info',
+      LOG_LEVEL: process.env.FAILOVER_LOG_LEVEL ?? 'info',
       // The worker refuses a Redis that keeps nothing on disk unless told it may.
       ...(volatile ? { REDIS_ALLOW_VOLATILE: '1' } : {}),
     });
@@ -666,6 +666,7 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
 
     const stats = sim.stats();
     const acceptedTwice = sequenceIds.filter((id) => (stats.sends[id]?.accepted ?? 0) > 1);
+    if (acceptedTwice.length > 0) await keepEvidence(acceptedTwice, workers, events, stats.sends, (id) => sim!.transfer(id));
     const byId = new Map<string, TransferEvent[]>();
     for (const event of events) byId.set(event.sequenceId, [...(byId.get(event.sequenceId) ?? []), event]);
     let withoutTerminal = 0;
@@ -773,6 +774,30 @@ export async function runFailover(scenario: FailoverScenario): Promise<FailoverF
     for (const step of cleanup.reverse()) await step().catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * A double acceptance is a money bug: the workers' logs, the events and the upstream sends of each
+ * such sequenceId are kept in a directory of their own (named in the test's output) for diagnosis.
+ */
+async function keepEvidence(
+  ids: string[],
+  workers: WorkerProcess[],
+  events: TransferEvent[],
+  sends: unknown,
+  upstream: (sequenceId: string) => unknown,
+): Promise<void> {
+  const kept = await mkdtemp(join(tmpdir(), 'failover-accepted-twice-'));
+  for (const worker of workers) await writeFile(join(kept, `${worker.name}.log`), worker.output());
+  const wanted = new Set(ids);
+  const evidence = {
+    ids,
+    events: events.filter((event) => wanted.has(event.sequenceId)),
+    sends: Object.fromEntries(ids.map((id) => [id, (sends as Record<string, unknown>)[id]])),
+    upstream: Object.fromEntries(ids.map((id) => [id, upstream(id)])),
+  };
+  await writeFile(join(kept, 'evidence.json'), JSON.stringify(evidence, null, 2));
+  console.log(`[failover] accepted twice: ${ids.join(', ')}; evidence kept in ${kept}`);
 }
 
 export function describeFigures(f: FailoverFigures): string {

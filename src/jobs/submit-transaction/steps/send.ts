@@ -116,6 +116,7 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
     const late = lateBy();
     if (late >= 0) throw new SendWindowShut(late);
   };
+  run.log.debug({ session, sends: record.sends }, 'send lease held, replicas acknowledged: sending');
   let requests = 0;
   let accepted: AcceptedSend;
   const deadline = new Deadline(Math.max(0, started + deps.sendDeadlineMs - monotonic(run)));
@@ -126,6 +127,7 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
       { signal: deadline.signal, onRequest: () => requests++, beforeWrite, keepRaw: false },
     );
   } catch (error) {
+    run.log.debug({ err: error, requests }, 'send answered with an error');
     if (error instanceof SendWindowShut) return windowShut(run, record, error.lateByMs);
     return sendFailed(run, record, error, requests - 1);
   } finally {
