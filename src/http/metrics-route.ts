@@ -6,7 +6,10 @@ import { refreshScrapeGauges } from '../metrics-scrape.ts';
 import { SCRAPE_REDIS_BUDGET_MS, TIMED_OUT, withinBudget } from './within-budget.ts';
 
 /** `/metrics`: open (src/http/auth.ts OPEN_PATHS), the Prometheus scrape carries no transfer. */
-export const metricsPlugin: FastifyPluginAsync<{ app: App; metrics: Metrics; logger: Logger }> = async (server, { app, metrics, logger }) => {
+export const metricsPlugin: FastifyPluginAsync<{ app: App; metrics: Metrics; logger: Logger }> = async (
+  server,
+  { app, metrics, logger },
+) => {
   // One refresh of the Redis-read gauges at a time: while Redis hangs, scrapes do not pile commands up
   // behind the one in flight, and each scrape waits for it at most SCRAPE_REDIS_BUDGET_MS.
   let refreshing: Promise<void> | undefined;

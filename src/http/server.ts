@@ -80,6 +80,14 @@ export async function createHttpServer({ app, config, logger, metrics, apiRateLi
     consoleUsers: config.http.console.users.length > 0,
   });
   await registerDashboard(server, app, config.http.dashboardReadOnly, metadataKeys);
-  await server.register(apiV1Plugin, { app, keys, queries, operations, logger, metadataKeys, ...(apiRateLimit ? { rateLimit: apiRateLimit } : {}) });
+  await server.register(apiV1Plugin, {
+    app,
+    keys,
+    queries,
+    operations,
+    logger,
+    metadataKeys,
+    ...(apiRateLimit ? { rateLimit: apiRateLimit } : {}),
+  });
   return server;
 }

@@ -36,7 +36,11 @@ export function refuseBadSequenceId(sequenceId: string, reply: FastifyReply): bo
  * did not answer within the budget): each event echoes the transfer's metadata, shown as the dashboard
  * shows a job's (job-view.ts).
  */
-export async function transferAnswer(app: App, sequenceId: string, metadataKeys: readonly string[]): Promise<TransferView | undefined | typeof TIMED_OUT> {
+export async function transferAnswer(
+  app: App,
+  sequenceId: string,
+  metadataKeys: readonly string[],
+): Promise<TransferView | undefined | typeof TIMED_OUT> {
   const view = await withinBudget(transferView(app.ledger, sequenceId), SCRAPE_REDIS_BUDGET_MS);
   if (view === TIMED_OUT || !view) return view;
   const events = view.events.map((event) => ({
@@ -110,6 +114,9 @@ export const transfersPlugin: FastifyPluginAsync<TransfersOptions> = async (serv
 function legacyActor(identity: Identity, options: TransfersOptions, remote: string): Actor {
   const name = identity.source === 'local' ? '' : identity.name.slice(0, CANCEL_BY_MAX - 'http:'.length);
   const dashboardOperator =
-    !options.consoleUsers && identity.source === 'password' && options.dashboardUser !== undefined && identity.name === options.dashboardUser;
+    !options.consoleUsers &&
+    identity.source === 'password' &&
+    options.dashboardUser !== undefined &&
+    identity.name === options.dashboardUser;
   return { name, role: dashboardOperator ? 'operator' : identity.role, via: 'api', remote };
 }

@@ -146,7 +146,11 @@ export class AuditReader {
    * first, of at most AUDIT_SCAN_MAX entries: `complete` is false when older entries in the window
    * were left unread.
    */
-  async forTransfer(sequenceId: string, since: number, maxScanned = AUDIT_SCAN_MAX): Promise<{ entries: StoredAuditEntry[]; complete: boolean }> {
+  async forTransfer(
+    sequenceId: string,
+    since: number,
+    maxScanned = AUDIT_SCAN_MAX,
+  ): Promise<{ entries: StoredAuditEntry[]; complete: boolean }> {
     const entries: StoredAuditEntry[] = [];
     let upper = '+';
     let scanned = 0;

@@ -26,14 +26,19 @@ export interface ActionsOptions {
 
 const reason = z.string().trim().refine(isOperatorReason, `one line of 1-${MAX_REASON_LENGTH} characters`);
 // A cancel's reason is published in transfer.cancelled: at most 256 characters (docs/contract.md section 4).
-const cancelBody = z.strictObject({ reason: reason.refine(isCancelReason, 'at most 256 characters: it is published in transfer.cancelled') });
+const cancelBody = z.strictObject({
+  reason: reason.refine(isCancelReason, 'at most 256 characters: it is published in transfer.cancelled'),
+});
 const resolveBody = z.discriminatedUnion('outcome', [
-  z.strictObject({ reason, outcome: z.literal('submitted'), txid: z.string().regex(/^[0-9A-Za-z:_-]{1,256}$/), force: z.boolean().optional() }),
+  z.strictObject({
+    reason,
+    outcome: z.literal('submitted'),
+    txid: z.string().regex(/^[0-9A-Za-z:_-]{1,256}$/),
+    force: z.boolean().optional(),
+  }),
   z.strictObject({ reason, outcome: z.literal('not-sent'), force: z.boolean().optional() }),
 ]);
 const epochBody = z.strictObject({ reason });
-
-type Run = (actor: Actor) => Promise<StoredAnswer>;
 
 /**
  * The `/api/v1` actions (docs/contract.md section 5): the body checked (400 when it is not a JSON
@@ -45,7 +50,12 @@ type Run = (actor: Actor) => Promise<StoredAnswer>;
 export const actionsPlugin: FastifyPluginAsync<ActionsOptions> = async (server, { operations, idempotency, logger }) => {
   server.addHook('onRequest', requireRole('viewer'));
 
-  async function act(request: FastifyRequest, reply: FastifyReply, schema: z.ZodType, run: (body: never, actor: Actor) => Promise<StoredAnswer>) {
+  async function act(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    schema: z.ZodType,
+    run: (body: never, actor: Actor) => Promise<StoredAnswer>,
+  ) {
     const body = request.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       return reply.code(400).send({ error: 'INVALID_BODY', message: 'a JSON object is expected (content-type: application/json)' });
@@ -108,7 +118,10 @@ export const actionsPlugin: FastifyPluginAsync<ActionsOptions> = async (server, 
       } catch (error) {
         // Resolved (and audited), its tracking job to be added by reconciliation: resolving again is wrong.
         if (!(error instanceof TrackerNotAddedError)) throw error;
-        return { status: 200, body: { sequenceId, resolvedAs: 'submitted', version: error.version, tracking: 'pending', message: error.message } };
+        return {
+          status: 200,
+          body: { sequenceId, resolvedAs: 'submitted', version: error.version, tracking: 'pending', message: error.message },
+        };
       }
     });
   });
@@ -134,13 +147,15 @@ async function answerOf(run: () => Promise<StoredAnswer>): Promise<StoredAnswer>
     if (error instanceof ReplicasBehindError || error instanceof NotReplicatedError) {
       return { status: 503, body: { error: 'NOT_REPLICATED', message: error.message } };
     }
-    if (error instanceof AuditNotWrittenError) return { status: 503, body: { error: error.code, outcome: error.outcome, message: error.message } };
+    if (error instanceof AuditNotWrittenError)
+      return { status: 503, body: { error: error.code, outcome: error.outcome, message: error.message } };
     throw error;
   }
 }
 
 function send(reply: FastifyReply, answer: StoredAnswer): FastifyReply {
   const details = answer.body as { retryAfterSeconds?: unknown };
-  if (answer.status === 409 && typeof details.retryAfterSeconds === 'number') reply.header('retry-after', String(details.retryAfterSeconds));
+  if (answer.status === 409 && typeof details.retryAfterSeconds === 'number')
+    reply.header('retry-after', String(details.retryAfterSeconds));
   return reply.code(answer.status).send(answer.body);
 }

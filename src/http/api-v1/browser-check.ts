@@ -11,7 +11,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
  * Answers for the route whether the request came from the console (a same-origin page or a CSRF form:
  * audited `via: console`) or from an API client (`via: api`); a refusal is answered 403 here.
  */
-export async function browserCheck(server: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<'console' | 'api' | 'refused'> {
+export async function browserCheck(
+  server: FastifyInstance,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<'console' | 'api' | 'refused'> {
   const origin = request.headers.origin;
   if (origin === undefined && request.headers.cookie === undefined) return 'api';
   if (origin !== undefined && sameOrigin(origin, request)) return 'console';

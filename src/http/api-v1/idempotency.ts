@@ -25,7 +25,13 @@ export type Claim =
 
 /** What identifies a request under one key: its method, path and body. */
 export function fingerprint(method: string, path: string, body: unknown): string {
-  return createHash('sha256').update(method).update('\0').update(path).update('\0').update(JSON.stringify(body ?? null)).digest('hex');
+  return createHash('sha256')
+    .update(method)
+    .update('\0')
+    .update(path)
+    .update('\0')
+    .update(JSON.stringify(body ?? null))
+    .digest('hex');
 }
 
 /**

@@ -61,7 +61,8 @@ export interface TimelineItem {
 function eventSource(event: TransferEvent): TimelineItem['source'] {
   const data = event.data as Record<string, unknown>;
   if (data.recoveredBy === 'operator' || data.resolvedBy === 'operator') return 'operator';
-  if (event.event === 'transfer.cancelled' && typeof data.by === 'string' && (data.by === 'cli' || data.by.startsWith('http'))) return 'operator';
+  if (event.event === 'transfer.cancelled' && typeof data.by === 'string' && (data.by === 'cli' || data.by.startsWith('http')))
+    return 'operator';
   return 'worker';
 }
 

@@ -22,7 +22,13 @@ export interface ReadsOptions {
 }
 
 /** A time bound: ISO 8601 or milliseconds since the epoch. */
-const instant = z.union([z.string().regex(/^\d{1,15}$/).transform(Number), z.iso.datetime({ offset: true }).transform((text) => Date.parse(text))]);
+const instant = z.union([
+  z
+    .string()
+    .regex(/^\d{1,15}$/)
+    .transform(Number),
+  z.iso.datetime({ offset: true }).transform((text) => Date.parse(text)),
+]);
 const limit = z.coerce.number().int().min(1).max(API_MAX_PAGE).default(DEFAULT_PAGE);
 
 const listQuery = z.strictObject({
