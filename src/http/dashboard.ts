@@ -5,6 +5,7 @@ import { Job, type Queue } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../app.ts';
 import { boundedCopyWithoutUser } from './bounded-copy.ts';
+import { requireRole } from './access/identity.ts';
 import { redactJobData, UNREADABLE_JOB_DATA } from './job-view.ts';
 
 export const DASHBOARD_PATH = '/dashboard';
@@ -109,6 +110,12 @@ export async function registerDashboard(
           .send({ error: 'READ_ONLY', message: 'the dashboard is read-only (DASHBOARD_READ_ONLY=false allows changes)' });
       });
     }
+    // Viewers read; a change (only with DASHBOARD_READ_ONLY=false, refused above otherwise) needs an operator.
+    const viewer = requireRole('viewer');
+    const operator = requireRole('operator');
+    scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) =>
+      READ_METHODS.has(request.method) ? viewer(request, reply) : operator(request, reply),
+    );
     // Every page of Bull Board is the same template, served by its entry routes as text/html.
     scope.addHook('onSend', async (_request, reply, payload) => {
       if (typeof payload !== 'string' || !/^text\/html\b/i.test(String(reply.getHeader('content-type') ?? ''))) return payload;

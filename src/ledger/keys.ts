@@ -7,6 +7,7 @@ import {
   transitionIndexKeys,
   type AttentionReason,
 } from '../../packages/producer/src/keys.ts';
+import { createHash } from 'node:crypto';
 import { canonicalTxid } from '../lib/txid.ts';
 
 /**
@@ -84,6 +85,11 @@ export interface Keys {
    * trimmed by age (AUDIT_RETENTION). Part of the contract: `<QUEUE_PREFIX>:audit`.
    */
   audit: string;
+  /**
+   * The first answer to an `/api/v1` action sent with this `Idempotency-Key` by this user (a string,
+   * expiring; src/http/api-v1/idempotency.ts). Named by a hash of both: neither is a key name's business.
+   */
+  idempotency(user: string, key: string): string;
   events: string;
 }
 
@@ -120,6 +126,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     systemEventRun: (runId) => `${prefix}:system-event:${runId}`,
     readyProbe: `${prefix}:ready-probe`,
     audit: `${prefix}:audit`,
+    idempotency: (user, key) => `${prefix}:idempotency:${createHash('sha256').update(user).update('\0').update(key).digest('hex')}`,
     events: eventsStream,
   };
 }

@@ -98,3 +98,91 @@ export class AuditLog {
     return String(id);
   }
 }
+
+/** An audit entry with its stream id (the stream's order: newest has the highest). */
+export interface StoredAuditEntry extends AuditEntry {
+  id: string;
+}
+
+export interface AuditPage {
+  items: StoredAuditEntry[];
+  /** Give it as `before` for the next (older) page; null at the oldest entry. */
+  next: string | null;
+}
+
+/** The most entries AuditReader.forTransfer reads looking for one transfer's (the stream has no index by transfer). */
+export const AUDIT_SCAN_MAX = 10_000;
+const SCAN_BATCH = 500;
+const STREAM_ID = /^\d+-\d+$/;
+
+/**
+ * Reads of the audit stream: newest first, by page, and one transfer's entries. Reads only; the
+ * entries are AuditLog's.
+ */
+export class AuditReader {
+  readonly #redis: RedisClient;
+  readonly #key: string;
+
+  constructor(redis: RedisClient, key: string) {
+    this.#redis = redis;
+    this.#key = key;
+  }
+
+  /** Whether `text` can be a page's `before` (a stream id this reader gave). */
+  static isCursor(text: string): boolean {
+    return STREAM_ID.test(text);
+  }
+
+  /** Up to `limit` entries older than `before` (a stream id; unset: the newest), newest first. */
+  async page(limit: number, before?: string): Promise<AuditPage> {
+    const flat = await this.#redis.xrevrange(this.#key, before === undefined ? '+' : `(${before}`, '-', 'COUNT', limit + 1);
+    const items = flat.slice(0, limit).map(([id, fields]) => toEntry(id, fields));
+    return { items, next: flat.length > limit ? items[items.length - 1]!.id : null };
+  }
+
+  /**
+   * The entries naming `sequenceId`, oldest first, written at or after `since` (ms, Redis time: the
+   * transfer's creation, before which no action on it can have found it). A bounded scan, newest
+   * first, of at most AUDIT_SCAN_MAX entries: `complete` is false when older entries in the window
+   * were left unread.
+   */
+  async forTransfer(
+    sequenceId: string,
+    since: number,
+    maxScanned = AUDIT_SCAN_MAX,
+  ): Promise<{ entries: StoredAuditEntry[]; complete: boolean }> {
+    const entries: StoredAuditEntry[] = [];
+    let upper = '+';
+    let scanned = 0;
+    while (scanned < maxScanned) {
+      const count = Math.min(SCAN_BATCH, maxScanned - scanned);
+      const flat = await this.#redis.xrevrange(this.#key, upper, String(Math.max(0, since)), 'COUNT', count);
+      scanned += flat.length;
+      for (const [id, fields] of flat) {
+        const entry = toEntry(id, fields);
+        if (entry.sequenceId === sequenceId) entries.push(entry);
+      }
+      if (flat.length < count) return { entries: entries.reverse(), complete: true };
+      upper = `(${flat[flat.length - 1]![0]}`;
+    }
+    return { entries: entries.reverse(), complete: false };
+  }
+}
+
+function toEntry(id: string, fields: string[]): StoredAuditEntry {
+  const record: Record<string, string> = {};
+  for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i]!] = fields[i + 1]!;
+  return {
+    id,
+    at: record.at ?? '',
+    user: record.user ?? '',
+    role: record.role as AuditEntry['role'],
+    via: record.via as AuditEntry['via'],
+    remote: record.remote ?? '',
+    action: record.action as Action,
+    sequenceId: record.sequenceId ?? '',
+    reason: record.reason ?? '',
+    outcome: record.outcome as ActionOutcome,
+    forced: record.forced === 'true' ? 'true' : 'false',
+  };
+}

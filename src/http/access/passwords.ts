@@ -62,6 +62,9 @@ export class PasswordCheck {
     if (cached && cached.until > Date.now()) return cached.user;
     this.#verified.delete(key);
 
+    // No CONSOLE_USERS: no name whose existence a time could tell, so no decoy scrypt either (a burst
+    // of wrong dashboard passwords then costs a hash each, not 32 MiB of scrypt).
+    if (this.#users.size === 0) return undefined;
     const user = this.#users.get(name);
     const ok = await this.#limited(() => verifySecret(password, user?.hash ?? this.#decoy));
     if (!ok || !user) return undefined;

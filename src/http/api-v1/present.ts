@@ -1,0 +1,119 @@
+import type { TransferEvent } from '../../../packages/producer/src/events.ts';
+import type { ListedTransfer } from '../../ledger/queries.ts';
+import type { TransferRecord } from '../../ledger/record.ts';
+import type { StoredAuditEntry } from '../../operations/audit.ts';
+import { boundedCopyWithoutUser } from '../bounded-copy.ts';
+import { REDACTED, redactMetadata } from '../job-view.ts';
+
+const iso = (ms: number | undefined) => (ms === undefined || ms === 0 ? null : new Date(ms).toISOString());
+
+/** The record's metadata (stored as JSON text) as GET /transfers/:sequenceId shows an event's. */
+function metadataOf(text: string, metadataKeys: readonly string[]): unknown {
+  if (text === '') return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return REDACTED;
+  }
+  return boundedCopyWithoutUser(redactMetadata(parsed, metadataKeys));
+}
+
+/**
+ * A transfer as `/api/v1/transfers` lists it: what an operator reads, named as in
+ * GET /transfers/:sequenceId; never the lease's owner (a runner's token), the payload, or the fields
+ * the worker keeps for itself (match, pending, counters of polls).
+ */
+export function listedItem(record: ListedTransfer, metadataKeys: readonly string[]) {
+  return {
+    sequenceId: record.sequenceId,
+    state: record.state,
+    version: record.version,
+    jobId: record.jobId,
+    walletId: record.walletId,
+    coin: record.coin,
+    metadata: metadataOf(record.metadata, metadataKeys),
+    attempts: record.sends,
+    failures: record.failures,
+    lastError: record.lastError ?? null,
+    txid: record.txid ?? null,
+    createdAt: iso(record.createdAt),
+    updatedAt: iso(record.updatedAt),
+    submittedAt: iso(record.submittedAt),
+    broadcastAt: iso(record.broadcastAt),
+    sendOutcomeUnknownSince: iso(record.unknownSince),
+    unresolvedAt: iso(record.unresolvedAt),
+    sequenceIdInUseSince: iso(record.inUseSince),
+    haltedAs: record.haltedAs ?? null,
+    haltedSince: iso(record.haltedSince),
+    expiredCode: record.expiredCode ?? null,
+  };
+}
+
+export interface TimelineItem {
+  at: string;
+  source: 'worker' | 'provider' | 'operator';
+  kind: string;
+  [detail: string]: unknown;
+}
+
+/** An event an operator's action published (a resolve, a cancel over HTTP or the CLI) is the operator's. */
+function eventSource(event: TransferEvent): TimelineItem['source'] {
+  const data = event.data as Record<string, unknown>;
+  if (data.recoveredBy === 'operator' || data.resolvedBy === 'operator') return 'operator';
+  if (event.event === 'transfer.cancelled' && typeof data.by === 'string' && (data.by === 'cli' || data.by.startsWith('http')))
+    return 'operator';
+  return 'worker';
+}
+
+/**
+ * One transfer's timeline, oldest first: its events, its audit entries, and what the record holds
+ * about its sends, lookups and provider states. The record keeps counts and the first time of each
+ * fact, not every attempt: one send item (the first, with the count), the time a send's outcome became
+ * unknown, the provider's halt and in-use answers, the broadcast.
+ */
+export function timeline(record: TransferRecord, events: readonly TransferEvent[], audit: readonly StoredAuditEntry[]): TimelineItem[] {
+  const items: TimelineItem[] = [];
+  for (const event of events) {
+    items.push({ at: event.at, source: eventSource(event), kind: event.event, version: event.version, streamId: event.id });
+  }
+  for (const entry of audit) {
+    items.push({
+      at: entry.at,
+      source: 'operator',
+      kind: `operator.${entry.action}`,
+      outcome: entry.outcome,
+      user: entry.user,
+      role: entry.role,
+      via: entry.via,
+      reason: entry.reason,
+      forced: entry.forced === 'true',
+    });
+  }
+  const at = (ms: number | undefined) => iso(ms);
+  const first = at(record.firstSentAt);
+  if (first) items.push({ at: first, source: 'worker', kind: 'send.first', attempts: record.sends });
+  const unknown = at(record.unknownSince);
+  if (unknown) items.push({ at: unknown, source: 'worker', kind: 'send.outcome-unknown', attempts: record.sends });
+  const inUse = at(record.inUseSince);
+  if (inUse) items.push({ at: inUse, source: 'provider', kind: 'provider.sequence-id-in-use' });
+  const halted = at(record.haltedSince);
+  if (halted) items.push({ at: halted, source: 'provider', kind: 'provider.halted', providerState: record.haltedAs ?? null });
+  const broadcast = at(record.broadcastAt);
+  if (broadcast) items.push({ at: broadcast, source: 'provider', kind: 'provider.broadcast', txid: record.txid ?? null });
+  // ISO 8601 in UTC sorts as text; a stable sort keeps each source's own order at the same millisecond.
+  return items.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+}
+
+/** What the record counts of the transfer's calls (no time per call is kept). */
+export function attemptCounts(record: TransferRecord) {
+  return {
+    sends: record.sends,
+    failures: record.failures,
+    pollFailures: record.pollFailures,
+    unmatchedPolls: record.unmatchedPolls,
+    enrichFailures: record.enrichFailures,
+    upstreamCalls: record.calls,
+    lastError: record.lastError ?? null,
+  };
+}
