@@ -27,10 +27,19 @@ import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
 import { killAllWorkers, spawnWorker } from '../helpers/worker-process.ts';
 import { TRY_RESULTS } from '../../src/webhooks/answer.ts';
 
-/** One webhook endpoint (never called: nothing is published), so that the webhook series exist from start-up. */
+/**
+ * One webhook endpoint, so that the webhook series exist from start-up. Never called: it takes only
+ * `transfer.cancelled`, which nothing publishes here (the reconciliation's first run publishes
+ * `reconcile.completed` as the worker starts, and a try of that would count an attempt).
+ */
 const WEBHOOK_ENV = {
   WEBHOOK_ENDPOINTS: JSON.stringify([
-    { name: 'hook', url: 'http://127.0.0.1:9/hook', secrets: [`whsec_${Buffer.alloc(24, 7).toString('base64')}`] },
+    {
+      name: 'hook',
+      url: 'http://127.0.0.1:9/hook',
+      secrets: [`whsec_${Buffer.alloc(24, 7).toString('base64')}`],
+      events: ['transfer.cancelled'],
+    },
   ]),
   WEBHOOK_ALLOW_HTTP: '1',
   WEBHOOK_ALLOW_PRIVATE: '1',
