@@ -14,6 +14,7 @@ import { refreshScrapeGauges } from '../metrics-scrape.ts';
 import { requireBasicAuth } from './auth.ts';
 import { boundedCopyWithoutUser } from './bounded-copy.ts';
 import { registerDashboard } from './dashboard.ts';
+import { consolePlugin } from '../console/plugin.ts';
 import { redactMetadata } from './job-view.ts';
 import { READY_CHECK_TIMEOUT_MS } from '../timing.ts';
 
@@ -27,7 +28,7 @@ const SCRAPE_REDIS_BUDGET_MS = 1_500;
 
 export interface HttpDeps {
   app: App;
-  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit'>;
+  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit' | 'submit'>;
   logger: Logger;
   metrics: Metrics;
 }
@@ -167,6 +168,7 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     return result;
   });
 
+  await server.register(consolePlugin, { app, config, operations, logger });
   await registerDashboard(server, app, config.http.dashboardReadOnly, config.http.dashboardMetadataKeys);
   return server;
 }

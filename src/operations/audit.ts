@@ -98,3 +98,21 @@ export class AuditLog {
     return String(id);
   }
 }
+
+/** How many of the newest audit entries `AuditLog.about` reads: actions are rare, a day's fit many times over. */
+export const AUDIT_READ_WINDOW = 5_000;
+
+/**
+ * The audit entries about one transfer, oldest first, among the newest AUDIT_READ_WINDOW entries of
+ * the stream (older ones are not shown: a bounded read whatever the stream holds).
+ */
+export async function auditEntriesAbout(redis: RedisClient, key: string, sequenceId: string): Promise<AuditEntry[]> {
+  const entries = await redis.xrevrange(key, '+', '-', 'COUNT', AUDIT_READ_WINDOW);
+  const about: AuditEntry[] = [];
+  for (const [, flat] of entries) {
+    const fields: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+    if (fields.sequenceId === sequenceId) about.push(fields as unknown as AuditEntry);
+  }
+  return about.reverse();
+}
