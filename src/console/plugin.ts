@@ -117,16 +117,14 @@ export async function consolePlugin(server: FastifyInstance, options: ConsoleOpt
   async function render(request: FastifyRequest, reply: FastifyReply, page: string, data: Record<string, unknown>) {
     const identity = request.identity!;
     const csrf = reply.generateCsrf({ userInfo: identity.name });
-    return reply
-      .header('cache-control', 'no-store')
-      .view(`${page}.eta`, {
-        ...data,
-        user: identity,
-        operator: identity.role === 'operator',
-        csrf,
-        banners: await banners(app),
-        base: CONSOLE_PATH,
-      });
+    return reply.header('cache-control', 'no-store').view(`${page}.eta`, {
+      ...data,
+      user: identity,
+      operator: identity.role === 'operator',
+      csrf,
+      banners: await banners(app),
+      base: CONSOLE_PATH,
+    });
   }
 
   server.get('/console/assets/:file', viewer, async (request, reply) => {
