@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import cookie from '@fastify/cookie';
 import csrfProtection from '@fastify/csrf-protection';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
@@ -13,6 +14,7 @@ import { accessPlugin } from './access/identity.ts';
 import { apiV1Plugin, type ApiV1Options } from './api-v1/index.ts';
 import { OPEN_PATHS, pathOf } from './auth.ts';
 import { registerDashboard } from './dashboard.ts';
+import { consolePlugin } from '../console/plugin.ts';
 import { metricsPlugin } from './metrics-route.ts';
 import { probesPlugin } from './probes.ts';
 import { transfersPlugin } from './transfers.ts';
@@ -54,9 +56,15 @@ export async function createHttpServer({ app, config, logger, metrics, apiRateLi
 
   const { dashboardUser, dashboardPassword, dashboardMetadataKeys: metadataKeys } = config.http;
   await server.register(accessPlugin, { console: config.http.console, dashboardUser, dashboardPassword, isOpen });
-  // For every plugin's forms (the console's too): the CSRF secret in a cookie, tokens from reply.generateCsrf().
+  // For every plugin's forms (the console's too): the CSRF secret in a cookie, tokens from
+  // reply.generateCsrf({ userInfo }) bound to the user, so a token planted in another user's cookie
+  // (cookie tossing) fails.
   await server.register(cookie);
-  await server.register(csrfProtection, { cookieOpts: { path: '/', httpOnly: true, sameSite: 'strict', signed: false } });
+  await server.register(csrfProtection, {
+    cookieOpts: { path: '/', httpOnly: true, sameSite: 'strict', signed: false },
+    getUserInfo: (request) => request.identity?.name ?? '',
+    csrfOpts: { hmacKey: randomBytes(32).toString('base64') },
+  });
 
   const keys = createKeys(config.queue.prefix, config.queue.eventsStream);
   const operations = new Operations({
@@ -80,6 +88,7 @@ export async function createHttpServer({ app, config, logger, metrics, apiRateLi
     consoleUsers: config.http.console.users.length > 0,
   });
   await registerDashboard(server, app, config.http.dashboardReadOnly, metadataKeys);
+  await server.register(consolePlugin, { app, config, operations, logger });
   await server.register(apiV1Plugin, {
     app,
     keys,

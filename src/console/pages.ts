@@ -1,0 +1,244 @@
+import type { TransferEvent } from '../../packages/producer/src/events.ts';
+import type { App } from '../app.ts';
+import { AuditReader, type AuditEntry } from '../operations/audit.ts';
+import { ATTENTION_REASONS, type AttentionReason, type Counts, type ListedTransfer, type TransferQueries } from '../ledger/queries.ts';
+import { TERMINAL_STATES, TransferState, type TransferRecord } from '../ledger/ledger.ts';
+import { QueueName, trackJobId } from '../queues/names.ts';
+import { DASHBOARD_PATH } from '../http/dashboard.ts';
+import { redactMetadata } from '../http/job-view.ts';
+import { boundedCopyWithoutUser } from '../http/bounded-copy.ts';
+
+/**
+ * What each console page shows, read through the ledger's named queries (TransferQueries) and its
+ * public reads only: the templates get plain values, never a Redis client.
+ */
+
+export interface PageDeps {
+  app: App;
+  queries: TransferQueries;
+  /** The audit stream's key (`<QUEUE_PREFIX>:audit`). */
+  auditKey: string;
+  /** DASHBOARD_METADATA_KEYS: the metadata keys shown as they are; every other value is redacted. */
+  metadataKeys: readonly string[];
+}
+
+/** How much of a list the home page shows; the list page pages through the rest. */
+export const HOME_ATTENTION_LIMIT = 50;
+export const LIST_PAGE_SIZE = 50;
+
+const REASON_TEXT: Record<AttentionReason, string> = {
+  unresolved: 'unresolved: a send may have gone out, nothing settles it',
+  halted: 'halted upstream: it gets no txid unless someone acts',
+  'send-unknown': 'send outcome unknown longer than UNRESOLVED_AFTER',
+  'expired-unknown': 'expired with SEND_OUTCOME_UNKNOWN (last 7 days)',
+};
+
+export interface Banner {
+  level: 'warning' | 'info';
+  text: string;
+}
+
+export interface AttentionRow {
+  sequenceId: string;
+  reason: AttentionReason;
+  reasonText: string;
+  since: string;
+  age: string;
+}
+
+export interface Summary {
+  counts: Counts;
+  attention: AttentionRow[];
+}
+
+/** The figures the home page and the live updates share: counts and the needs-attention list, oldest first. */
+export async function summary(deps: PageDeps): Promise<Summary> {
+  const [counts, items, now] = await Promise.all([
+    deps.queries.counts(),
+    deps.queries.attention(HOME_ATTENTION_LIMIT),
+    deps.app.ledger.now(),
+  ]);
+  return {
+    counts,
+    attention: items.map((item) => ({
+      sequenceId: item.sequenceId,
+      reason: item.reason,
+      reasonText: REASON_TEXT[item.reason],
+      since: iso(item.since)!,
+      age: age(now - item.since),
+    })),
+  };
+}
+
+/** The ledger's recovery window and the provider's pause: what makes every transfer slower right now. */
+export async function banners(app: App): Promise<Banner[]> {
+  const [epoch, pausedUntil] = await Promise.all([app.ledger.epoch.peek(), app.budget.pausedUntil().catch(() => 0)]);
+  const found: Banner[] = [];
+  if (epoch.id === undefined) {
+    found.push({ level: 'warning', text: 'The ledger has no epoch: no transfer is sent until an operator runs `ledger init`.' });
+  } else if (epoch.recoveryUntil > epoch.now) {
+    found.push({
+      level: 'warning',
+      text: `The ledger is in recovery until ${iso(epoch.recoveryUntil)}: every transfer is looked up before its first send.`,
+    });
+  }
+  if (pausedUntil > Date.now())
+    found.push({ level: 'info', text: `Calls to the provider are paused until ${iso(pausedUntil)} (it answered 429).` });
+  return found;
+}
+
+export interface ListedRow {
+  sequenceId: string;
+  state: string;
+  walletId: string;
+  coin: string;
+  updatedAt: string;
+}
+
+export function listedRow(record: ListedTransfer): ListedRow {
+  return {
+    sequenceId: record.sequenceId,
+    state: record.state,
+    walletId: record.walletId,
+    coin: record.coin,
+    updatedAt: iso(record.updatedAt) ?? '',
+  };
+}
+
+export const STATES: readonly TransferState[] = Object.values(TransferState);
+export { ATTENTION_REASONS };
+
+export interface Stage {
+  name: string;
+  status: 'done' | 'current' | 'pending' | 'branch';
+  at: string | null;
+  note?: string;
+}
+
+/**
+ * The vertical stage view: received → gated → sent → submitted → pending approval → broadcast, with
+ * the unresolved branch (a send whose outcome nothing settled) or the end a transfer reached instead.
+ * Pending approval is not a ledger state: a submitted transfer waits there (approval, signing) until
+ * its txid is seen.
+ */
+export function stages(record: TransferRecord): Stage[] {
+  const state = record.state;
+  const broadcast = state === TransferState.BROADCAST;
+  const submitted = record.submittedAt !== undefined;
+  const list: Stage[] = [
+    { name: 'received', status: 'done', at: iso(record.createdAt) },
+    {
+      name: 'gated',
+      status: record.gate !== undefined ? 'done' : state === TransferState.RECEIVED ? 'current' : 'pending',
+      at: record.gate ? record.gate.checkedAt : null,
+    },
+    {
+      name: 'sent',
+      status: record.sends > 0 ? 'done' : state === TransferState.GATED ? 'current' : 'pending',
+      at: iso(record.firstSentAt),
+    },
+  ];
+  if (state === TransferState.SUBMITTING && (record.unknownSince !== undefined || record.inUseSince !== undefined)) {
+    list.push({
+      name: record.unresolvedAt !== undefined ? 'unresolved' : 'send outcome unknown',
+      status: 'branch',
+      at: iso(record.unresolvedAt ?? record.unknownSince ?? record.inUseSince),
+      note:
+        record.inUseSince !== undefined
+          ? 'the sequenceId is in use upstream by another transaction: an operator settles it'
+          : 'a send may have gone out and no lookup found it: resolve it once you know',
+    });
+  }
+  list.push(
+    {
+      name: 'submitted',
+      status: submitted ? 'done' : state === TransferState.SUBMITTING ? 'current' : 'pending',
+      at: iso(record.submittedAt),
+    },
+    { name: 'pending approval', status: broadcast ? 'done' : state === TransferState.SUBMITTED ? 'current' : 'pending', at: null },
+    { name: 'broadcast', status: broadcast ? 'done' : 'pending', at: iso(record.broadcastAt) },
+  );
+  if (TERMINAL_STATES.has(state) && !broadcast) {
+    list.push({
+      name: state,
+      status: 'branch',
+      at: iso(record.updatedAt),
+      note: record.expiredCode ?? record.lastError ?? record.haltedAs,
+    });
+  }
+  return list;
+}
+
+/** What an operator may do to a transfer in this state (the operations module decides again). */
+export function possibleActions(record: TransferRecord): { cancel: boolean; resolve: boolean } {
+  return {
+    cancel: record.state === TransferState.RECEIVED || record.state === TransferState.GATED,
+    resolve: record.state === TransferState.SUBMITTING,
+  };
+}
+
+export interface Detail {
+  record: Omit<TransferRecord, 'payload' | 'metadata'> & { metadata: string };
+  stages: Stage[];
+  events: Array<{ id: string; at: string; event: string; version: number; data: string }>;
+  audit: AuditEntry[];
+  jobs: Array<{ label: string; href: string }>;
+  actions: { cancel: boolean; resolve: boolean };
+}
+
+export async function detail(deps: PageDeps, sequenceId: string): Promise<Detail | undefined> {
+  const record = await deps.app.ledger.get(sequenceId);
+  if (!record) return undefined;
+  const [events, audit] = await Promise.all([
+    deps.app.ledger.events(sequenceId),
+    new AuditReader(deps.app.redis, deps.auditKey).forTransfer(sequenceId, record.createdAt).then((found) => found.entries),
+  ]);
+  const { payload: _payload, metadata, ...rest } = record;
+  const jobs = [{ label: `submit job ${record.jobId}`, href: jobHref(QueueName.SUBMIT, record.jobId) }];
+  if (record.submittedAt !== undefined)
+    jobs.push({ label: `tracking job ${trackJobId(sequenceId)}`, href: jobHref(QueueName.TRACK, trackJobId(sequenceId)) });
+  return {
+    record: { ...rest, metadata: JSON.stringify(shownMetadata(metadata, deps.metadataKeys)) },
+    stages: stages(record),
+    events: events.map(eventRow),
+    audit,
+    jobs,
+    actions: possibleActions(record),
+  };
+}
+
+/** An event without its metadata: each echoes the transfer's, which the page shows once, redacted. */
+function eventRow(event: TransferEvent) {
+  return { id: event.id, at: event.at, event: event.event, version: event.version, data: JSON.stringify(event.data) };
+}
+
+/** The record's metadata as the dashboard shows a job's: only DASHBOARD_METADATA_KEYS values, bounded. */
+function shownMetadata(metadata: string, keys: readonly string[]): unknown {
+  if (metadata === '') return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(metadata);
+  } catch {
+    return '[unreadable]';
+  }
+  return boundedCopyWithoutUser(redactMetadata(parsed, keys));
+}
+
+function jobHref(queue: string, jobId: string): string {
+  return `${DASHBOARD_PATH}/queue/${encodeURIComponent(queue)}/${encodeURIComponent(jobId)}`;
+}
+
+export function iso(ms: number | undefined | null): string | null {
+  return ms === undefined || ms === null || ms === 0 ? null : new Date(ms).toISOString();
+}
+
+/** A duration as people read it: 45 s, 12 min, 3 h 5 min, 2 d 4 h. */
+export function age(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const min = Math.floor(s / 60);
+  if (min < 60) return `${min} min`;
+  const h = Math.floor(min / 60);
+  if (h < 48) return `${h} h ${min % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
