@@ -132,7 +132,10 @@ export class EndpointDispatcher {
     if (result === 'gone') {
       await store.disable(delivery, now);
       metrics.webhookDisabled.set({ endpoint: endpoint.name }, 1);
-      logger.error(log, 'webhook endpoint answered 410 gone: disabled until an operator enables it (docs/operations.md, webhooks)');
+      logger.error(
+        log,
+        'webhook endpoint answered 410 gone: disabled until `npm run cli -- webhooks enable <endpoint>` (docs/operations.md, webhooks)',
+      );
       return;
     }
     const delay = nextTryDelay(tries, this.#o.retryScheduleMs, retryAfterMs);

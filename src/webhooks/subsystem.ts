@@ -7,7 +7,7 @@ import { zeroWebhookSeries, type Metrics } from '../metrics.ts';
 import type { RedisClient } from '../redis.ts';
 import { createWebhookAgent } from './connect.ts';
 import { EndpointDispatcher, WEBHOOK_CONCURRENCY } from './delivery.ts';
-import { webhookBody } from './message.ts';
+import { queuedEvent } from './message.ts';
 import { endpointGroup, EndpointStore } from './store.ts';
 
 export interface Webhooks {
@@ -90,15 +90,7 @@ export function startWebhooks(options: WebhooksOptions): Webhooks {
       },
       async (event: TransferEvent, entryId: string) => {
         if (!wanted.has(event.event)) return;
-        const now = Date.now();
-        const queued = await store.enqueue({
-          entryId,
-          lane: event.sequenceId === '' ? `@${entryId}` : event.sequenceId,
-          body: webhookBody(event, options.metadataKeys),
-          type: event.event,
-          dueAt: now + firstDelayMs,
-          eventAt: Number(entryId.split('-')[0]),
-        });
+        const queued = await store.enqueue(queuedEvent(event, entryId, options.metadataKeys, Date.now() + firstDelayMs));
         if (queued) dispatcher.wake();
       },
     );
