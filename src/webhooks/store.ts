@@ -102,6 +102,16 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 if redis.call('LLEN', KEYS[2]) > 0 then redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2]) else redis.call('ZREM', KEYS[3], ARGV[2]) end
 return 1`;
 
+/** Pending entries of the group looked at per round: more than any batch in flight. */
+const PENDING_LOOKED_AT = 1_000;
+
+/** Whether stream id `a` comes before `b`. */
+function olderId(a: string, b: string): boolean {
+  const [am = 0, as = 0] = a.split('-').map(Number);
+  const [bm = 0, bs = 0] = b.split('-').map(Number);
+  return am < bm || (am === bm && as < bs);
+}
+
 export interface QueuedDelivery {
   entryId: string;
   lane: string;
@@ -141,9 +151,67 @@ export class EndpointStore {
   readonly keys: EndpointKeys;
   readonly #redis: RedisClient;
 
-  constructor(redis: RedisClient, prefix: string, endpoint: string) {
+  /** The events stream and the endpoint's consumer group on it (for holdBack; the CLI needs neither). */
+  readonly #source: { stream: string; group: string } | undefined;
+  /** The sequenceId of stream entries seen pending (an entry never changes): one read per entry. */
+  readonly #sequenceIds = new Map<string, string>();
+
+  constructor(redis: RedisClient, prefix: string, endpoint: string, eventsStream?: string) {
     this.#redis = redis;
     this.keys = endpointKeys(prefix, endpoint);
+    this.#source = eventsStream === undefined ? undefined : { stream: eventsStream, group: endpointGroup(endpoint) };
+  }
+
+  /**
+   * Of the deliveries just claimed, holds back (due again at `retryAt`, no try spent) those whose
+   * transfer has an earlier event not yet queued: read from the stream by a consumer of the endpoint's
+   * group but not acknowledged, which a worker killed between the read and the queue leaves pending
+   * until a live one claims it; or another consumer read it first and queues it a moment later.
+   * Queued, it takes its place before them (ENQUEUE_LUA), and the transfer's versions stay in order.
+   * A lane whose head changed since the claim is held back too. Returns the lanes held back.
+   *
+   * An entry is queued before it is acknowledged, so at every moment it is pending or queued (or
+   * delivered): the pending list is read before the heads are read again, so an earlier event is
+   * seen in one or the other.
+   */
+  async holdBack(claimed: readonly QueuedDelivery[], retryAt: number): Promise<Set<string>> {
+    const held = new Set<string>();
+    const ofTransfers = claimed.filter((delivery) => !delivery.lane.startsWith('@'));
+    if (this.#source === undefined || ofTransfers.length === 0) return held;
+    const { stream, group } = this.#source;
+    const newest = ofTransfers.map((delivery) => delivery.entryId).reduce((a, b) => (olderId(a, b) ? b : a));
+    const pending = (
+      (await this.#redis.xpending(stream, group, '-', `(${newest}`, PENDING_LOOKED_AT)) as Array<[string, ...unknown[]]>
+    ).map(([id]) => id);
+    const unknown = pending.filter((id) => !this.#sequenceIds.has(id));
+    if (unknown.length > 0) {
+      if (this.#sequenceIds.size > 10_000) this.#sequenceIds.clear();
+      const pipeline = this.#redis.pipeline();
+      for (const id of unknown) pipeline.xrange(stream, id, id);
+      const replies = (await pipeline.exec()) ?? [];
+      unknown.forEach((id, i) => {
+        const [entry] = (replies[i]?.[1] ?? []) as Array<[string, string[]]>;
+        const fields = entry?.[1] ?? [];
+        const at = fields.indexOf('sequenceId');
+        // Trimmed from the stream: nothing left to wait for.
+        this.#sequenceIds.set(id, at >= 0 && at % 2 === 0 ? (fields[at + 1] ?? '') : '');
+      });
+    }
+    for (const delivery of ofTransfers) {
+      if (pending.some((id) => this.#sequenceIds.get(id) === delivery.lane && olderId(id, delivery.entryId))) held.add(delivery.lane);
+    }
+    const heads = this.#redis.pipeline();
+    for (const delivery of ofTransfers) heads.lindex(this.keys.lane(delivery.lane), 0);
+    const replies = (await heads.exec()) ?? [];
+    ofTransfers.forEach((delivery, i) => {
+      if (replies[i]?.[1] !== delivery.entryId) held.add(delivery.lane);
+    });
+    if (held.size > 0) {
+      const postpone = this.#redis.multi();
+      for (const lane of held) postpone.zadd(this.keys.due, 'XX', retryAt, lane);
+      await postpone.exec();
+    }
+    return held;
   }
 
   /** Queues an event (idempotent per entry id); resolves true when it was new. */
