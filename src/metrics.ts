@@ -270,7 +270,7 @@ function declareMetrics() {
     }),
     webhookDisabled: new Gauge({
       name: 'custody_webhook_endpoint_disabled',
-      help: 'Whether an endpoint is disabled (1: it answered 410; nothing is sent to it until an operator enables it again), read from Redis: aggregate with max.',
+      help: 'Whether an endpoint is disabled (1: it answered 410; nothing is sent to it until `npm run cli -- webhooks enable <endpoint>`), read from Redis: aggregate with max.',
       labelNames: ['endpoint'] as const,
       registers: [registry],
     }),

@@ -13,11 +13,12 @@ export const ExitCode = {
   FAILURE: 1,
   /** Unknown command or option, missing or malformed argument. */
   USAGE: 2,
-  /** Unknown transfer, or the custody API answered 404. */
+  /** Unknown transfer, webhook endpoint or stream entry, or the custody API answered 404. */
   NOT_FOUND: 3,
   /**
    * The state does not allow the operation now (resolve: not in submitting, or a live send lease;
-   * ledger accept-epoch: the ledger has no epoch; cancel: too late, a send may have been processed).
+   * ledger accept-epoch: the ledger has no epoch; cancel: too late, a send may have been processed;
+   * webhooks replay --id: the endpoint does not receive that event's type).
    * Nothing was changed.
    */
   REFUSED: 4,

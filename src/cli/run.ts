@@ -13,6 +13,7 @@ import { resolveCommand } from './commands/resolve.ts';
 import { statusCommand } from './commands/status.ts';
 import { travelRuleCommand } from './commands/travel-rule.ts';
 import { walletTransactionCommand } from './commands/wallet-transaction.ts';
+import { webhooksCommand } from './commands/webhooks.ts';
 import { CliError, usageError } from './errors.ts';
 import { ExitCode } from './exit-codes.ts';
 import { Output } from './output.ts';
@@ -25,6 +26,7 @@ export const COMMANDS: readonly Command[] = [
   resolveCommand,
   cancelCommand,
   ledgerCommand,
+  webhooksCommand,
   getTransferCommand,
   walletTransactionCommand,
   travelRuleCommand,

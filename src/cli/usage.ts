@@ -22,8 +22,9 @@ Options of every command:
 Configuration: the worker's environment variables. enqueue, status and events need only REDIS_URL
 (or REDIS_CLUSTER_NODES), QUEUE_PREFIX and EVENTS_STREAM; resolve also reads EVENTS_MAXLEN,
 RETENTION, TOMBSTONE_RETENTION, REDIS_MIN_REPLICAS, REDIS_REPLICA_TIMEOUT and AUDIT_RETENTION (cancel
-too), ledger those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; the custody commands need the
-CUSTODY_* variables as well (the worker's whole configuration must be valid); hash-secret none.
+too), ledger those and LEDGER_INIT, LEDGER_RECOVERY_WINDOW and TRACK_DEADLINE; webhooks needs those of
+enqueue and WEBHOOK_ENDPOINTS and DASHBOARD_METADATA_KEYS; the custody commands need the CUSTODY_*
+variables as well (the worker's whole configuration must be valid); hash-secret none.
 
 Replicas: with REDIS_MIN_REPLICAS >= 1, resolve, cancel, ledger init and ledger accept-epoch answer
 only once the replicas hold what they wrote (every replica the primary lists online, at least that
@@ -38,10 +39,11 @@ Exit codes:
   1   invalid input (enqueue), custody API error (its code, e.g. CUSTODY_UNAVAILABLE), Redis error,
       NOT_REPLICATED (written on the primary, too few replicas acknowledged it: run it again)
   2   usage error: unknown command or option, missing or malformed argument
-  3   not found: unknown transfer, or the custody API answered 404
+  3   not found: unknown transfer, webhook endpoint or stream entry, or the custody API answered 404
   4   refused: the transfer's state does not allow it now (resolve), or the ledger has no epoch
       (ledger accept-epoch); nothing was changed. cancel: too-late (a send was in flight, or the
-      ledger cannot vouch that none was); nothing was changed
+      ledger cannot vouch that none was); nothing was changed. webhooks replay --id: the endpoint
+      does not receive that event's type
   5   already ended (cancel): the transfer had ended before; nothing was changed
   78  configuration error: one line per missing or malformed variable (named, never its value)
 `;

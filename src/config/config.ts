@@ -713,6 +713,25 @@ export function loadQueueConfig(
   });
 }
 
+/** The queue settings and `schema`'s variables, or a ConfigError listing every problem of both. */
+function withQueueConfig<S extends z.ZodType>(
+  env: NodeJS.ProcessEnv,
+  schema: S,
+): { queueConfig: ReturnType<typeof loadQueueConfig>; data: z.output<S> } {
+  const problems: string[] = [];
+  let queueConfig: ReturnType<typeof loadQueueConfig> | undefined;
+  try {
+    queueConfig = loadQueueConfig(env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+  }
+  const result = schema.safeParse(env);
+  if (!result.success) problems.push(...issueLines(result.error));
+  if (!queueConfig || !result.success) throw new ConfigError([...new Set(problems)]);
+  return { queueConfig, data: result.data };
+}
+
 const ledgerEnvSchema = envSchema.pick({
   EVENTS_MAXLEN: true,
   RETENTION: true,
@@ -741,28 +760,41 @@ export function loadLedgerConfig(env: NodeJS.ProcessEnv = process.env): Readonly
   /** AUDIT_RETENTION: the CLI's operator actions go on the audit stream as the worker's do. */
   audit: Config['audit'];
 }> {
-  const problems: string[] = [];
-  let queueConfig: ReturnType<typeof loadQueueConfig> | undefined;
-  try {
-    queueConfig = loadQueueConfig(env);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    problems.push(...error.problems);
-  }
-  const result = ledgerEnvSchema.safeParse(env);
-  if (!result.success) problems.push(...issueLines(result.error));
-  if (!queueConfig || !result.success) throw new ConfigError([...new Set(problems)]);
+  const { queueConfig, data } = withQueueConfig(env, ledgerEnvSchema);
   return deepFreeze({
     redis: queueConfig.redis,
-    queue: { ...queueConfig.queue, eventsMaxLen: result.data.EVENTS_MAXLEN },
-    retention: { transfersMs: result.data.RETENTION, tombstonesMs: result.data.TOMBSTONE_RETENTION },
+    queue: { ...queueConfig.queue, eventsMaxLen: data.EVENTS_MAXLEN },
+    retention: { transfersMs: data.RETENTION, tombstonesMs: data.TOMBSTONE_RETENTION },
     // As loadConfig has them (the worker's `ledger` section).
-    ledger: { init: result.data.LEDGER_INIT, recoveryWindowMs: result.data.LEDGER_RECOVERY_WINDOW ?? result.data.TRACK_DEADLINE },
-    replicas: { min: result.data.REDIS_MIN_REPLICAS, timeoutMs: result.data.REDIS_REPLICA_TIMEOUT },
-    audit: { retentionMs: result.data.AUDIT_RETENTION },
+    ledger: { init: data.LEDGER_INIT, recoveryWindowMs: data.LEDGER_RECOVERY_WINDOW ?? data.TRACK_DEADLINE },
+    replicas: { min: data.REDIS_MIN_REPLICAS, timeoutMs: data.REDIS_REPLICA_TIMEOUT },
+    audit: { retentionMs: data.AUDIT_RETENTION },
   });
 }
 
 function issueLines(error: z.ZodError): string[] {
   return error.issues.map((issue) => `${String(issue.path[0] ?? 'environment')}: ${issue.message}`);
+}
+
+const webhookEnvSchema = envSchema.pick({ WEBHOOK_ENDPOINTS: true, DASHBOARD_METADATA_KEYS: true });
+
+/**
+ * What the CLI's `webhooks` command needs: the queue settings, the endpoints of WEBHOOK_ENDPOINTS (their
+ * names and event types; their URLs are neither checked against WEBHOOK_ALLOW_* nor contacted) and
+ * DASHBOARD_METADATA_KEYS (a replayed event's body is built as the worker builds it). Every problem of
+ * either part is listed, never a value.
+ */
+export function loadWebhookConfig(env: NodeJS.ProcessEnv = process.env): Readonly<{
+  redis: RedisConnection;
+  queue: ReturnType<typeof loadQueueConfig>['queue'];
+  endpoints: Config['webhooks']['endpoints'];
+  metadataKeys: Config['http']['dashboardMetadataKeys'];
+}> {
+  const { queueConfig, data } = withQueueConfig(env, webhookEnvSchema);
+  return deepFreeze({
+    redis: queueConfig.redis,
+    queue: queueConfig.queue,
+    endpoints: data.WEBHOOK_ENDPOINTS ?? [],
+    metadataKeys: data.DASHBOARD_METADATA_KEYS,
+  });
 }

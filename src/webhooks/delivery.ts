@@ -75,7 +75,10 @@ export class EndpointDispatcher {
         if (!state.disabled && free > 0) {
           const now = Date.now();
           const claimed = await store.claim(now, now + this.#o.timeoutMs + LEASE_MARGIN_MS, free);
+          // A transfer's earlier event not yet queued goes first: its lane waits a round.
+          const held = await store.holdBack(claimed, now + WEBHOOK_POLL_MS);
           for (const delivery of claimed) {
+            if (held.has(delivery.lane)) continue;
             const attempt = this.#attempt(delivery).catch((err: unknown) =>
               // The lease ends and the lane is due again: nothing is lost.
               logger.warn(
@@ -132,7 +135,10 @@ export class EndpointDispatcher {
     if (result === 'gone') {
       await store.disable(delivery, now);
       metrics.webhookDisabled.set({ endpoint: endpoint.name }, 1);
-      logger.error(log, 'webhook endpoint answered 410 gone: disabled until an operator enables it (docs/operations.md, webhooks)');
+      logger.error(
+        log,
+        'webhook endpoint answered 410 gone: disabled until `npm run cli -- webhooks enable <endpoint>` (docs/operations.md, webhooks)',
+      );
       return;
     }
     const delay = nextTryDelay(tries, this.#o.retryScheduleMs, retryAfterMs);

@@ -25,6 +25,27 @@ export function webhookBody(event: TransferEvent, metadataKeys: readonly string[
 }
 
 /**
+ * What the store queues for one event of the stream: its lane (the transfer's sequenceId, or
+ * `@<entry id>` for an event of no transfer), its body, and its time, read from the entry id. The
+ * worker's consumer and `webhooks replay` both queue through it, so a replay is the same delivery.
+ */
+export function queuedEvent(
+  event: TransferEvent,
+  entryId: string,
+  metadataKeys: readonly string[],
+  dueAt: number,
+): { entryId: string; lane: string; body: string; type: string; dueAt: number; eventAt: number } {
+  return {
+    entryId,
+    lane: event.sequenceId === '' ? `@${entryId}` : event.sequenceId,
+    body: webhookBody(event, metadataKeys),
+    type: event.event,
+    dueAt,
+    eventAt: Number(entryId.split('-')[0]),
+  };
+}
+
+/**
  * The Standard Webhooks headers of one try: `webhook-signature` holds one `v1,<signature>` per secret,
  * space-separated, so a receiver rotating its secret verifies with either. Signed by the
  * specification's own library.

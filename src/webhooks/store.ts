@@ -11,7 +11,8 @@ import type { RedisClient } from '../redis.ts';
  *   leased: its score moved past the try's time-out, so a process that dies mid-try leaves it due again.
  * - `delivery:<entry id>`: the body, the type, the lane and the tries made so far.
  * - `backlog`: every queued entry id, scored by the event's time (ms), for the age of the oldest.
- * - `disabled`: set when the endpoint answered 410 (JSON: when, which entry), until an operator enables it again (docs/operations.md, "Webhooks").
+ * - `disabled`: set when the endpoint answered 410 (JSON: when, which entry), until
+ *   `npm run cli -- webhooks enable <endpoint>` (enable below).
  * - `dead`: the dead-letter stream: deliveries whose tries ran out.
  */
 export interface EndpointKeys {
@@ -42,13 +43,38 @@ export function endpointGroup(endpoint: string): string {
 
 /**
  * KEYS: delivery, lane, due, backlog. ARGV: entry id, lane, body, type, due at (ms), event time (ms).
- * Queues one event for the endpoint, once: an entry already queued (a redelivery of the stream entry)
- * changes nothing. A lane that was empty becomes due. Returns 1 when queued, 0 when it was already.
+ * Queues one event for the endpoint, once: an entry already queued (a redelivery of the stream entry,
+ * or a replay of one not yet delivered) changes nothing. The lane stays in stream order, which is one
+ * transfer's version order: an entry older than some already queued (a replay, or an entry another
+ * consumer read first but queued later) goes before them, at the head when it is the oldest. A lane
+ * that was empty becomes due at the due time; one that was not keeps its time. Returns 1 when queued,
+ * 0 when it was already.
  */
 const ENQUEUE_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'body', ARGV[3], 'type', ARGV[4], 'lane', ARGV[2], 'tries', 0)
-if redis.call('RPUSH', KEYS[2], ARGV[1]) == 1 then redis.call('ZADD', KEYS[3], ARGV[5], ARGV[2]) end
+local function parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function older(a, b)
+  local am, as = parts(a)
+  local bm, bs = parts(b)
+  return am < bm or (am == bm and as < bs)
+end
+local queued = redis.call('LRANGE', KEYS[2], 0, -1)
+local after = nil
+for i = #queued, 1, -1 do
+  if older(queued[i], ARGV[1]) then after = queued[i] break end
+end
+if #queued == 0 then
+  redis.call('RPUSH', KEYS[2], ARGV[1])
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[2])
+elseif after == nil then
+  redis.call('LPUSH', KEYS[2], ARGV[1])
+else
+  redis.call('LINSERT', KEYS[2], 'AFTER', after, ARGV[1])
+end
 redis.call('ZADD', KEYS[4], ARGV[6], ARGV[1])
 return 1`;
 
@@ -76,6 +102,16 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 if redis.call('LLEN', KEYS[2]) > 0 then redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2]) else redis.call('ZREM', KEYS[3], ARGV[2]) end
 return 1`;
 
+/** Pending entries of the group looked at per round: more than any batch in flight. */
+const PENDING_LOOKED_AT = 1_000;
+
+/** Whether stream id `a` comes before `b`. */
+function olderId(a: string, b: string): boolean {
+  const [am = 0, as = 0] = a.split('-').map(Number);
+  const [bm = 0, bs = 0] = b.split('-').map(Number);
+  return am < bm || (am === bm && as < bs);
+}
+
 export interface QueuedDelivery {
   entryId: string;
   lane: string;
@@ -85,13 +121,97 @@ export interface QueuedDelivery {
   tries: number;
 }
 
+/** What a 410 recorded: when, and the delivery it answered. */
+export interface DisabledRecord {
+  at: string;
+  entryId: string;
+}
+
+export interface EndpointSummary {
+  /** Set while the endpoint is disabled (it answered 410). */
+  disabled: DisabledRecord | undefined;
+  /** Events queued and neither delivered nor dead-lettered. */
+  backlog: number;
+  /** The time (ms) of the oldest of them; undefined when there is none. */
+  oldestAt: number | undefined;
+  /** Entries of the dead-letter stream (deliveries whose tries ran out, kept until trimmed by hand). */
+  deadLettered: number;
+}
+
+function parseDisabled(text: string): DisabledRecord {
+  try {
+    const { at, entryId } = JSON.parse(text) as Partial<DisabledRecord>;
+    return { at: typeof at === 'string' ? at : '', entryId: typeof entryId === 'string' ? entryId : '' };
+  } catch {
+    return { at: '', entryId: '' };
+  }
+}
+
 export class EndpointStore {
   readonly keys: EndpointKeys;
   readonly #redis: RedisClient;
 
-  constructor(redis: RedisClient, prefix: string, endpoint: string) {
+  /** The events stream and the endpoint's consumer group on it (for holdBack; the CLI needs neither). */
+  readonly #source: { stream: string; group: string } | undefined;
+  /** The sequenceId of stream entries seen pending (an entry never changes): one read per entry. */
+  readonly #sequenceIds = new Map<string, string>();
+
+  constructor(redis: RedisClient, prefix: string, endpoint: string, eventsStream?: string) {
     this.#redis = redis;
     this.keys = endpointKeys(prefix, endpoint);
+    this.#source = eventsStream === undefined ? undefined : { stream: eventsStream, group: endpointGroup(endpoint) };
+  }
+
+  /**
+   * Of the deliveries just claimed, holds back (due again at `retryAt`, no try spent) those whose
+   * transfer has an earlier event not yet queued: read from the stream by a consumer of the endpoint's
+   * group but not acknowledged, which a worker killed between the read and the queue leaves pending
+   * until a live one claims it; or another consumer read it first and queues it a moment later.
+   * Queued, it takes its place before them (ENQUEUE_LUA), and the transfer's versions stay in order.
+   * A lane whose head changed since the claim is held back too. Returns the lanes held back.
+   *
+   * An entry is queued before it is acknowledged, so at every moment it is pending or queued (or
+   * delivered): the pending list is read before the heads are read again, so an earlier event is
+   * seen in one or the other.
+   */
+  async holdBack(claimed: readonly QueuedDelivery[], retryAt: number): Promise<Set<string>> {
+    const held = new Set<string>();
+    const ofTransfers = claimed.filter((delivery) => !delivery.lane.startsWith('@'));
+    if (this.#source === undefined || ofTransfers.length === 0) return held;
+    const { stream, group } = this.#source;
+    const newest = ofTransfers.map((delivery) => delivery.entryId).reduce((a, b) => (olderId(a, b) ? b : a));
+    const pending = (
+      (await this.#redis.xpending(stream, group, '-', `(${newest}`, PENDING_LOOKED_AT)) as Array<[string, ...unknown[]]>
+    ).map(([id]) => id);
+    const unknown = pending.filter((id) => !this.#sequenceIds.has(id));
+    if (unknown.length > 0) {
+      if (this.#sequenceIds.size > 10_000) this.#sequenceIds.clear();
+      const pipeline = this.#redis.pipeline();
+      for (const id of unknown) pipeline.xrange(stream, id, id);
+      const replies = (await pipeline.exec()) ?? [];
+      unknown.forEach((id, i) => {
+        const [entry] = (replies[i]?.[1] ?? []) as Array<[string, string[]]>;
+        const fields = entry?.[1] ?? [];
+        const at = fields.indexOf('sequenceId');
+        // Trimmed from the stream: nothing left to wait for.
+        this.#sequenceIds.set(id, at >= 0 && at % 2 === 0 ? (fields[at + 1] ?? '') : '');
+      });
+    }
+    for (const delivery of ofTransfers) {
+      if (pending.some((id) => this.#sequenceIds.get(id) === delivery.lane && olderId(id, delivery.entryId))) held.add(delivery.lane);
+    }
+    const heads = this.#redis.pipeline();
+    for (const delivery of ofTransfers) heads.lindex(this.keys.lane(delivery.lane), 0);
+    const replies = (await heads.exec()) ?? [];
+    ofTransfers.forEach((delivery, i) => {
+      if (replies[i]?.[1] !== delivery.entryId) held.add(delivery.lane);
+    });
+    if (held.size > 0) {
+      const postpone = this.#redis.multi();
+      for (const lane of held) postpone.zadd(this.keys.due, 'XX', retryAt, lane);
+      await postpone.exec();
+    }
+    return held;
   }
 
   /** Queues an event (idempotent per entry id); resolves true when it was new. */
@@ -172,6 +292,31 @@ export class EndpointStore {
       .hset(this.keys.delivery(delivery.entryId), 'last', 'gone')
       .zadd(this.keys.due, 'XX', now, delivery.lane)
       .exec();
+  }
+
+  /**
+   * Enables the endpoint again after a 410: its waiting deliveries resume at the dispatchers' next round
+   * (their lanes stayed due). Resolves with what the disable recorded, or undefined when it was not disabled.
+   */
+  async enable(): Promise<DisabledRecord | undefined> {
+    const [[, record]] = (await this.#redis.multi().get(this.keys.disabled).del(this.keys.disabled).exec()) as [[unknown, string | null]];
+    return record === null ? undefined : parseDisabled(record);
+  }
+
+  /** What an operator asks of the endpoint: disabled or not, its backlog and its oldest, its dead-letters. */
+  async summary(): Promise<EndpointSummary> {
+    const [disabled, backlog, oldest, dead] = await Promise.all([
+      this.#redis.get(this.keys.disabled),
+      this.#redis.zcard(this.keys.backlog),
+      this.#redis.zrange(this.keys.backlog, '0', '0', 'WITHSCORES'),
+      this.#redis.xlen(this.keys.dead),
+    ]);
+    return {
+      disabled: disabled === null ? undefined : parseDisabled(disabled),
+      backlog,
+      oldestAt: oldest[1] === undefined ? undefined : Number(oldest[1]),
+      deadLettered: dead,
+    };
   }
 
   /** Whether the endpoint is disabled, and the time (ms) of its oldest undelivered event (undefined: none). */

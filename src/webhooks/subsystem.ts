@@ -7,8 +7,18 @@ import { zeroWebhookSeries, type Metrics } from '../metrics.ts';
 import type { RedisClient } from '../redis.ts';
 import { createWebhookAgent } from './connect.ts';
 import { EndpointDispatcher, WEBHOOK_CONCURRENCY } from './delivery.ts';
-import { webhookBody } from './message.ts';
+import { queuedEvent } from './message.ts';
 import { endpointGroup, EndpointStore } from './store.ts';
+
+/**
+ * An entry a consumer read and has not acknowledged this long is taken over by another (XAUTOCLAIM),
+ * and each consumer looks that often. The handler only queues the event in Redis (milliseconds), so an
+ * entry this old was read by a worker that died (SIGKILL, a lost node); its transfer's later events wait
+ * for it (EndpointStore.holdBack), so it bounds how long a crash holds a transfer's webhooks up. Taken
+ * over from a consumer that was only slow, the event is queued once all the same (the store's enqueue
+ * is idempotent while it is queued).
+ */
+export const WEBHOOK_CLAIM_IDLE_MS = 10_000;
 
 export interface Webhooks {
   /** Stops reading events and aborts tries in flight (they are made again later); resolves when stopped. */
@@ -47,7 +57,7 @@ export function startWebhooks(options: WebhooksOptions): Webhooks {
   });
   const firstDelayMs = settings.retryScheduleMs[0] ?? 0;
   const dispatchers = settings.endpoints.map((endpoint) => {
-    const store = new EndpointStore(redis, options.prefix, endpoint.name);
+    const store = new EndpointStore(redis, options.prefix, endpoint.name, options.eventsStream);
     const dispatcher = new EndpointDispatcher({
       endpoint,
       store,
@@ -66,7 +76,7 @@ export function startWebhooks(options: WebhooksOptions): Webhooks {
         // A new endpoint gets the events published from now on; `webhooks replay` sends older ones.
         from: '$',
         blockMs: 2_000,
-        claimIdleMs: 30_000,
+        claimIdleMs: WEBHOOK_CLAIM_IDLE_MS,
         deadLetter: store.keys.dead,
         onError: (error, info) =>
           logger.warn(
@@ -90,15 +100,7 @@ export function startWebhooks(options: WebhooksOptions): Webhooks {
       },
       async (event: TransferEvent, entryId: string) => {
         if (!wanted.has(event.event)) return;
-        const now = Date.now();
-        const queued = await store.enqueue({
-          entryId,
-          lane: event.sequenceId === '' ? `@${entryId}` : event.sequenceId,
-          body: webhookBody(event, options.metadataKeys),
-          type: event.event,
-          dueAt: now + firstDelayMs,
-          eventAt: Number(entryId.split('-')[0]),
-        });
+        const queued = await store.enqueue(queuedEvent(event, entryId, options.metadataKeys, Date.now() + firstDelayMs));
         if (queued) dispatcher.wake();
       },
     );

@@ -3,167 +3,29 @@
  * server on 127.0.0.1 that verifies every signature with the Standard Webhooks reference library. Traffic
  * goes only to loopback, so every test allows http:// and private addresses but the SSRF one.
  */
-import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, type Config } from '../../src/config/config.ts';
-import { createLogger } from '../../src/logger.ts';
-import { createMetrics, type Metrics } from '../../src/metrics.ts';
+import { ConfigError } from '../../src/config/config.ts';
+import type { Metrics } from '../../src/metrics.ts';
 import { endpointKeys } from '../../src/webhooks/store.ts';
-import { startWebhooks, type Webhooks } from '../../src/webhooks/subsystem.ts';
-import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
-import { streamEntryFields } from '../helpers/stream-entry.ts';
+import { closeAllRedis, newRedis } from '../helpers/redis.ts';
 import { until } from '../helpers/wait.ts';
+import {
+  closeWebhooks,
+  configWith,
+  receiver as newReceiver,
+  SECRETS,
+  startHook as startHookOn,
+  stopRunning,
+  WAIT_MS,
+} from '../helpers/webhooks.ts';
 
-const SECRETS = [`whsec_${randomBytes(24).toString('base64')}`, `whsec_${randomBytes(32).toString('base64')}`];
-const WAIT_MS = 20_000;
-
-interface Received {
-  id: string;
-  timestamp: string;
-  body: { type: string; timestamp: string; data: { sequenceId: string; version: number; metadata: unknown; data: unknown } };
-  /** Verified with each secret on its own (the header carries one signature per secret). */
-  verified: boolean[];
-  at: number;
-  status: number;
-}
-
-type Answer = (request: Received, nth: number, res: ServerResponse, req: IncomingMessage) => void;
-
-class Receiver {
-  readonly received: Received[] = [];
-  readonly server: Server;
-  answer: Answer = (_r, _n, res) => res.writeHead(200).end('ok');
-  constructor() {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const raw = Buffer.concat(chunks).toString('utf8');
-        const headers = req.headers as Record<string, string>;
-        const verified = SECRETS.map((secret) => {
-          try {
-            new Webhook(secret).verify(raw, headers);
-            return true;
-          } catch {
-            return false;
-          }
-        });
-        const entry: Received = {
-          id: headers['webhook-id']!,
-          timestamp: headers['webhook-timestamp']!,
-          body: JSON.parse(raw) as Received['body'],
-          verified,
-          at: Date.now(),
-          status: 0,
-        };
-        this.received.push(entry);
-        const end = res.end.bind(res);
-        res.end = ((...args: Parameters<typeof res.end>) => {
-          entry.status = res.statusCode;
-          return end(...args);
-        }) as typeof res.end;
-        this.answer(entry, this.received.length, res, req);
-      });
-    });
-  }
-  async listen(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
-  }
-  delivered(): Received[] {
-    return this.received.filter((r) => r.status >= 200 && r.status < 300);
-  }
-}
-
-const receivers: Receiver[] = [];
-const running: Webhooks[] = [];
 const redis = newRedis();
 
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((webhooks) => webhooks.close()));
-  for (const receiver of receivers.splice(0)) {
-    receiver.server.closeAllConnections();
-    await new Promise((resolve) => receiver.server.close(resolve));
-  }
-});
+afterEach(closeWebhooks);
 afterAll(closeAllRedis);
 
-async function receiver(): Promise<{ receiver: Receiver; url: string }> {
-  const created = new Receiver();
-  receivers.push(created);
-  return { receiver: created, url: await created.listen() };
-}
-
-/** The worker's configuration with these webhook settings (custody settings that are never used). */
-function configWith(env: Record<string, string>): Readonly<Config> {
-  return loadConfig({
-    CUSTODY_SDK_URL: 'http://127.0.0.1:9/sdk',
-    CUSTODY_BASE_URL: 'http://127.0.0.1:9/api',
-    CUSTODY_CLIENT_ID: 'id',
-    CUSTODY_CLIENT_SECRET: 'secret',
-    CUSTODY_ACCESS_TOKEN: 'token',
-    WEBHOOK_ALLOW_HTTP: '1',
-    WEBHOOK_ALLOW_PRIVATE: '1',
-    WEBHOOK_TIMEOUT: '500ms',
-    WEBHOOK_RETRY_SCHEDULE: '0,20ms,20ms,20ms,20ms',
-    ...env,
-  });
-}
-
-interface Started {
-  prefix: string;
-  stream: string;
-  metrics: Metrics;
-  publish(sequenceId: string, version: number, metadata?: string): Promise<string>;
-  start(): Webhooks;
-}
-
-/** Starts the webhook subsystem of one endpoint `hook` at `url`, once its consumer group exists. */
-async function startHook(url: string, env: Record<string, string> = {}): Promise<Started> {
-  const prefix = uniquePrefix('webhooks');
-  const config = configWith({
-    QUEUE_PREFIX: prefix,
-    DASHBOARD_METADATA_KEYS: 'orderId',
-    WEBHOOK_ENDPOINTS: JSON.stringify([{ name: 'hook', url, secrets: SECRETS }]),
-    ...env,
-  });
-  const metrics = createMetrics();
-  const stream = config.queue.eventsStream;
-  const start = () => {
-    const webhooks = startWebhooks({
-      redis,
-      prefix,
-      eventsStream: stream,
-      settings: config.webhooks,
-      metadataKeys: config.http.dashboardMetadataKeys,
-      logger: createLogger({ level: 'silent' }),
-      metrics,
-    });
-    running.push(webhooks);
-    return webhooks;
-  };
-  start();
-  await until('the consumer group', WAIT_MS, async () => {
-    const groups = (await redis.xinfo('GROUPS', stream).catch(() => [])) as unknown[];
-    return groups.length > 0 ? true : undefined;
-  });
-  const publish = async (sequenceId: string, version: number, metadata = '') =>
-    (await redis.xadd(
-      stream,
-      '*',
-      ...streamEntryFields({
-        event: 'transfer.cancelled',
-        sequenceId,
-        version: String(version),
-        data: JSON.stringify({ reason: `step ${version}`, by: 'test' }),
-        metadata,
-      }),
-    ))!;
-  return { prefix, stream, metrics, publish, start };
-}
+const receiver = newReceiver;
+const startHook = (url: string, env: Record<string, string> = {}) => startHookOn(redis, url, env);
 
 async function metricValue(metrics: Metrics, name: string, labels: Record<string, string>): Promise<number> {
   const metric = (await metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
@@ -306,7 +168,7 @@ describe('webhook delivery', () => {
     const hook = await startHook(url, { WEBHOOK_RETRY_SCHEDULE: '0,200ms,200ms,200ms,200ms,200ms,200ms,200ms' });
     const id = await hook.publish('seq-restart', 1);
     await until('a failed try', WAIT_MS, async () => (r.received.length > 0 ? true : undefined));
-    await Promise.all(running.splice(0).map((webhooks) => webhooks.close()));
+    await stopRunning();
     healthy = true;
     hook.start();
     await until('the delivery after the restart', WAIT_MS, async () => (r.delivered().length > 0 ? true : undefined));

@@ -10,7 +10,8 @@ export type ProducerErrorCode =
   | 'NOT_REPLICATED'
   | 'WAIT_TIMEOUT'
   | 'PRODUCER_CLOSED'
-  | 'VERSION_MISMATCH';
+  | 'VERSION_MISMATCH'
+  | 'WEBHOOK_INVALID';
 
 /** Base class of the producer's typed errors: `instanceof ProducerError`, then switch on `code`. */
 export abstract class ProducerError extends Error {
@@ -148,5 +149,36 @@ export class ProducerClosedError extends ProducerError {
   constructor() {
     super('the producer is closed');
     this.name = 'ProducerClosedError';
+  }
+}
+
+/** Why `verifyWebhook` refused a request. New reasons may come in minor versions: give a `switch` a default. */
+export type WebhookInvalidReason =
+  /** A secret is not `whsec_` and the base64 of a key: a setting of yours, not the request. */
+  | 'invalid-secret'
+  /** `webhook-id`, `webhook-timestamp` or `webhook-signature` is missing. */
+  | 'missing-headers'
+  /** `webhook-timestamp` is not whole Unix seconds. */
+  | 'invalid-timestamp'
+  /** `webhook-timestamp` is further in the past than the tolerance. */
+  | 'timestamp-too-old'
+  /** `webhook-timestamp` is further in the future than the tolerance. */
+  | 'timestamp-too-new'
+  /** No `v1,` signature of the header matches any of the secrets over this id, timestamp and body. */
+  | 'no-matching-signature'
+  /** Signed, but the body is not a JSON object. */
+  | 'invalid-body';
+
+/**
+ * `verifyWebhook` refused the request: answer it 4xx and trust nothing in it. `reason` says which check
+ * failed; the message never quotes a secret, a signature or the body.
+ */
+export class WebhookVerificationError extends ProducerError {
+  readonly code = 'WEBHOOK_INVALID';
+  readonly reason: WebhookInvalidReason;
+  constructor(reason: WebhookInvalidReason, detail: string) {
+    super(`webhook refused (${reason}): ${detail}`);
+    this.name = 'WebhookVerificationError';
+    this.reason = reason;
   }
 }

@@ -7,3 +7,4 @@ export type { SubmitPayload } from './payload.ts';
 export { SEQUENCE_ID, sequenceIdSchema } from './sequence-id.ts';
 export * from './events.ts';
 export * from './consumer.ts';
+export * from './webhook.ts';
