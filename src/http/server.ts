@@ -15,7 +15,7 @@ import { requireBasicAuth } from './auth.ts';
 import { boundedCopyWithoutUser } from './bounded-copy.ts';
 import { registerDashboard } from './dashboard.ts';
 import { redactMetadata } from './job-view.ts';
-import { READY_CHECK_TIMEOUT_MS } from '../timing.ts';
+import { READY_CHECK_TIMEOUT_MS, sendDeadlineMs, sendLeaseMs } from '../timing.ts';
 
 export { DASHBOARD_PATH } from './dashboard.ts';
 
@@ -27,7 +27,7 @@ const SCRAPE_REDIS_BUDGET_MS = 1_500;
 
 export interface HttpDeps {
   app: App;
-  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit'>;
+  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit' | 'custody'>;
   logger: Logger;
   metrics: Metrics;
 }
@@ -134,6 +134,12 @@ export async function createHttpServer({ app, config, logger, metrics }: HttpDep
     audit: new AuditLog(app.redis, createKeys(config.queue.prefix, config.queue.eventsStream).audit, config.audit.retentionMs),
     queuePrefix: config.queue.prefix,
     replicas: { min: config.redis.minReplicas, timeoutMs: config.redis.replicaTimeoutMs },
+    // The worker's own port: a resolve's provider check takes its slots in the worker's request budget.
+    custody: {
+      port: app.custody,
+      leaseMs: sendLeaseMs(config.custody.timeoutMs),
+      deadlineMs: sendDeadlineMs(config.custody.timeoutMs),
+    },
     onAction: (action, outcome) => metrics.consoleActions.inc({ action, outcome }),
   });
   // The dashboard's one user is an operator until console users with roles exist; loopback without

@@ -273,14 +273,27 @@ export const op = {
     };
   },
 
-  /** An operator settles a transfer in `submitting` (CLI `resolve`): only while no runner holds the lease. */
-  resolveByOperator(event: EventOf & { type: 'transfer.submitted' | 'transfer.failed' }): TransitionRequest {
-    const common = { from: [TransferState.SUBMITTING], lease: { mode: 'free' }, operator: true } as const;
+  /**
+   * An operator settles a transfer in `submitting` (src/operations: the console, /api/v1, the CLI's
+   * `resolve`): only while no runner holds the lease, or (`owner`) under the lease the operator's own
+   * lookup took, so that no runner sent between that lookup and this change. `found`: the provider's
+   * record the operator's txid was checked against, stored as tracking stores a found one (its record
+   * id and txid, claimed), so the tracker goes straight to the wallet transaction.
+   */
+  resolveByOperator(
+    event: EventOf & { type: 'transfer.submitted' | 'transfer.failed' },
+    by: { owner?: LeaseOwner; found?: { id: string; txid: string } } = {},
+  ): TransitionRequest {
+    const lease = by.owner === undefined ? ({ mode: 'free' } as const) : ({ mode: 'own', owner: by.owner } as const);
+    const common = { from: [TransferState.SUBMITTING], lease, operator: true } as const;
     if (event.type === 'transfer.submitted') {
+      const found = by.found;
       // Recorded with the resolution: if adding the tracking job fails, reconciliation adds it.
       return {
         ...common,
         to: TransferState.SUBMITTED,
+        ...(found ? { set: { ...matchFields({ transactionId: found.id }), txid: found.txid } } : {}),
+        ...(found ? { claims: { recordIds: [found.id], txids: [found.txid] } } : {}),
         stamp: ['submittedAt'],
         unset: ['payload', 'lastError', ...LEASE_FIELDS],
         event,
