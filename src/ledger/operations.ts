@@ -23,6 +23,9 @@ const FIRST_SENT = 'firstSentAt';
 /** Since when a halted transfer needs attention (record.ts haltedSince; transition.lua attentionOf). */
 const HALTED_SINCE = 'haltedSince';
 
+/** Since when the provider waits for an approval of a submitted transfer (record.ts approvalSince; transition.lua attentionOf). */
+const APPROVAL_SINCE = 'approvalSince';
+
 /** How a transfer expired (record.ts expiredCode): SEND_OUTCOME_UNKNOWN needs attention (transition.lua attentionOf). */
 const EXPIRED_CODE = 'expiredCode';
 
@@ -356,6 +359,20 @@ export const op = {
       set: { pollFailures: 0, haltedAs: upstreamState },
       stampOnce: [HALTED_SINCE],
     };
+  },
+
+  /**
+   * Tracking: the provider waits for an approval of the transfer (ListedTransfer.awaitingApproval):
+   * since when, stamped by the first poll that sees it only (later ones write nothing), so a transfer
+   * waiting longer than CONSOLE_APPROVAL_WAIT needs attention (transition.lua attentionOf).
+   */
+  approvalPending(): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, stampOnce: [APPROVAL_SINCE] };
+  },
+
+  /** Tracking: the provider no longer waits for an approval (approved, or moved on): not waiting any more. */
+  approvalEnded(): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, unset: [APPROVAL_SINCE] };
   },
 
   /**
