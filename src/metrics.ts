@@ -80,7 +80,7 @@ function declareMetrics() {
     }),
     consoleActions: new Counter({
       name: 'custody_console_actions_total',
-      help: 'Operator actions this process handled (cancel, resolve, accept-epoch, over HTTP), allowed or refused, by action and outcome: the outcome each audit entry names (forbidden: a viewer asked; not-replicated, error: decided but not confirmed). Actions run with the CLI are on the audit stream only.',
+      help: 'Operator actions this process handled (cancel, resolve, recheck, accept-epoch, over HTTP), allowed or refused, by action and outcome: the outcome each audit entry names (forbidden: a viewer asked; not-replicated, error: decided but not confirmed). Actions run with the CLI are on the audit stream only.',
       labelNames: ['action', 'outcome'] as const,
       registers: [registry],
     }),

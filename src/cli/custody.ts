@@ -1,7 +1,13 @@
 import { loadConfig } from '../config/config.ts';
 import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
+import { RequestBudget } from '../custody/budget.ts';
+import { LookupNarrowing } from '../custody/lookup-narrowing.ts';
 import type { CustodyPort } from '../custody/port.ts';
 import { createCustodyPort, custodySecrets } from '../custody/provider.ts';
+import { createKeys } from '../ledger/keys.ts';
+import type { OperationsCustody } from '../operations/operations.ts';
+import type { RedisClient } from '../redis.ts';
+import { sendDeadlineMs, sendLeaseMs } from '../timing.ts';
 import { stringOption, type OptionValues } from './command.ts';
 import { usageError } from './errors.ts';
 import type { Output } from './output.ts';
@@ -72,5 +78,33 @@ export async function withCustody<T>(env: NodeJS.ProcessEnv, out: Output, work: 
     return await work(client);
   } finally {
     await client.close();
+  }
+}
+
+/**
+ * Runs `work` with the custody provider as an operator action's provider check uses it (Operations:
+ * resolve), built as the worker builds its own: behind the worker's request budget in Redis
+ * (CUSTODY_MAX_RPS, and the pause a provider's 429 imposed), so an operator's lookup never spends
+ * more than the workers leave, and with the worker's record of whether the provider narrows its
+ * lookups (LookupNarrowing); and the worker's send timing (CUSTODY_TIMEOUT).
+ */
+export async function withOperatorCustody<T>(
+  env: NodeJS.ProcessEnv,
+  out: Output,
+  redis: RedisClient,
+  work: (custody: OperationsCustody) => Promise<T>,
+): Promise<T> {
+  const config = loadConfig(env);
+  out.addSecrets(...custodySecrets(config.custody));
+  const keys = createKeys(config.queue.prefix, config.queue.eventsStream);
+  const budget = new RequestBudget(redis, keys.rateLimit, config.custody.maxRps);
+  const port = createCustodyPort(config.custody, {
+    budget: { budget },
+    narrowing: new LookupNarrowing(redis, (wallet) => keys.lookupNarrowing(wallet.walletId, wallet.coin)),
+  });
+  try {
+    return await work({ port, leaseMs: sendLeaseMs(config.custody.timeoutMs), deadlineMs: sendDeadlineMs(config.custody.timeoutMs) });
+  } finally {
+    await port.close();
   }
 }

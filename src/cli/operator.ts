@@ -4,7 +4,7 @@ import { createKeys } from '../ledger/keys.ts';
 import type { Ledger } from '../ledger/ledger.ts';
 import { AuditLog, type Actor } from '../operations/audit.ts';
 import { AuditNotWrittenError } from '../operations/errors.ts';
-import { Operations } from '../operations/operations.ts';
+import { Operations, type OperationsCustody } from '../operations/operations.ts';
 import type { RedisClient } from '../redis.ts';
 import { CliError, usageError } from './errors.ts';
 import { ExitCode } from './exit-codes.ts';
@@ -46,7 +46,7 @@ export function cliOperations(
   redis: RedisClient,
   ledger: Ledger,
   config: ReturnType<typeof loadLedgerConfig>,
-  options: { checkSettings?: boolean } = {},
+  options: { checkSettings?: boolean; custody?: OperationsCustody } = {},
 ): Operations {
   return new Operations({
     redis,
@@ -55,6 +55,7 @@ export function cliOperations(
     queuePrefix: config.queue.prefix,
     replicas: config.replicas,
     checkSettings: options.checkSettings,
+    custody: options.custody,
   });
 }
 

@@ -139,6 +139,7 @@ const envSchema = z.object({
   CONSOLE_PROXY_USER_HEADER: headerName(),
   CONSOLE_PROXY_ROLE_HEADER: headerName(),
   CONSOLE_TRUSTED_PROXIES: trustedProxies(),
+  CONSOLE_APPROVAL_WAIT: duration('1h', 1),
   LOG_LEVEL: z.preprocess((v) => (v === undefined || v === '' ? 'info' : v), z.enum(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`)),
 
   SUBMIT_CONCURRENCY: integer(16, 1, 10_000),
@@ -308,6 +309,11 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
     default: 'unset',
     meaning:
       'the peers whose proxy headers count: comma-separated IPv4 or IPv6 addresses or CIDRs (`10.0.0.0/8`, `fd00::/8`); required with them',
+  },
+  CONSOLE_APPROVAL_WAIT: {
+    default: '`1h`',
+    meaning:
+      'a submitted transfer the provider has been holding for an approval (BitGo `pendingApproval`) this long needs attention (the console\'s "needs attention" list, reason `approval`); since when is recorded by the first tracking poll that sees it',
   },
   LOG_LEVEL: { default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
   SUBMIT_CONCURRENCY: { default: '`16`', meaning: 'jobs at once per worker process' },
@@ -541,6 +547,8 @@ function build(env: z.infer<typeof envSchema>, custody: CustodySettings) {
           env.CONSOLE_PROXY_USER_HEADER && env.CONSOLE_PROXY_ROLE_HEADER && env.CONSOLE_TRUSTED_PROXIES
             ? { userHeader: env.CONSOLE_PROXY_USER_HEADER, roleHeader: env.CONSOLE_PROXY_ROLE_HEADER, trusted: env.CONSOLE_TRUSTED_PROXIES }
             : undefined,
+        /** A transfer waiting for the provider's approval this long needs attention (TransferQueries). */
+        approvalWaitMs: env.CONSOLE_APPROVAL_WAIT,
       },
     },
     log: { level: env.LOG_LEVEL },

@@ -31,6 +31,7 @@ const REASON_TEXT: Record<AttentionReason, string> = {
   halted: 'halted upstream: it gets no txid unless someone acts',
   'send-unknown': 'send outcome unknown longer than UNRESOLVED_AFTER',
   'expired-unknown': 'expired with SEND_OUTCOME_UNKNOWN (last 7 days)',
+  approval: 'waiting for a provider approval longer than CONSOLE_APPROVAL_WAIT',
 };
 
 export interface Banner {

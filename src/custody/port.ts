@@ -169,6 +169,11 @@ export interface ListedTransfer {
    * come back): tracking reports it to operators and goes on.
    */
   halted?: { state: string; final: boolean } | undefined;
+  /**
+   * Set by the adapter when the provider says the transfer, without a txid, waits for an approval
+   * (BitGo: `pendingApproval`): tracking records since when (approvalSince), for operators.
+   */
+  awaitingApproval?: boolean | undefined;
   outputs: TransferOutput[];
   [key: string]: unknown;
 }

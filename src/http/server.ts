@@ -18,12 +18,13 @@ import { consolePlugin } from '../console/plugin.ts';
 import { metricsPlugin } from './metrics-route.ts';
 import { probesPlugin } from './probes.ts';
 import { transfersPlugin } from './transfers.ts';
+import { sendDeadlineMs, sendLeaseMs } from '../timing.ts';
 
 export { DASHBOARD_PATH } from './dashboard.ts';
 
 export interface HttpDeps {
   app: App;
-  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit' | 'submit'>;
+  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit' | 'submit' | 'custody'>;
   logger: Logger;
   metrics: Metrics;
   /** `/api/v1`'s rate limit per user; default API_RATE_LIMIT (tests set a small one). */
@@ -73,6 +74,12 @@ export async function createHttpServer({ app, config, logger, metrics, apiRateLi
     audit: new AuditLog(app.redis, keys.audit, config.audit.retentionMs),
     queuePrefix: config.queue.prefix,
     replicas: { min: config.redis.minReplicas, timeoutMs: config.redis.replicaTimeoutMs },
+    // The worker's own port: a resolve's provider check takes its slots in the worker's request budget.
+    custody: {
+      port: app.custody,
+      leaseMs: sendLeaseMs(config.custody.timeoutMs),
+      deadlineMs: sendDeadlineMs(config.custody.timeoutMs),
+    },
     onAction: (action, outcome) => metrics.consoleActions.inc({ action, outcome }),
   });
   const queries = new TransferQueries(app.redis, keys, { unresolvedAfterMs: config.submit.unresolvedAfterMs });

@@ -23,6 +23,9 @@ const FIRST_SENT = 'firstSentAt';
 /** Since when a halted transfer needs attention (record.ts haltedSince; transition.lua attentionOf). */
 const HALTED_SINCE = 'haltedSince';
 
+/** Since when the provider waits for an approval of a submitted transfer (record.ts approvalSince; transition.lua attentionOf). */
+const APPROVAL_SINCE = 'approvalSince';
+
 /** How a transfer expired (record.ts expiredCode): SEND_OUTCOME_UNKNOWN needs attention (transition.lua attentionOf). */
 const EXPIRED_CODE = 'expiredCode';
 
@@ -273,14 +276,27 @@ export const op = {
     };
   },
 
-  /** An operator settles a transfer in `submitting` (CLI `resolve`): only while no runner holds the lease. */
-  resolveByOperator(event: EventOf & { type: 'transfer.submitted' | 'transfer.failed' }): TransitionRequest {
-    const common = { from: [TransferState.SUBMITTING], lease: { mode: 'free' }, operator: true } as const;
+  /**
+   * An operator settles a transfer in `submitting` (src/operations: the console, /api/v1, the CLI's
+   * `resolve`): only while no runner holds the lease, or (`owner`) under the lease the operator's own
+   * lookup took, so that no runner sent between that lookup and this change. `found`: the provider's
+   * record the operator's txid was checked against, stored as tracking stores a found one (its record
+   * id and txid, claimed), so the tracker goes straight to the wallet transaction.
+   */
+  resolveByOperator(
+    event: EventOf & { type: 'transfer.submitted' | 'transfer.failed' },
+    by: { owner?: LeaseOwner; found?: { id: string; txid: string } } = {},
+  ): TransitionRequest {
+    const lease = by.owner === undefined ? ({ mode: 'free' } as const) : ({ mode: 'own', owner: by.owner } as const);
+    const common = { from: [TransferState.SUBMITTING], lease, operator: true } as const;
     if (event.type === 'transfer.submitted') {
+      const found = by.found;
       // Recorded with the resolution: if adding the tracking job fails, reconciliation adds it.
       return {
         ...common,
         to: TransferState.SUBMITTED,
+        ...(found ? { set: { ...matchFields({ transactionId: found.id }), txid: found.txid } } : {}),
+        ...(found ? { claims: { recordIds: [found.id], txids: [found.txid] } } : {}),
         stamp: ['submittedAt'],
         unset: ['payload', 'lastError', ...LEASE_FIELDS],
         event,
@@ -343,6 +359,20 @@ export const op = {
       set: { pollFailures: 0, haltedAs: upstreamState },
       stampOnce: [HALTED_SINCE],
     };
+  },
+
+  /**
+   * Tracking: the provider waits for an approval of the transfer (ListedTransfer.awaitingApproval):
+   * since when, stamped by the first poll that sees it only (later ones write nothing), so a transfer
+   * waiting longer than CONSOLE_APPROVAL_WAIT needs attention (transition.lua attentionOf).
+   */
+  approvalPending(): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, stampOnce: [APPROVAL_SINCE] };
+  },
+
+  /** Tracking: the provider no longer waits for an approval (approved, or moved on): not waiting any more. */
+  approvalEnded(): TransitionRequest {
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, unset: [APPROVAL_SINCE] };
   },
 
   /**

@@ -16,6 +16,9 @@ export { ATTENTION_REASONS, type AttentionReason };
 /** How long an expiry with SEND_OUTCOME_UNKNOWN still needs attention (docs/contract.md section 10). */
 export const EXPIRED_UNKNOWN_WINDOW_MS = 7 * 24 * 3_600_000;
 
+/** CONSOLE_APPROVAL_WAIT's default: a transfer waiting for the provider's approval longer needs attention. */
+export const APPROVAL_WAIT_MS = 3_600_000;
+
 /** The most a page holds (the API's `limit` is at most 200), and the most index entries one page reads. */
 export const MAX_PAGE = 1_000;
 const MAX_SCANNED = 5_000;
@@ -23,6 +26,8 @@ const MAX_SCANNED = 5_000;
 export interface QueryOptions {
   /** UNRESOLVED_AFTER: a send whose outcome is unknown needs attention once it has been so this long. */
   unresolvedAfterMs: number;
+  /** CONSOLE_APPROVAL_WAIT: waiting for the provider's approval needs attention once it has been so this long (default APPROVAL_WAIT_MS). */
+  approvalWaitMs?: number;
   /** Default EXPIRED_UNKNOWN_WINDOW_MS. */
   expiredUnknownWindowMs?: number;
   /** The ledger's clock (a test's virtual one); unset: Redis TIME, as the transitions stamp. */
@@ -379,6 +384,8 @@ export class TransferQueries {
     switch (reason) {
       case 'send-unknown':
         return { lower: null, upper: now - this.#options.unresolvedAfterMs };
+      case 'approval':
+        return { lower: null, upper: now - (this.#options.approvalWaitMs ?? APPROVAL_WAIT_MS) };
       case 'expired-unknown':
         return { lower: now - (this.#options.expiredUnknownWindowMs ?? EXPIRED_UNKNOWN_WINDOW_MS), upper: Infinity };
       case 'unresolved':

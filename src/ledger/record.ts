@@ -68,6 +68,11 @@ export interface TransferRecord {
   haltedAs: string | undefined;
   /** When `haltedAs` was first recorded (Redis time, ms): since when a halted transfer needs attention. */
   haltedSince: number | undefined;
+  /**
+   * Since when tracking has seen the provider wait for an approval of the transfer (Redis time, ms; the
+   * first poll that saw it); cleared when the provider moves on (ListedTransfer.awaitingApproval).
+   */
+  approvalSince: number | undefined;
   /** The code of `transfer.expired` (TRACKING_DEADLINE, SEND_OUTCOME_UNKNOWN, ...) once it expired. */
   expiredCode: string | undefined;
   /** Failed wallet-transaction lookups once the txid is known. */
@@ -163,6 +168,7 @@ export const TRACKING_VIEW = recordView(
     'pollFailures',
     'unmatchedPolls',
     'haltedAs',
+    'approvalSince',
     'enrichFailures',
     'matchTransactionId',
     'matchAddress',
@@ -179,6 +185,7 @@ export const TRACKING_VIEW = recordView(
     'pollFailures',
     'unmatchedPolls',
     'haltedAs',
+    'approvalSince',
     'enrichFailures',
     'match',
     'txid',
@@ -196,6 +203,7 @@ export type TrackingView = Pick<
   | 'pollFailures'
   | 'unmatchedPolls'
   | 'haltedAs'
+  | 'approvalSince'
   | 'enrichFailures'
   | 'match'
   | 'txid'
@@ -245,6 +253,7 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     unmatchedPolls: num(hash.unmatchedPolls),
     haltedAs: opt(hash.haltedAs),
     haltedSince: opt(hash.haltedSince) === undefined ? undefined : num(hash.haltedSince),
+    approvalSince: opt(hash.approvalSince) === undefined ? undefined : num(hash.approvalSince),
     expiredCode: opt(hash.expiredCode),
     enrichFailures: num(hash.enrichFailures),
     broadcastAt: opt(hash.broadcastAt) === undefined ? undefined : num(hash.broadcastAt),

@@ -19,7 +19,23 @@ export interface Actor {
  */
 export const ACTION_OUTCOMES = {
   cancel: ['cancelled', 'too-late', 'already-ended', 'version-mismatch', 'not-replicated', 'forbidden', 'error'],
-  resolve: ['resolved', 'not-found', 'wrong-state', 'lease-held', 'refused', 'not-replicated', 'forbidden', 'error'],
+  resolve: [
+    'resolved',
+    'not-found',
+    'wrong-state',
+    'lease-held',
+    'refused',
+    'txid-required',
+    'no-provider',
+    'provider-disagrees',
+    'provider-found',
+    'provider-unsure',
+    'provider-unreachable',
+    'not-replicated',
+    'forbidden',
+    'error',
+  ],
+  recheck: ['promoted', 'added', 'polling', 'not-found', 'wrong-state', 'forbidden', 'error'],
   'accept-epoch': ['accepted', 'no-epoch', 'not-replicated', 'forbidden', 'error'],
 } as const;
 

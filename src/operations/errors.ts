@@ -19,14 +19,37 @@ export class ForbiddenError extends OperationError {
   }
 }
 
-/** Why a resolve was refused (changing nothing): the transfer's state or a runner's live lease. */
-export type ResolveRefusal = 'NOT_FOUND' | 'WRONG_STATE' | 'LEASE_HELD' | 'REFUSED';
+/**
+ * Why a resolve was refused (changing nothing): the transfer's state, a runner's live lease, or the
+ * provider check of docs/contract.md section 10 (skipped with `force`): the provider does not show
+ * the operator's txid for this transfer (PROVIDER_DISAGREES), shows the transfer although the operator
+ * says it was not sent (PROVIDER_FOUND), cannot tell which record is this transfer's
+ * (PROVIDER_UNSURE), or did not answer (PROVIDER_UNREACHABLE); a `submitted` without a txid to check
+ * (TXID_REQUIRED); a process with no custody provider to ask (NO_PROVIDER).
+ */
+export type ResolveRefusal =
+  | 'NOT_FOUND'
+  | 'WRONG_STATE'
+  | 'LEASE_HELD'
+  | 'REFUSED'
+  | 'TXID_REQUIRED'
+  | 'NO_PROVIDER'
+  | 'PROVIDER_DISAGREES'
+  | 'PROVIDER_FOUND'
+  | 'PROVIDER_UNSURE'
+  | 'PROVIDER_UNREACHABLE';
 
 const REFUSAL_OUTCOMES = {
   NOT_FOUND: 'not-found',
   WRONG_STATE: 'wrong-state',
   LEASE_HELD: 'lease-held',
   REFUSED: 'refused',
+  TXID_REQUIRED: 'txid-required',
+  NO_PROVIDER: 'no-provider',
+  PROVIDER_DISAGREES: 'provider-disagrees',
+  PROVIDER_FOUND: 'provider-found',
+  PROVIDER_UNSURE: 'provider-unsure',
+  PROVIDER_UNREACHABLE: 'provider-unreachable',
 } as const satisfies Record<ResolveRefusal, ActionOutcome<'resolve'>>;
 
 export class ResolveRefusedError extends OperationError {
@@ -39,6 +62,20 @@ export class ResolveRefusedError extends OperationError {
     this.name = 'ResolveRefusedError';
     this.code = code;
     this.outcome = REFUSAL_OUTCOMES[code];
+    this.details = details;
+  }
+}
+
+/** Why a recheck was refused: no such transfer, or a state in which there is nothing to poll. */
+export class RecheckRefusedError extends OperationError {
+  readonly code: 'NOT_FOUND' | 'WRONG_STATE';
+  readonly outcome: ActionOutcome<'recheck'>;
+  readonly details: Record<string, string>;
+  constructor(code: 'NOT_FOUND' | 'WRONG_STATE', message: string, details: Record<string, string> = {}) {
+    super(message);
+    this.name = 'RecheckRefusedError';
+    this.code = code;
+    this.outcome = code === 'NOT_FOUND' ? 'not-found' : 'wrong-state';
     this.details = details;
   }
 }

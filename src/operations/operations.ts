@@ -1,4 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
+import { BudgetClass } from '../custody/budget.ts';
+import { Deadline } from '../custody/deadline.ts';
+import { isCustodyError } from '../custody/errors.ts';
+import { txidEquals } from '../custody/matching.ts';
+import type { CustodyPort, KnownTransfer, ListedTransfer, TransferFinding } from '../custody/port.ts';
 import { FailureCode, type EventType } from '../../packages/producer/src/events.ts';
 import { NotReplicatedError, VersionMismatchError } from '../../packages/producer/src/errors.ts';
 import {
@@ -22,6 +28,7 @@ import {
   ForbiddenError,
   NoEpochError,
   OperationError,
+  RecheckRefusedError,
   ReplicasBehindError,
   ResolveRefusedError,
   TrackerNotAddedError,
@@ -43,13 +50,21 @@ export function isOperatorReason(text: unknown): text is string {
 }
 
 /**
- * What an operator says a transfer stuck in submitting became. `submitted`: the provider accepted it
- * (`txid` when the operator has one); `not-sent`: it never did (published as transfer.failed
- * OPERATOR_RESOLVED). `force` asks to skip the provider check of docs/contract.md section 10 and is
- * recorded as `forced`; that check is not made yet (the operator checks, as the CLI's help says), so
- * today the same rules apply with or without it.
+ * What an operator says a transfer stuck in submitting became. `submitted`: the provider accepted it,
+ * under `txid`; `not-sent`: it never did (published as transfer.failed OPERATOR_RESOLVED). Each is
+ * checked with the provider first (docs/contract.md section 10): `submitted` only when the provider
+ * shows that txid for this transfer, `not-sent` only when the worker's own lookup by sequenceId, made
+ * under a send lease after the last runner's ended, finds nothing. `force` skips that check (then a
+ * `submitted` needs no txid) and is recorded as `forced`.
  */
 export type Resolution = { outcome: 'submitted'; txid?: string; force?: boolean } | { outcome: 'not-sent'; force?: boolean };
+
+/** What the provider check of a resolve found (absent when forced). */
+export type ProviderCheck =
+  /** The provider shows the transfer under the operator's txid: its record id and txid, stored with the resolution. */
+  | { finding: 'found'; transactionId: string; txid: string }
+  /** The lookup by sequenceId found no record of the transfer. */
+  | { finding: 'absent' };
 
 export interface Resolved {
   sequenceId: string;
@@ -60,6 +75,34 @@ export interface Resolved {
   streamId: string;
   /** The tracking job (submitted only): the transfer is tracked to its txid. */
   trackJobId?: string;
+  /** Whether the provider check was skipped (`force`). */
+  forced: boolean;
+  /** What the provider check found; absent when forced. */
+  checked?: ProviderCheck;
+}
+
+/**
+ * What a recheck did to the transfer's tracking job: `promoted` (it waited for its next poll and runs
+ * now), `polling` (it is due or running already: nothing to hurry), `added` (there was none, or it
+ * had ended: a new one polls at once). Its poll goes through the request budget like every other.
+ */
+export interface Rechecked {
+  sequenceId: string;
+  outcome: 'promoted' | 'polling' | 'added';
+  trackJobId: string;
+}
+
+/**
+ * The custody provider, for the provider check of a resolve: the port as this process has it, with
+ * the worker's request budget when the process has one (every lookup takes its slot like the
+ * worker's own), and the worker's send timing.
+ */
+export interface OperationsCustody {
+  port: Pick<CustodyPort, 'findTransfer'>;
+  /** The send lease (sendLeaseMs): held by the lookup of a `not-sent` resolve, as a runner holds it. */
+  leaseMs: number;
+  /** How long one lookup may take, its wait for the budget included (sendDeadlineMs). */
+  deadlineMs: number;
 }
 
 /** What accept-epoch found (`before`) and left (`state`), both read from the ledger. */
@@ -81,6 +124,8 @@ export interface OperationsOptions {
    * worker's recorded settings before a cancel (VERSION_MISMATCH); the worker's own need not.
    */
   checkSettings?: boolean;
+  /** The provider a resolve is checked with; without it only a forced resolve is accepted (NO_PROVIDER). */
+  custody?: OperationsCustody;
   /** Called once per action with its outcome (the worker counts custody_console_actions_total). */
   onAction?: (action: Action, outcome: ActionOutcome) => void;
 }
@@ -116,22 +161,31 @@ export class Operations {
   }
 
   /**
-   * Settles a transfer stuck in submitting (transfer.unresolved, or a runner that died mid-send):
-   * refused (ResolveRefusedError, nothing changed) when it is not in submitting or a runner holds a
-   * live send lease; a tracking job is added for `submitted` (TrackerNotAddedError, after the audit
-   * entry, when that fails: the resolution stands).
+   * Settles a transfer stuck in submitting (transfer.unresolved, or a runner that died mid-send) once
+   * the provider check agrees (Resolution; skipped with `force`). Refused (ResolveRefusedError, nothing
+   * changed but a lease the check took and gave back) when it is not in submitting, a runner holds a
+   * live send lease, or the provider does not agree; a tracking job is added for `submitted`
+   * (TrackerNotAddedError, after the audit entry, when that fails: the resolution stands).
    */
   async resolve(actor: Actor, sequenceId: string, resolution: Resolution, reason: string): Promise<Resolved> {
-    const { ledger, replicas } = this.#options;
-    const resolved = await this.#audited('resolve', actor, { sequenceId, reason, forced: resolution.force === true }, async () => {
-      const attempt = await ledger.writeReplicated(
-        replicas,
-        () => settle(ledger, sequenceId, resolution.outcome, reason),
-        (settled) => settled.restsOn,
-        (acknowledgement, timeoutMs) => new ReplicasBehindError('resolve', acknowledgement, timeoutMs),
-      );
-      if ('refused' in attempt) throw attempt.refused;
-      return { outcome: 'resolved', value: attempt.resolved };
+    const forced = resolution.force === true;
+    const { checked, resolved } = await this.#audited('resolve', actor, { sequenceId, reason, forced }, async () => {
+      const { ledger, replicas } = this.#options;
+      const check = forced ? {} : await this.#check(sequenceId, resolution);
+      if ('refused' in check) throw check.refused;
+      try {
+        const attempt = await ledger.writeReplicated(
+          replicas,
+          () => settle(ledger, sequenceId, resolution.outcome, reason, check),
+          (settled) => settled.restsOn,
+          (acknowledgement, timeoutMs) => new ReplicasBehindError('resolve', acknowledgement, timeoutMs),
+        );
+        if ('refused' in attempt) throw attempt.refused;
+        return { outcome: 'resolved', value: { checked: check.checked, resolved: attempt.resolved } };
+      } finally {
+        // The lease the check took: given back whatever came of the resolution (a no-op once it settled).
+        if (check.owner !== undefined) await ledger.transition(sequenceId, op.release(check.owner, { extraSends: 0 })).catch(() => {});
+      }
     });
     const base: Resolved = {
       sequenceId,
@@ -139,10 +193,100 @@ export class Operations {
       version: resolved.version,
       event: resolution.outcome === 'submitted' ? 'transfer.submitted' : 'transfer.failed',
       streamId: resolved.streamId,
+      forced,
+      ...(checked ? { checked } : {}),
     };
     if (resolution.outcome === 'not-sent') return base;
     await this.#addTracker(sequenceId, resolved.version);
     return { ...base, trackJobId: trackJobId(sequenceId) };
+  }
+
+  /**
+   * The provider check of a resolve (docs/contract.md section 10). A transfer that is not (or no
+   * longer) in submitting is left to settle(), which refuses it with its state. `submitted`: the
+   * provider's records under the operator's txid must hold exactly this transfer's (its sequenceId on
+   * it): a found record proves the send was accepted, whoever sends or looks meanwhile, so no lease is
+   * needed. `not-sent`: the send lease is taken first (refused while a runner holds a live one), so the
+   * lookup is made after the last send's lease ended and no runner sends between the lookup and the
+   * resolution (which is made under that lease); only `absent` lets it through.
+   */
+  async #check(sequenceId: string, resolution: Resolution): Promise<Check> {
+    const { ledger, custody } = this.#options;
+    const record = await ledger.get(sequenceId);
+    if (record?.state !== TransferState.SUBMITTING) return {};
+    // A runner is sending or looking it up this instant: settle() says so (LEASE_HELD), nothing is asked.
+    if (record.leaseOwner !== undefined && (record.leaseUntil ?? 0) > (await ledger.now())) return {};
+    if (resolution.outcome === 'submitted' && (resolution.txid === undefined || resolution.txid === '')) {
+      return { refused: new ResolveRefusedError('TXID_REQUIRED', `resolving ${sequenceId} as submitted needs the provider's txid of it (or force)`) };
+    }
+    if (!custody) {
+      return { refused: new ResolveRefusedError('NO_PROVIDER', 'this process has no custody provider to check the resolution with (only force is accepted)') };
+    }
+    const known: KnownTransfer = {
+      sequenceId,
+      ...record.match,
+      firstSentAt: record.firstSentAt,
+      heldByOthers: (records: readonly ListedTransfer[]) => ledger.heldByOthers(sequenceId, records),
+    };
+    const wallet = { walletId: record.walletId, coin: record.coin };
+    if (resolution.outcome === 'submitted') {
+      const txid = resolution.txid!;
+      const found = await lookUp(custody, wallet, known, txid);
+      if ('refused' in found) return found;
+      // The adapter's finding under that txid (as reconciliation verifies a broadcast): a record carrying
+      // this sequenceId, or one its rules identify as this transfer's; one carrying another sequenceId never is.
+      const ours = found.kind === 'found' && (found.transfer.sequenceId ?? sequenceId) === sequenceId;
+      if (found.kind === 'found' && ours && txidEquals(found.transfer.txid, txid)) {
+        return { checked: { finding: 'found', transactionId: found.transfer.id, txid: found.transfer.txid }, found: found.transfer };
+      }
+      return { refused: disagreement(sequenceId, found, `the provider shows no transfer ${sequenceId} under txid ${txid}`) };
+    }
+    const owner = `operator-${randomUUID()}`;
+    const taken = await ledger.transition(sequenceId, op.takeLease(owner, custody.leaseMs));
+    if (!taken.ok) return {}; // a live lease or another state: settle() refuses it, saying which
+    const found = await lookUp(custody, wallet, known);
+    if (!('refused' in found) && found.kind === 'absent') return { checked: { finding: 'absent' }, owner };
+    await ledger.transition(sequenceId, op.release(owner, { extraSends: 0 })).catch(() => {});
+    if ('refused' in found) return found;
+    if (found.kind === 'found') {
+      return {
+        refused: new ResolveRefusedError(
+          'PROVIDER_FOUND',
+          `the provider shows transfer ${sequenceId} (record ${found.transfer.id}${found.transfer.txid ? `, txid ${found.transfer.txid}` : ''}): it was sent, not resolved as not-sent`,
+          { transactionId: found.transfer.id, txid: found.transfer.txid },
+        ),
+      };
+    }
+    return { refused: disagreement(sequenceId, found, '') };
+  }
+
+  /**
+   * Polls the tracking of a submitted transfer now: its tracking job, waiting for its next poll, runs
+   * at once (that poll takes its slot in the request budget like any other); one that is due or
+   * running is left as it is; a missing or ended one is added, polling at once. Refused
+   * (RecheckRefusedError) for an unknown transfer and for every state but submitted: nothing is polled
+   * before a transfer is submitted (its submission looks it up itself) nor after it ended.
+   */
+  async recheck(actor: Actor, sequenceId: string, reason: string): Promise<Rechecked> {
+    return this.#audited('recheck', actor, { sequenceId, reason, forced: false }, async () => {
+      const { redis, ledger, queuePrefix } = this.#options;
+      const record = await ledger.get(sequenceId);
+      if (!record) throw new RecheckRefusedError('NOT_FOUND', `no transfer with sequenceId ${sequenceId}`);
+      if (record.state !== TransferState.SUBMITTED) {
+        throw new RecheckRefusedError(
+          'WRONG_STATE',
+          `transfer ${sequenceId} is ${record.state}: only a submitted transfer is tracked, there is nothing to poll`,
+          { state: record.state },
+        );
+      }
+      const queue = new Queue(QueueName.TRACK, { connection: redis, prefix: queuePrefix });
+      try {
+        const outcome = await pollNow(queue, new Trackers(queue, ledger, 0), sequenceId);
+        return { outcome, value: { sequenceId, outcome, trackJobId: trackJobId(sequenceId) } };
+      } finally {
+        await queue.close();
+      }
+    });
   }
 
   /**
@@ -261,19 +405,93 @@ function outcomeOf(error: unknown): ActionOutcome {
   return 'error';
 }
 
+/**
+ * What the provider check decided: refused, or let through with what it found (`found`: the record to
+ * store; `owner`: the send lease it holds for the resolution). Empty: not checked (forced, or a state
+ * that settle() refuses).
+ */
+type Check = { refused: ResolveRefusedError } | { checked?: ProviderCheck; found?: ListedTransfer; owner?: string };
+
+/** One lookup of the check, by sequenceId or (`txid`) by txid; a failure to ask is a refusal. */
+async function lookUp(
+  custody: OperationsCustody,
+  wallet: { walletId: string; coin: string },
+  known: KnownTransfer,
+  txid?: string,
+): Promise<TransferFinding | { refused: ResolveRefusedError }> {
+  const deadline = new Deadline(custody.deadlineMs);
+  try {
+    // Settling a transfer comes right after sends in the budget (budget.ts): an operator waits for it.
+    // Not counted on the transfer's record (`counted`): a refused check writes nothing to the ledger.
+    const budget = { klass: BudgetClass.SETTLE, member: known.sequenceId, counted: true };
+    return await custody.port.findTransfer(wallet, known, { budget, signal: deadline.signal, ...(txid === undefined ? {} : { txid }) });
+  } catch (error) {
+    const code = isCustodyError(error) ? error.code : 'INTERNAL_ERROR';
+    const details: Record<string, string | number> = { code };
+    if (isCustodyError(error) && error.retryAfterMs !== undefined) details.retryAfterSeconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
+    return {
+      refused: new ResolveRefusedError(
+        'PROVIDER_UNREACHABLE',
+        `the provider could not be asked about transfer ${known.sequenceId} (${code}): nothing decided, try again`,
+        details,
+      ),
+    };
+  } finally {
+    deadline.clear();
+  }
+}
+
+/** A finding that does not let the resolution through (`absent` for a txid: the provider disagrees). */
+function disagreement(sequenceId: string, found: TransferFinding, absentMessage: string): ResolveRefusedError {
+  if (found.kind === 'ambiguous' || found.kind === 'unreadable') {
+    return new ResolveRefusedError(
+      'PROVIDER_UNSURE',
+      `the provider's answer cannot tell which record is transfer ${sequenceId}'s (${found.kind}): check it by hand and resolve with force`,
+      { finding: found.kind },
+    );
+  }
+  const other = found.kind === 'found' ? `the provider's record under that txid is not transfer ${sequenceId}'s` : absentMessage;
+  return new ResolveRefusedError('PROVIDER_DISAGREES', other, { finding: found.kind });
+}
+
+/** The tracking job of a submitted transfer made to poll now (Operations.recheck). */
+async function pollNow(queue: Queue, trackers: Trackers, sequenceId: string): Promise<Rechecked['outcome']> {
+  const job = await queue.getJob(trackJobId(sequenceId));
+  const state = job ? await job.getState() : 'missing';
+  if (job && state === 'delayed') {
+    // It may have left the delayed set meanwhile (its own time came): then it is due anyway.
+    return job.promote().then(
+      () => 'promoted' as const,
+      () => 'polling' as const,
+    );
+  }
+  if (state === 'waiting' || state === 'active' || state === 'prioritized' || state === 'waiting-children') return 'polling';
+  return (await trackers.ensure(sequenceId, { replaceEnded: true })) === 'added' ? 'added' : 'polling';
+}
+
 /** One resolve's write, and what its answer rests on (Ledger.writeReplicated) when it is refused. */
 type Settled =
   { resolved: Extract<TransitionResult, { ok: true }>; restsOn: 'written' } | { refused: ResolveRefusedError; restsOn: AnswerRestsOn };
 
-async function settle(ledger: Ledger, sequenceId: string, outcome: Resolution['outcome'], reason: string): Promise<Settled> {
+async function settle(
+  ledger: Ledger,
+  sequenceId: string,
+  outcome: Resolution['outcome'],
+  reason: string,
+  check: { found?: ListedTransfer; owner?: string },
+): Promise<Settled> {
   const record = await ledger.get(sequenceId);
   if (!record) return { refused: new ResolveRefusedError('NOT_FOUND', `no transfer with sequenceId ${sequenceId}`), restsOn: 'nothing' };
   // A state other than submitting may be an earlier resolve's, answered NOT_REPLICATED: this answer
   // then rests on it (`held`), and a resolve again is how the operator learns that the replicas have it.
   // Checked here for a clear message; the transition below checks again, atomically.
   if (record.state !== TransferState.SUBMITTING) return { refused: wrongState(sequenceId, record.state), restsOn: 'held' };
-  const resolved = await ledger.transition(sequenceId, resolution(record, outcome, reason));
-  if (resolved.ok) return { resolved, restsOn: 'written' };
+  const resolved = await ledger.transition(sequenceId, resolution(record, outcome, reason, check));
+  if (resolved.ok) {
+    // Kept as tracking keeps a found record: the tracker's first run goes straight to the wallet transaction.
+    if (check.found) await ledger.rememberFound(sequenceId, check.found).catch(() => {});
+    return { resolved, restsOn: 'written' };
+  }
   return {
     refused: refusal(sequenceId, resolved),
     restsOn: resolved.state === TransferState.SUBMITTING ? 'nothing' : 'held',
@@ -283,16 +501,26 @@ async function settle(ledger: Ledger, sequenceId: string, outcome: Resolution['o
 /**
  * The transition that settles the transfer. `lease: free` makes the ledger itself refuse while a runner
  * holds a live lease (it is sending or looking the transfer up this instant), so the operator never
- * races a runner; `operator` lets `failed` through although a send may have gone out, which only a
- * person who checked the provider may decide.
+ * races a runner; under the check's own lease (`owner`), the ledger refuses if a runner took it over
+ * meanwhile. `operator` lets `failed` through although a send may have gone out, which only the
+ * provider check (or a person who forced it) may decide.
  */
-function resolution(record: TransferRecord, outcome: Resolution['outcome'], reason: string): TransitionRequest {
+function resolution(
+  record: TransferRecord,
+  outcome: Resolution['outcome'],
+  reason: string,
+  check: { found?: ListedTransfer; owner?: string },
+): TransitionRequest {
+  const by = { owner: check.owner, found: check.found ? { id: check.found.id, txid: check.found.txid } : undefined };
   if (outcome === 'submitted')
-    return op.resolveByOperator({ type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'operator', reason } });
-  return op.resolveByOperator({
-    type: 'transfer.failed',
-    data: { code: FailureCode.OPERATOR_RESOLVED, httpStatus: null, message: reason, attempts: record.sends, resolvedBy: 'operator' },
-  });
+    return op.resolveByOperator({ type: 'transfer.submitted', data: { transfer: null, recoveredBy: 'operator', reason } }, by);
+  return op.resolveByOperator(
+    {
+      type: 'transfer.failed',
+      data: { code: FailureCode.OPERATOR_RESOLVED, httpStatus: null, message: reason, attempts: record.sends, resolvedBy: 'operator' },
+    },
+    by,
+  );
 }
 
 function wrongState(sequenceId: string, state: string): ResolveRefusedError {

@@ -6,15 +6,18 @@
  */
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { SubmitPayload } from '../../packages/producer/src/payload.ts';
 import { createKeys } from '../../src/ledger/keys.ts';
 import { Ledger, TransferState } from '../../src/ledger/ledger.ts';
 import type { TransferView } from '../../src/ledger/transfer-view.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { killAllClis, runCli, type CliResult } from '../helpers/cli-process.ts';
 import { countBy, startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
+import { workerCustodyEnv } from '../../src/simulator/index.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { testRedisUrl } from '../helpers/redis.ts';
 import { strandTransfer, type Strand } from '../helpers/strand.ts';
+import { simulatorClient } from '../helpers/sim-client.ts';
 import { until } from '../helpers/wait.ts';
 import { processesTimeout } from '../helpers/timeouts.ts';
 
@@ -32,9 +35,9 @@ function ledgerOf(harness: Harness): Ledger {
   });
 }
 
-/** Only what `resolve` needs: where Redis, the queues and the stream are. */
+/** Only what `resolve` needs: where Redis, the queues and the stream are, and the provider it checks with. */
 function cliEnv(harness: Harness = h): Record<string, string> {
-  return { REDIS_URL: testRedisUrl(), QUEUE_PREFIX: harness.prefix };
+  return { REDIS_URL: testRedisUrl(), QUEUE_PREFIX: harness.prefix, ...workerCustodyEnv(harness.sim), CUSTODY_TIMEOUT: '2s' };
 }
 
 function cli(args: string[], harness: Harness = h): Promise<CliResult> {
@@ -45,9 +48,38 @@ function jsonError(result: CliResult): { code: string; message: string; details?
   return (JSON.parse(result.stderr) as { error: { code: string; message: string; details?: Record<string, unknown> } }).error;
 }
 
+/**
+ * A stranded transfer whose send the provider did accept (the dead runner's request got through):
+ * sent to the simulator under the same payload, its txid shown. Returns the sequenceId and that txid.
+ */
+async function strandSent(options: Strand = {}): Promise<{ sequenceId: string; txid: string }> {
+  const payload = samplePayload();
+  const sequenceId = await strand({ ...options, payload: payload as SubmitPayload });
+  const client = simulatorClient(h.sim);
+  try {
+    await client.sendTransaction({ walletId: payload.walletId, coin: payload.coin }, { txHex: payload.txHex, halfSigned: payload.halfSigned });
+  } finally {
+    await client.close();
+  }
+  h.sim.setTxid(sequenceId);
+  return { sequenceId, txid: h.sim.transfer(sequenceId)!.txid };
+}
+
 /** Leaves a transfer as a runner that died mid-send would (test/helpers/strand.ts), on this file's ledger. */
 function strand(options: Strand = {}): Promise<string> {
   return strandTransfer(ledger, options);
+}
+
+function sum(counts: Record<string, number> | undefined): number {
+  return Object.values(counts ?? {}).reduce((a, b) => a + b, 0);
+}
+
+/** The audit entries of one transfer, oldest first. */
+async function auditOf(sequenceId: string, harness: Harness = h): Promise<Array<Record<string, string>>> {
+  const raw = await harness.redis.xrange(`${harness.prefix}:audit`, '-', '+');
+  return raw
+    .map(([, flat]) => Object.fromEntries(Array.from({ length: flat.length / 2 }, (_, i) => [flat[2 * i]!, flat[2 * i + 1]!])))
+    .filter((entry) => entry.sequenceId === sequenceId);
 }
 
 async function trackJob(harness: Harness, sequenceId: string) {
@@ -115,7 +147,11 @@ describe('resolve --as submitted', { timeout: processesTimeout(3, 60_000) }, () 
       const before = await w.eventsOf(sequenceId);
       expect(before.map((event) => event.event)).toEqual(['transfer.unresolved']);
 
-      const result = await cli(['resolve', sequenceId, '--as', 'submitted', '--reason', REASON, '--json'], w);
+      // The provider shows the txid; the operator resolves with it, and the CLI checks it with the provider.
+      w.sim.setFault('sendTransaction', null);
+      w.sim.setTxid(sequenceId);
+      const txid = w.sim.transfer(sequenceId)!.txid;
+      const result = await cli(['resolve', sequenceId, '--as', 'submitted', '--txid', txid, '--reason', REASON, '--json'], w);
       expect(result.stderr).toBe('');
       expect(result.code).toBe(0);
       expect(JSON.parse(result.stdout)).toMatchObject({
@@ -124,6 +160,8 @@ describe('resolve --as submitted', { timeout: processesTimeout(3, 60_000) }, () 
         version: 2,
         event: 'transfer.submitted',
         trackJobId: trackJobId(sequenceId),
+        forced: false,
+        checked: { finding: 'found', txid },
       });
       const after = await w.eventsOf(sequenceId);
       expect(after.map((event) => [event.event, event.version])).toEqual([
@@ -133,12 +171,11 @@ describe('resolve --as submitted', { timeout: processesTimeout(3, 60_000) }, () 
       expect(after[1]!.data).toEqual({ transfer: null, recoveredBy: 'operator', reason: REASON });
       expect(await trackJob(w, sequenceId)).toEqual({ name: QueueName.TRACK, data: { sequenceId } });
       const record = await wLedger.get(sequenceId);
-      expect(record).toMatchObject({ state: TransferState.SUBMITTED, leaseOwner: undefined, payload: undefined, lastError: undefined });
+      expect(record).toMatchObject({ state: TransferState.SUBMITTED, leaseOwner: undefined, payload: undefined, lastError: undefined, txid });
+      expect(record!.match.transactionId).toBe((JSON.parse(result.stdout) as { checked: { transactionId: string } }).checked.transactionId);
       expect(record!.submittedAt).toBeGreaterThan(0);
 
-      // The provider shows the txid; a worker (back up) tracks the transfer to it.
-      w.sim.setFault('sendTransaction', null);
-      w.sim.setTxid(sequenceId);
+      // A worker (back up) tracks the transfer to its txid.
       await w.startWorker();
       const outcome = await w.producer.waitForTerminal(sequenceId, 15_000);
       expect(outcome.event).toBe('transfer.broadcast');
@@ -152,12 +189,16 @@ describe('resolve --as submitted', { timeout: processesTimeout(3, 60_000) }, () 
     }
   });
 
-  it('settles a transfer whose runner died mid-send (lease run out), and a second resolve is refused and publishes nothing', async () => {
+  it('settles with --force, without a txid and without asking the provider, audited as forced; a second resolve is refused and publishes nothing', async () => {
     const sequenceId = await strand();
-    const first = await cli(['resolve', sequenceId, '--as', 'submitted', '--reason', REASON]);
+    const requests = h.sim.requestCount();
+    const first = await cli(['resolve', sequenceId, '--as', 'submitted', '--force', '--reason', REASON]);
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
     expect(first.stdout).toMatch(/^resolved as +submitted$/m);
+    expect(first.stdout).toMatch(/^provider check +skipped \(--force\)/m);
+    expect(h.sim.requestCount()).toBe(requests);
+    expect(await auditOf(sequenceId)).toMatchObject([{ action: 'resolve', outcome: 'resolved', forced: 'true' }]);
     expect(first.stdout).toMatch(/^event +transfer\.submitted version 1 /m);
     expect(first.stdout).toContain(`job ${trackJobId(sequenceId)} added`);
     expect(await trackJob(h, sequenceId)).toEqual({ name: QueueName.TRACK, data: { sequenceId } });
@@ -179,10 +220,20 @@ describe('resolve --as failed', { timeout: processesTimeout(2) }, () => {
   it('fails an unresolved transfer although a send may have gone out: one transfer.failed OPERATOR_RESOLVED with the reason, final', async () => {
     const sequenceId = await strand({ unresolved: true });
     expect((await ledger.get(sequenceId))?.unknownSince).toBeGreaterThan(0);
+    const lookups = h.sim.stats().requests.getTransfer;
     const result = await cli(['resolve', sequenceId, '--as', 'failed', '--reason', REASON, '--json']);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(JSON.parse(result.stdout)).toMatchObject({ sequenceId, resolvedAs: 'failed', version: 2, event: 'transfer.failed' });
+    expect(JSON.parse(result.stdout)).toMatchObject({
+      sequenceId,
+      resolvedAs: 'failed',
+      version: 2,
+      event: 'transfer.failed',
+      forced: false,
+      checked: { finding: 'absent' },
+    });
+    // Looked up by the CLI itself, under its own lease, before it failed the transfer.
+    expect(sum(h.sim.stats().requests.getTransfer)).toBeGreaterThan(sum(lookups));
     expect(JSON.parse(result.stdout)).not.toHaveProperty('trackJobId');
 
     const events = await h.eventsOf(sequenceId);
@@ -200,14 +251,62 @@ describe('resolve --as failed', { timeout: processesTimeout(2) }, () => {
     expect(await trackJob(h, sequenceId)).toBeUndefined();
 
     // Terminal: neither outcome can be recorded again.
-    const again = await cli(['resolve', sequenceId, '--as', 'submitted', '--reason', REASON]);
+    const again = await cli(['resolve', sequenceId, '--as', 'submitted', '--force', '--reason', REASON]);
     expect(again.code).toBe(4);
     expect(again.stderr).toMatch(/transfer \S+ is failed, not submitting: nothing to resolve \(WRONG_STATE\)/);
     expect((await h.eventsOf(sequenceId)).length).toBe(2);
   });
 });
 
-describe('refusals', { timeout: processesTimeout(2) }, () => {
+describe('the provider check', { timeout: processesTimeout(3) }, () => {
+  it('refuses --as submitted with a txid the provider does not show for the transfer, audited, the ledger untouched; the right txid is accepted', async () => {
+    const { sequenceId, txid } = await strandSent();
+    const before = await ledger.get(sequenceId);
+    const wrong = await cli(['resolve', sequenceId, '--as', 'submitted', '--txid', `0x${'ab'.repeat(32)}`, '--reason', REASON, '--json']);
+    expect(wrong.code).toBe(4);
+    expect(wrong.stdout).toBe('');
+    expect(jsonError(wrong)).toMatchObject({ code: 'PROVIDER_DISAGREES', details: { finding: 'absent' } });
+    expect(await ledger.get(sequenceId)).toEqual(before);
+    expect(await h.eventsOf(sequenceId)).toEqual([]);
+    expect(await trackJob(h, sequenceId)).toBeUndefined();
+    expect(await auditOf(sequenceId)).toMatchObject([{ action: 'resolve', outcome: 'provider-disagrees', forced: 'false' }]);
+
+    const right = await cli(['resolve', sequenceId, '--as', 'submitted', '--txid', txid, '--reason', REASON, '--json']);
+    expect(right.stderr).toBe('');
+    expect(right.code).toBe(0);
+    expect(JSON.parse(right.stdout)).toMatchObject({ resolvedAs: 'submitted', event: 'transfer.submitted', checked: { finding: 'found', txid } });
+    expect(await ledger.get(sequenceId)).toMatchObject({ state: TransferState.SUBMITTED, txid });
+    expect((await auditOf(sequenceId)).map((entry) => entry.outcome)).toEqual(['provider-disagrees', 'resolved']);
+  });
+
+  it('refuses --as failed when the provider holds the transfer, gives the lease back and publishes nothing', async () => {
+    const { sequenceId, txid } = await strandSent({ unresolved: true });
+    const result = await cli(['resolve', sequenceId, '--as', 'failed', '--reason', REASON, '--json']);
+    expect(result.code).toBe(4);
+    expect(jsonError(result)).toMatchObject({ code: 'PROVIDER_FOUND', details: { txid } });
+    const record = await ledger.get(sequenceId);
+    expect(record).toMatchObject({ state: TransferState.SUBMITTING, leaseOwner: undefined, leaseUntil: 0 });
+    expect((await h.eventsOf(sequenceId)).map((event) => event.event)).toEqual(['transfer.unresolved']);
+    expect(await auditOf(sequenceId)).toMatchObject([{ action: 'resolve', outcome: 'provider-found', forced: 'false' }]);
+  });
+
+  it('refuses when the provider cannot be asked (every lookup answered 500), nothing decided', async () => {
+    const sequenceId = await strand({ unresolved: true });
+    const before = await ledger.get(sequenceId);
+    h.sim.setFault('getTransfer', { probability: 1, kinds: ['5xx'] });
+    try {
+      const result = await cli(['resolve', sequenceId, '--as', 'failed', '--reason', REASON, '--json']);
+      expect(result.code).toBe(4);
+      expect(jsonError(result)).toMatchObject({ code: 'PROVIDER_UNREACHABLE' });
+    } finally {
+      h.sim.setFault('getTransfer', null);
+    }
+    expect(await ledger.get(sequenceId)).toMatchObject({ state: TransferState.SUBMITTING, leaseOwner: undefined, sends: before!.sends });
+    expect(await auditOf(sequenceId)).toMatchObject([{ action: 'resolve', outcome: 'provider-unreachable' }]);
+  });
+});
+
+describe('refusals', { timeout: processesTimeout(5) }, () => {
   it('refuses while a runner holds a live send lease, saying how long to wait, and changes nothing', async () => {
     // Ten minutes: longer than any CLI start, so the lease is still held when the resolves look.
     const sequenceId = await strand({ unresolved: true, liveLeaseMs: 600_000 });
@@ -218,10 +317,11 @@ describe('refusals', { timeout: processesTimeout(2) }, () => {
     expect(leaseUntil).not.toBeNull();
     expect(Date.parse(leaseUntil!)).toBe(before!.leaseUntil);
 
+    const lookups = sum(h.sim.stats().requests.getTransfer);
     const asked = Date.now();
     const [text, json] = await Promise.all([
       cli(['resolve', sequenceId, '--as', 'failed', '--reason', REASON]),
-      cli(['resolve', sequenceId, '--as', 'submitted', '--reason', REASON, '--json']),
+      cli(['resolve', sequenceId, '--as', 'submitted', '--txid', '0xfeed', '--reason', REASON, '--json']),
     ]);
     const answered = Date.now();
     // What was left of the lease, in whole seconds rounded up, when the CLI looked: after `asked`, before
@@ -240,6 +340,9 @@ describe('refusals', { timeout: processesTimeout(2) }, () => {
     expect(await ledger.get(sequenceId)).toEqual(before);
     expect((await h.eventsOf(sequenceId)).map((event) => event.event)).toEqual(['transfer.unresolved']);
     expect(await trackJob(h, sequenceId)).toBeUndefined();
+    // Nothing looked up while the runner's lease runs: the check comes after it ended.
+    expect(sum(h.sim.stats().requests.getTransfer)).toBe(lookups);
+    expect((await auditOf(sequenceId)).map((entry) => entry.outcome)).toEqual(['lease-held', 'lease-held']);
   });
 
   it('refuses a transfer that is not in submitting, naming its state', async () => {
@@ -276,9 +379,16 @@ describe('refusals', { timeout: processesTimeout(2) }, () => {
       [['--as', 'failed', '--reason', 'two\nlines'], /--reason must be one line/],
       [['--reason', REASON], /--as is required/],
       [['--as', 'broadcast', '--reason', REASON], /--as must be submitted or failed/],
+      [['--as', 'submitted', '--reason', REASON], /--as submitted needs --txid/],
+      [['--as', 'submitted', '--txid', '../x', '--reason', REASON], /--txid must be one token/],
+      [['--as', 'failed', '--txid', '0xfeed', '--reason', REASON], /--txid goes with --as submitted only/],
       [['--as', 'failed', '--reason', REASON, '--frobnicate'], /Unknown option/],
     ];
-    const results = await Promise.all(bad.map(([args]) => cli(['resolve', sequenceId, ...args])));
+    // A few at a time: a dozen CLI processes at once can outlast a process's time-out on a busy machine.
+    const results: CliResult[] = [];
+    for (let i = 0; i < bad.length; i += 4) {
+      results.push(...(await Promise.all(bad.slice(i, i + 4).map(([args]) => cli(['resolve', sequenceId, ...args])))));
+    }
     results.forEach((result, i) => {
       expect(result.code, bad[i]![0].join(' ')).toBe(2);
       expect(result.stderr, bad[i]![0].join(' ')).toMatch(bad[i]![1]);
@@ -307,7 +417,7 @@ describe('refusals', { timeout: processesTimeout(2) }, () => {
 
   it('lists resolve and exit code 4 in the usage', async () => {
     const [usage, detail] = await Promise.all([cli(['help']), cli(['resolve', '--help'])]);
-    expect(usage.stdout).toMatch(/^ {2}resolve <sequenceId> --as submitted\|failed --reason TEXT/m);
+    expect(usage.stdout).toMatch(/^ {2}resolve <sequenceId> --as submitted\|failed \[--txid TXID\] \[--force\] --reason TEXT/m);
     expect(usage.stdout).toMatch(/^ {2}4 +refused/m);
     expect(detail.code).toBe(0);
     expect(detail.stdout).toContain('exit code 4');

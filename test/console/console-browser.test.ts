@@ -131,11 +131,23 @@ describe('operator console in headless Chromium', { timeout: 60_000 }, () => {
       expect(await page.locator('.stage-branch').innerText()).toContain('unresolved');
       await page.screenshot({ path: join(SCREENSHOTS, 'console-detail.png'), fullPage: true });
 
-      await page.getByRole('button', { name: 'Resolve as submitted' }).click();
-      const dialog = page.getByRole('dialog');
-      expect(await dialog.innerText()).toContain(unresolved);
-      await dialog.getByLabel('Reason').fill(REASON);
-      await dialog.getByRole('button', { name: `Confirm resolve as submitted of ${unresolved}` }).click();
+      // The provider shows the transfer now; the operator has its txid from the provider's console.
+      h.sim.updateSettings({ visibleAfterMs: 0 });
+      h.sim.setTxid(unresolved);
+      const txid = h.sim.transfer(unresolved)!.txid;
+      const resolveAs = async (given: string) => {
+        await page.getByLabel(/^txid/).fill(given);
+        await page.getByRole('button', { name: 'Resolve as submitted' }).click();
+        const dialog = page.getByRole('dialog');
+        expect(await dialog.innerText()).toContain(unresolved);
+        await dialog.getByLabel('Reason').fill(REASON);
+        await dialog.getByRole('button', { name: `Confirm resolve as submitted of ${unresolved}` }).click();
+      };
+      // A txid the provider does not confirm for this transfer: refused, audited, nothing changed.
+      await resolveAs(`0x${'ab'.repeat(32)}`);
+      await page.waitForURL(/outcome=provider-disagrees/);
+      expect(await page.locator('[data-field="state"]').innerText()).toBe('submitting');
+      await resolveAs(txid);
       await page.waitForURL(/outcome=resolved/);
 
       expect(await page.locator('[data-outcome]').innerText()).toBe('resolve: resolved');
@@ -145,15 +157,10 @@ describe('operator console in headless Chromium', { timeout: 60_000 }, () => {
       expect(audit).toMatch(/console\s+resolve\s+resolved\s+provider console shows it/);
       expect(await page.locator('table.events tbody').innerText()).toContain('transfer.submitted');
       expect(await page.getByRole('button', { name: /Resolve/ }).count()).toBe(0);
+      const entry = { user: OPERATOR.username, role: 'operator', via: 'console', action: 'resolve', reason: REASON };
       expect(await auditOf(unresolved)).toEqual([
-        expect.objectContaining({
-          user: OPERATOR.username,
-          role: 'operator',
-          via: 'console',
-          action: 'resolve',
-          outcome: 'resolved',
-          reason: REASON,
-        }),
+        expect.objectContaining({ ...entry, outcome: 'provider-disagrees' }),
+        expect.objectContaining({ ...entry, outcome: 'resolved' }),
       ]);
     } finally {
       await context.close();

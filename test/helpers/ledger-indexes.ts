@@ -19,6 +19,9 @@ export function expectedAttention(record: TransferRecord): { reason: AttentionRe
   if ((record.state === TransferState.SUBMITTED && record.haltedAs !== undefined) || record.state === TransferState.HALTED) {
     return { reason: 'halted', since: record.haltedSince ?? record.updatedAt };
   }
+  if (record.state === TransferState.SUBMITTED && record.approvalSince !== undefined) {
+    return { reason: 'approval', since: record.approvalSince };
+  }
   if (record.state === TransferState.EXPIRED && record.expiredCode === 'SEND_OUTCOME_UNKNOWN') {
     return { reason: 'expired-unknown', since: record.updatedAt };
   }

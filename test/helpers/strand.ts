@@ -2,6 +2,7 @@
  * A transfer left stuck in `submitting` (or `gated`) the way the worker would leave it, written through
  * the ledger's own transitions: for the tests of what an operator does about it (resolve, the audit).
  */
+import type { SubmitPayload } from '../../packages/producer/src/payload.ts';
 import { TransferState, type Ledger } from '../../src/ledger/ledger.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { sleep } from './wait.ts';
@@ -13,6 +14,8 @@ export interface Strand {
   unresolved?: boolean;
   /** A runner holds a live send lease for this long. */
   liveLeaseMs?: number;
+  /** The transfer's payload (default: a new sample payload). */
+  payload?: SubmitPayload;
 }
 
 /**
@@ -21,7 +24,7 @@ export interface Strand {
  * the unknown outcome), found nothing and published `transfer.unresolved`; or holds the lease now.
  */
 export async function strandTransfer(ledger: Ledger, options: Strand = {}): Promise<string> {
-  const payload = samplePayload();
+  const payload = options.payload ?? samplePayload();
   const sequenceId = payload.halfSigned.sequenceId;
   const step = async (request: Parameters<Ledger['transition']>[1]) => {
     const result = await ledger.transition(sequenceId, request);

@@ -120,7 +120,7 @@ describe('GET /api/v1 reads', () => {
     const summary = await get('/api/v1/summary');
     expect(summary.status).toBe(200);
     expect(summary.body.states.broadcast).toBeGreaterThanOrEqual(3);
-    expect(Object.keys(summary.body.attention).sort()).toEqual(['expired-unknown', 'halted', 'send-unknown', 'unresolved']);
+    expect(Object.keys(summary.body.attention).sort()).toEqual(['approval', 'expired-unknown', 'halted', 'send-unknown', 'unresolved']);
     expect(summary.body.banners).toEqual({
       ledgerRecovery: { active: false, until: null },
       providerPause: { active: false, until: null },
@@ -144,6 +144,31 @@ describe('POST /api/v1 actions', () => {
       { user: 'otto', role: 'operator', action: 'cancel', sequenceId, outcome: 'cancelled', via: 'api', remote: '127.0.0.1' },
       { user: 'vera', role: 'viewer', action: 'cancel', sequenceId, outcome: 'forbidden' },
     ]);
+  });
+
+  it('rechecks a submitted transfer now (200) and refuses one that ended (409), both audited', async () => {
+    h.sim.updateSettings({ txidAfterMs: 3_600_000 });
+    try {
+      const payload = samplePayload();
+      const sequenceId = payload.halfSigned.sequenceId;
+      await h.producer.submit(payload);
+      await expect.poll(async () => (await h.app!.ledger.get(sequenceId))?.state, { timeout: 15_000 }).toBe('submitted');
+      const answer = await post(`/api/v1/transfers/${sequenceId}/recheck`, { reason: REASON });
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({ sequenceId, outcome: expect.stringMatching(/^(promoted|polling|added)$/) });
+      const cancelled = samplePayload().halfSigned.sequenceId;
+      expect((await post(`/api/v1/transfers/${cancelled}/cancel`, { reason: REASON })).status).toBe(200);
+      const refused = await post(`/api/v1/transfers/${cancelled}/recheck`, { reason: REASON });
+      expect(refused.status).toBe(409);
+      expect(refused.body).toMatchObject({ error: 'WRONG_STATE' });
+      const audit = await get('/api/v1/audit?limit=2');
+      expect(audit.body.items).toMatchObject([
+        { action: 'recheck', sequenceId: cancelled, outcome: 'wrong-state' },
+        { action: 'cancel', sequenceId: cancelled, outcome: 'cancelled' },
+      ]);
+    } finally {
+      h.sim.updateSettings({ txidAfterMs: 0 });
+    }
   });
 
   it('checks the body: 400 when not a JSON object, 422 with issues', async () => {

@@ -144,6 +144,7 @@ describe('dashboard read-only (the default)', () => {
         'POST /transfers/:sequenceId/cancel',
         'POST /api/v1/transfers/:sequenceId/cancel',
         'POST /api/v1/transfers/:sequenceId/resolve',
+        'POST /api/v1/transfers/:sequenceId/recheck',
         'POST /api/v1/ledger/accept-epoch',
         'POST /console/transfers/:sequenceId/cancel',
         'POST /console/transfers/:sequenceId/resolve',

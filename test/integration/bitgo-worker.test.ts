@@ -13,6 +13,8 @@ import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import { TransferProducer } from '../../packages/producer/src/producer.ts';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/config.ts';
+import { createKeys } from '../../src/ledger/keys.ts';
+import { TransferQueries } from '../../src/ledger/queries.ts';
 import { createLogger } from '../../src/logger.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { startBitgoSimulator, type BitgoSimulator } from '../../src/simulator/bitgo/index.ts';
@@ -182,6 +184,32 @@ describe('CUSTODY_PROVIDER=bitgo', () => {
     expect(await producer.waitForTerminal(sequenceId, 15_000)).toMatchObject({ event: 'transfer.halted', data: { state } });
     expect((await eventsOf(sequenceId)).map((e) => e.event)).toEqual(['transfer.submitted', 'transfer.halted']);
     expect(accepted(sequenceId)).toBe(1);
+  });
+
+  it('waiting for an approval is recorded once (approvalSince), needs attention past CONSOLE_APPROVAL_WAIT, and is cleared when BitGo moves on', async () => {
+    const { sequenceId } = await submittedAwaitingApproval();
+    const since = await until('approvalSince recorded', 15_000, async () => (await app.ledger.get(sequenceId))?.approvalSince);
+    // More polls see the same pendingApproval and write nothing: the first sighting stays.
+    const lookups = () => Object.values(sim.stats().requests.transferBySequenceId).reduce((a, b) => a + b, 0);
+    const seen = lookups();
+    await until('two more polls', 15_000, async () => (lookups() >= seen + 2 ? true : undefined));
+    expect((await app.ledger.get(sequenceId))?.approvalSince).toBe(since);
+
+    const keys = createKeys(prefix, eventsStream);
+    const now = () => since + 1;
+    const withinWait = new TransferQueries(redis, keys, { unresolvedAfterMs: 0, approvalWaitMs: 3_600_000, clock: now });
+    const pastWait = new TransferQueries(redis, keys, { unresolvedAfterMs: 0, approvalWaitMs: 1, clock: now });
+    expect((await withinWait.attention()).filter((item) => item.sequenceId === sequenceId)).toEqual([]);
+    expect((await pastWait.attention()).filter((item) => item.sequenceId === sequenceId)).toEqual([
+      expect.objectContaining({ sequenceId, reason: 'approval', since }),
+    ]);
+    expect((await pastWait.counts()).attention.approval).toBeGreaterThanOrEqual(1);
+
+    // Approved and signed, no txid yet: no longer waiting for an approval.
+    sim.setState(sequenceId, 'signed', { hideTxid: true });
+    await until('approvalSince cleared', 15_000, async () => ((await app.ledger.get(sequenceId))?.approvalSince === undefined ? true : undefined));
+    expect((await pastWait.attention()).filter((item) => item.sequenceId === sequenceId)).toEqual([]);
+    expect((await app.ledger.get(sequenceId))?.state).toBe('submitted');
   });
 
   it('a transfer removed by a re-org is not halted: reported once (metric, haltedAs), still tracked, broadcast when mined again', async () => {

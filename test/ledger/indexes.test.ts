@@ -105,6 +105,13 @@ async function drive(end: string): Promise<string> {
   await must(s, op.markSubmitted(owner, { transfer: null, recoveredBy: 'duplicate' }, { transactionId: record }, 0));
   if (end === 'submitted') return s;
   await must(s, op.pollAnswered());
+  if (end === 'awaiting-approval' || end === 'approved') {
+    // Stamped by the first poll that sees the pending approval; a second writes the same.
+    await must(s, op.approvalPending());
+    await must(s, op.approvalPending());
+    if (end === 'approved') await must(s, op.approvalEnded());
+    return s;
+  }
   if (end === 'halted-for-now' || end === 'halted') {
     await must(s, op.haltedForNow('removed'));
     await must(s, op.pollFailed(1));
@@ -135,6 +142,8 @@ const ENDS = [
   'expired-unknown',
   'unresolved',
   'submitted',
+  'awaiting-approval',
+  'approved',
   'halted-for-now',
   'halted',
   'expired',
@@ -180,9 +189,11 @@ describe('listing indexes kept with the record', () => {
       expect(counts.states[state], state).toBe([...records.values()].filter((record) => record.state === state).length);
     }
     // A send outcome unknown only counts once UNRESOLVED_AFTER has passed: not yet.
-    expect(counts.attention).toEqual({ unresolved: 2, 'send-unknown': 0, halted: 2, 'expired-unknown': 1 });
-    const later = new TransferQueries(redis, keys, { unresolvedAfterMs: 0, clock: () => Date.now() + 1 });
+    // Nor a pending approval before CONSOLE_APPROVAL_WAIT (default 1h).
+    expect(counts.attention).toEqual({ unresolved: 2, 'send-unknown': 0, halted: 2, 'expired-unknown': 1, approval: 0 });
+    const later = new TransferQueries(redis, keys, { unresolvedAfterMs: 0, approvalWaitMs: 0, clock: () => Date.now() + 1 });
     expect((await later.counts()).attention['send-unknown']).toBe(1);
+    expect((await later.counts()).attention.approval).toBe(1);
     const attention = await later.attention();
     expect(attention.map((item) => item.since)).toEqual([...attention.map((item) => item.since)].sort((a, b) => a - b));
     expect(new Map(attention.map((item) => [item.sequenceId, item.reason]))).toEqual(
@@ -193,6 +204,7 @@ describe('listing indexes kept with the record', () => {
         [made.get('expired-unknown'), 'expired-unknown'],
         [made.get('halted-for-now'), 'halted'],
         [made.get('halted'), 'halted'],
+        [made.get('awaiting-approval'), 'approval'],
       ]),
     );
     // An expiry with SEND_OUTCOME_UNKNOWN needs attention for 7 days, then no longer.

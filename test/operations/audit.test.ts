@@ -17,6 +17,7 @@ import { cliOperations } from '../../src/cli/operator.ts';
 import { cliLedger } from '../../src/cli/redis-run.ts';
 import { AuditLog, type Actor, type AuditEntry } from '../../src/operations/audit.ts';
 import { ForbiddenError } from '../../src/operations/errors.ts';
+import { workerCustodyEnv } from '../../src/simulator/index.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { killAllClis, runCli, type CliResult } from '../helpers/cli-process.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
@@ -76,7 +77,8 @@ function expectStamped(entry: Entry, before: number, after: number): void {
 }
 
 function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return runCli(args, { env: { REDIS_URL: testRedisUrl(), QUEUE_PREFIX: h.prefix, ...env } });
+  // The simulator's settings: a resolve checks with the provider.
+  return runCli(args, { env: { REDIS_URL: testRedisUrl(), QUEUE_PREFIX: h.prefix, ...workerCustodyEnv(h.sim), ...env } });
 }
 
 /** The value of one sample of /metrics, 0 when absent. */
@@ -175,7 +177,7 @@ describe('one entry per action', { timeout: processesTimeout(2, 30_000) }, () =>
     const [stuck, gated] = [await strandTransfer(ledger), await strandTransfer(ledger, { state: 'gated' })];
     const [resolved, refused] = await Promise.all([
       cli(['resolve', stuck, '--as', 'failed', '--reason', 'provider: never received, OPS-124', '--by', 'bob', '--json']),
-      cli(['resolve', gated, '--as', 'submitted', '--reason', 'in provider console, OPS-125', '--by', 'bob', '--json']),
+      cli(['resolve', gated, '--as', 'submitted', '--txid', '0xfeed', '--reason', 'in provider console, OPS-125', '--by', 'bob', '--json']),
     ]);
     expect(resolved.code, resolved.stderr).toBe(0);
     expect(refused.code, refused.stderr).toBe(4);

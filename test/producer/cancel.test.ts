@@ -209,6 +209,7 @@ describe('TransferProducer.cancel', () => {
       keys.attention('send-unknown'),
       keys.attention('halted'),
       keys.attention('expired-unknown'),
+      keys.attention('approval'),
       keys.byState('cancelled'),
       keys.byState('received'),
       keys.byState('gated'),

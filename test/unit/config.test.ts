@@ -336,7 +336,8 @@ describe('console access settings', () => {
   });
 
   it('reads CONSOLE_USERS as name, role and hash, none by default, and the proxy settings when complete', () => {
-    expect(loadConfig(valid).http.console).toEqual({ users: [], proxy: undefined });
+    expect(loadConfig(valid).http.console).toEqual({ users: [], proxy: undefined, approvalWaitMs: 3_600_000 });
+    expect(loadConfig({ ...valid, CONSOLE_APPROVAL_WAIT: '15m' }).http.console.approvalWaitMs).toBe(900_000);
     const config = loadConfig({
       ...valid,
       CONSOLE_USERS: ` vera:viewer:${hash} ,otto:operator:${hash}`,
@@ -359,6 +360,7 @@ describe('console access settings', () => {
           { address: '::1', prefix: 128, family: 'ipv6' },
         ],
       },
+      approvalWaitMs: 3_600_000,
     });
   });
 

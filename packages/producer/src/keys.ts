@@ -47,7 +47,7 @@ export function ledgerKeys(prefix: string): {
  * KEYS[14..17]: unresolved (SEND_OUTCOME_UNKNOWN or SEQUENCE_ID_IN_USE), a send whose outcome is
  * unknown, halted upstream, expired with SEND_OUTCOME_UNKNOWN.
  */
-export const ATTENTION_REASONS = ['unresolved', 'send-unknown', 'halted', 'expired-unknown'] as const;
+export const ATTENTION_REASONS = ['unresolved', 'send-unknown', 'halted', 'expired-unknown', 'approval'] as const;
 export type AttentionReason = (typeof ATTENTION_REASONS)[number];
 
 /** The listing indexes the transition script keeps with every record (its header, KEYS[10..17]). */

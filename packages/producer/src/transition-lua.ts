@@ -31,18 +31,18 @@ export const TRANSITION_LUA_SOURCE = `--[[
           refused: 'recovery'). Any transition whose caller saw a higher tick under the same epoch is
           refused ('epoch'): the ledger went back in time (a lagging replica promoted, a snapshot or a
           backup restored) and may have forgotten sends.
-  KEYS[10..18+n] the listing indexes (docs/architecture.md "Listing transfers"), kept with the record
+  KEYS[10..19+n] the listing indexes (docs/architecture.md "Listing transfers"), kept with the record
           so they never disagree with it; written only for a transition with an index member:
     KEYS[10] sequenceId by txid (hash, the txid in its canonical spelling)
     KEYS[11] sequenceId by job id (hash, the job that owns the transfer now)
     KEYS[12] every sequenceId (sorted set, score 0: prefix search by ZRANGEBYLEX)
     KEYS[13] what retention removes of an ended transfer (hash, sequenceId -> JSON {state, jobId,
              txid, attention}): the record expires by its TTL, so retention cannot read it any more
-    KEYS[14..17] needs attention, one sorted set per reason (score = since when, ms): unresolved,
-             send-unknown, halted, expired-unknown (in that order; attentionOf below says when)
-    KEYS[18] the index of the state \`to\` (sorted set, score = last change ms)
-    KEYS[19..18+n] the index of each state of \`from\` but '-', in \`from\`'s order
-  KEYS[19+n..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
+    KEYS[14..18] needs attention, one sorted set per reason (score = since when, ms): unresolved,
+             send-unknown, halted, expired-unknown, approval (in that order; attentionOf below says when)
+    KEYS[19] the index of the state \`to\` (sorted set, score = last change ms)
+    KEYS[20..19+n] the index of each state of \`from\` but '-', in \`from\`'s order
+  KEYS[20+n..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
           change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
@@ -121,32 +121,34 @@ export const TRANSITION_LUA_SOURCE = `--[[
 -- Everything the checks read, in one call and before any write (so every check sees the record as
 -- it was when the script started, as it always did).
 local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince', 'lastEventAt',
-  'unresolvedAt', 'haltedAs', 'haltedSince', 'jobId', 'txid')
+  'unresolvedAt', 'haltedAs', 'haltedSince', 'jobId', 'txid', 'approvalSince')
 local current = before[1] or '-'
 
 local req = cjson.decode(ARGV[1])
 
 -- The listing indexes' keys (see the header): the state indexes, then the claims after them.
-local stateIndex = {[req.to] = KEYS[18]}
-local firstClaim = 19
+local stateIndex = {[req.to] = KEYS[19]}
+local firstClaim = 20
 for _, state in ipairs(req.from) do
   if state ~= '-' then
     stateIndex[state] = KEYS[firstClaim]
     firstClaim = firstClaim + 1
   end
 end
-local attentionIndex = {['unresolved'] = KEYS[14], ['send-unknown'] = KEYS[15], ['halted'] = KEYS[16], ['expired-unknown'] = KEYS[17]}
+local attentionIndex = {['unresolved'] = KEYS[14], ['send-unknown'] = KEYS[15], ['halted'] = KEYS[16], ['expired-unknown'] = KEYS[17], ['approval'] = KEYS[18]}
 
 -- Why a transfer needs an operator's attention, and since when (ms), from its record's fields; nil
 -- when it does not. The console's time bounds (longer than UNRESOLVED_AFTER, within the last 7 days)
 -- are applied when reading, by score, so that time passing costs no write. The one rule, here only.
-local function attentionOf(state, unresolvedAt, inUseSince, unknownSince, haltedAs, haltedSince, expiredCode, at)
+local function attentionOf(state, unresolvedAt, inUseSince, unknownSince, haltedAs, haltedSince, expiredCode, at, approvalSince)
   if state == 'submitting' then
     if unresolvedAt or inUseSince then return 'unresolved', tonumber(unresolvedAt or inUseSince) end
     if unknownSince then return 'send-unknown', tonumber(unknownSince) end
   elseif state == 'submitted' or state == 'halted' then
     -- A record written before haltedSince existed: since this change (at), or unknown before it (nil).
     if haltedAs or state == 'halted' then return 'halted', (haltedSince and tonumber(haltedSince)) or at end
+    -- Waiting for the provider's approval since approvalSince (the console's bound: CONSOLE_APPROVAL_WAIT).
+    if state == 'submitted' and approvalSince then return 'approval', tonumber(approvalSince) end
   elseif state == 'expired' and expiredCode == 'SEND_OUTCOME_UNKNOWN' then
     return 'expired-unknown', at
   end
@@ -314,7 +316,7 @@ if #req.unset > 0 then
 end
 
 -- What the indexes need of the record after the change, read with what the step reads anyway.
-local INDEXED = {'unresolvedAt', 'inUseSince', 'unknownSince', 'haltedAs', 'haltedSince', 'expiredCode', 'jobId', 'txid'}
+local INDEXED = {'unresolvedAt', 'inUseSince', 'unknownSince', 'haltedAs', 'haltedSince', 'expiredCode', 'jobId', 'txid', 'approvalSince'}
 local after
 local streamId = ''
 local version
@@ -365,8 +367,8 @@ if member ~= '' then
   if current ~= req.to and stateIndex[current] then redis.call('ZREM', stateIndex[current], member) end
   redis.call('ZADD', stateIndex[req.to], nowText, member)
   if current == '-' then redis.call('ZADD', KEYS[12], 0, member) end
-  local was, wasSince = attentionOf(current, before[8], before[6], before[5], before[9], before[10], nil, nil)
-  local is, isSince = attentionOf(req.to, after[6], after[7], after[8], after[9], after[10], after[11], now)
+  local was, wasSince = attentionOf(current, before[8], before[6], before[5], before[9], before[10], nil, nil, before[13])
+  local is, isSince = attentionOf(req.to, after[6], after[7], after[8], after[9], after[10], after[11], now, after[14])
   if was and was ~= is then redis.call('ZREM', attentionIndex[was], member) end
   if is and (is ~= was or isSince ~= wasSince) then redis.call('ZADD', attentionIndex[is], isSince, member) end
   local jobId = after[12]

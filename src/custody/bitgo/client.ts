@@ -348,7 +348,12 @@ function listed(transfer: BitgoTransfer, walletId: string): ListedTransfer {
   const outputs = recipientEntries(transfer.entries, walletId).map((entry) => ({ address: entry.address, amount: entry.valueString }));
   const state = typeof transfer.state === 'string' ? transfer.state : '';
   const final = HALTED_STATES.get(state);
-  return { ...transfer, outputs, ...(transfer.txid === '' && final !== undefined ? { halted: { state, final } } : {}) };
+  return {
+    ...transfer,
+    outputs,
+    ...(transfer.txid === '' && final !== undefined ? { halted: { state, final } } : {}),
+    ...(transfer.txid === '' && state === 'pendingApproval' ? { awaitingApproval: true } : {}),
+  };
 }
 
 /** A 2xx get-transfer answer whose body this adapter cannot read: no transfer, one unreadable record. */

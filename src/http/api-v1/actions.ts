@@ -8,6 +8,7 @@ import {
   AuditNotWrittenError,
   ForbiddenError,
   NoEpochError,
+  RecheckRefusedError,
   ReplicasBehindError,
   ResolveRefusedError,
   TrackerNotAddedError,
@@ -39,6 +40,7 @@ const resolveBody = z.discriminatedUnion('outcome', [
   z.strictObject({ reason, outcome: z.literal('not-sent'), force: z.boolean().optional() }),
 ]);
 const epochBody = z.strictObject({ reason });
+const recheckBody = z.strictObject({ reason });
 
 /**
  * The `/api/v1` actions (docs/contract.md section 5): the body checked (400 when it is not a JSON
@@ -126,6 +128,15 @@ export const actionsPlugin: FastifyPluginAsync<ActionsOptions> = async (server, 
     });
   });
 
+  server.post<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId/recheck', async (request, reply) => {
+    const { sequenceId } = request.params;
+    if (refuseBadSequenceId(sequenceId, reply)) return reply;
+    return act(request, reply, recheckBody, async (body: z.infer<typeof recheckBody>, actor) => ({
+      status: 200,
+      body: await operations.recheck(actor, sequenceId, body.reason),
+    }));
+  });
+
   server.post('/api/v1/ledger/accept-epoch', async (request, reply) =>
     act(request, reply, epochBody, async (body: z.infer<typeof epochBody>, actor) => ({
       status: 200,
@@ -140,8 +151,10 @@ async function answerOf(run: () => Promise<StoredAnswer>): Promise<StoredAnswer>
     return await run();
   } catch (error) {
     if (error instanceof ForbiddenError) return { status: 403, body: { error: error.code, message: error.message } };
-    if (error instanceof ResolveRefusedError) {
-      return { status: error.code === 'NOT_FOUND' ? 404 : 409, body: { error: error.code, message: error.message, ...error.details } };
+    if (error instanceof ResolveRefusedError || error instanceof RecheckRefusedError) {
+      // The provider could not be asked: try again later; any other refusal is the state's or the provider's answer.
+      const status = error.code === 'NOT_FOUND' ? 404 : error.code === 'PROVIDER_UNREACHABLE' ? 503 : 409;
+      return { status, body: { error: error.code, message: error.message, ...error.details } };
     }
     if (error instanceof NoEpochError) return { status: 409, body: { error: error.code, message: error.message } };
     if (error instanceof ReplicasBehindError || error instanceof NotReplicatedError) {
@@ -155,7 +168,7 @@ async function answerOf(run: () => Promise<StoredAnswer>): Promise<StoredAnswer>
 
 function send(reply: FastifyReply, answer: StoredAnswer): FastifyReply {
   const details = answer.body as { retryAfterSeconds?: unknown };
-  if (answer.status === 409 && typeof details.retryAfterSeconds === 'number')
+  if ((answer.status === 409 || answer.status === 503) && typeof details.retryAfterSeconds === 'number')
     reply.header('retry-after', String(details.retryAfterSeconds));
   return reply.code(answer.status).send(answer.body);
 }

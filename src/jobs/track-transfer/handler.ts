@@ -168,6 +168,7 @@ export function createTrackHandler(deps: TrackDeps) {
         'the provider halted the transfer without a txid: an operator must act',
       );
     }
+    if (found.kind === 'found') await noteApproval(record, found.transfer);
     if (found.kind === 'found' && match.transactionId === undefined) {
       // Remember the record id: a later answer is then matched by id, the cheapest sure way.
       match.transactionId = found.transfer.id;
@@ -231,6 +232,16 @@ export function createTrackHandler(deps: TrackDeps) {
         log.warn({ err, other }, "could not record a transfer found in another transfer's answer; its own polls go on");
       }
     }
+  }
+
+  /**
+   * Whether the provider waits for an approval of the transfer, recorded when it changes only: stamped
+   * by the first poll that sees it (op.approvalPending), cleared by the first that no longer does.
+   */
+  async function noteApproval(record: TrackingView, transfer: ListedTransfer): Promise<void> {
+    const waiting = transfer.awaitingApproval === true;
+    if (waiting === (record.approvalSince !== undefined)) return;
+    await deps.ledger.transition(record.sequenceId, waiting ? op.approvalPending() : op.approvalEnded());
   }
 
   async function broadcast(record: TrackingView, transaction: ListedTransfer, log: JobContext['log']): Promise<TrackResult> {
