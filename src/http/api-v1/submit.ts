@@ -9,7 +9,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { ProducerUnavailableError } from '../../../packages/producer/src/errors.ts';
+import { NotReplicatedError, ProducerUnavailableError } from '../../../packages/producer/src/errors.ts';
 import { parseEnqueuedPayload } from '../../../packages/producer/src/payload.ts';
 import { TransferProducer } from '../../../packages/producer/src/producer.ts';
 import type { App } from '../../app.ts';
@@ -177,7 +177,8 @@ export const submitPlugin: FastifyPluginAsync<SubmitOptions> = async (server, op
       try {
         receipt = await producer.trySubmit(payload);
       } catch (error) {
-        if (error instanceof ProducerUnavailableError) {
+        // Not taken, or not yet on REDIS_MIN_REPLICAS replicas: the same request again is safe.
+        if (error instanceof ProducerUnavailableError || error instanceof NotReplicatedError) {
           return reply.code(503).send({ error: error.code, message: 'Redis did not take the transfer; submit again' });
         }
         throw error;
