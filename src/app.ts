@@ -208,6 +208,7 @@ export async function createApp(
     deadlineMs: config.track.deadlineMs,
     onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
     onSendWindowShut: () => metrics.sendWindowShut.inc(),
+    onPayloadConflict: () => metrics.payloadConflicts.inc(),
     onRecoveryLookup: (found) => metrics.recoveryLookups.inc({ found }),
     ...(config.redis.minReplicas > 0
       ? {

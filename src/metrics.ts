@@ -183,6 +183,11 @@ function declareMetrics() {
       help: 'Sends not made because not every online replica (or fewer than REDIS_MIN_REPLICAS) acknowledged the send in flight within REDIS_REPLICA_TIMEOUT (the step retries later).',
       registers: [registry],
     }),
+    payloadConflicts: new Counter({
+      name: 'custody_payload_conflicts_total',
+      help: 'Submit jobs that came under another job id with another payload for a sequenceId whose transfer exists: never sent, no event of their own (the transfer keeps its first payload).',
+      registers: [registry],
+    }),
     sendWindowShut: new Counter({
       name: 'custody_send_window_shut_total',
       help: 'Sends not written because the send lease may have ended before the first byte (its reply came late, or the process was frozen): nothing sent, the transfer left to whoever holds it.',
@@ -326,6 +331,7 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   for (const outcome of ['retried', 'gave-up']) metrics.reconcileRetries.inc({ outcome }, 0);
   metrics.foundForOther.inc(0);
   metrics.sendWindowShut.inc(0);
+  metrics.payloadConflicts.inc(0);
   for (const code of REFUSED_WRITE_CODES) metrics.redisRefusedWrites.inc({ code }, 0);
   metrics.transfersCancelled.inc(0);
   for (const { action, outcome } of knownActionOutcomes()) metrics.consoleActions.inc({ action, outcome }, 0);

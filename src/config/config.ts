@@ -8,7 +8,7 @@ import type { AnyCustodyProvider, VariableDoc } from '../custody/provider-kind.t
 import { TOMBSTONE_RETENTION_FLOOR_MS } from '../timing.ts';
 import { bool, duration, integer, optionalDuration, optionalHttpUrl, text } from './validators.ts';
 import { endpointUrlProblems, parseEndpoints, parseRetrySchedule, RETRY_SCHEDULE_RULE } from '../webhooks/endpoints.ts';
-import { consoleProblems, consoleUsers, headerName, trustedProxies } from './console.ts';
+import { consoleProblems, consoleUsers, headerName, submitApiKeys, trustedProxies } from './console.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EX_CONFIG = 78;
@@ -140,6 +140,7 @@ const envSchema = z.object({
   CONSOLE_PROXY_ROLE_HEADER: headerName(),
   CONSOLE_TRUSTED_PROXIES: trustedProxies(),
   CONSOLE_APPROVAL_WAIT: duration('1h', 1),
+  SUBMIT_API_KEYS: submitApiKeys(),
   LOG_LEVEL: z.preprocess((v) => (v === undefined || v === '' ? 'info' : v), z.enum(LOG_LEVELS, `must be one of ${LOG_LEVELS.join(', ')}`)),
 
   SUBMIT_CONCURRENCY: integer(16, 1, 10_000),
@@ -314,6 +315,11 @@ const CORE_DOCS: Readonly<Record<keyof typeof envSchema.shape, VariableDoc>> = {
     default: '`1h`',
     meaning:
       'a submitted transfer the provider has been holding for an approval (BitGo `pendingApproval`) this long needs attention (the console\'s "needs attention" list, reason `approval`); since when is recorded by the first tracking poll that sees it',
+  },
+  SUBMIT_API_KEYS: {
+    default: 'unset (the route is off)',
+    meaning:
+      'keys of `POST /api/v1/transfers` (`Authorization: Bearer <key>`): comma-separated `name:hash`, `hash` as `npm run cli -- hash-secret` prints it for the key (scrypt), names unique (1-64 of letters, digits and `._@+-`); the route answers 404 when unset',
   },
   LOG_LEVEL: { default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
   SUBMIT_CONCURRENCY: { default: '`16`', meaning: 'jobs at once per worker process' },
@@ -561,6 +567,8 @@ function build(env: z.infer<typeof envSchema>, custody: CustodySettings) {
       retryMaxMs: env.SUBMIT_RETRY_MAX,
       unresolvedAfterMs: env.UNRESOLVED_AFTER,
       travelRuleCacheTtlMs: env.TRAVEL_RULE_CACHE_TTL,
+      /** Keys of `POST /api/v1/transfers` (src/http/api-v1/submit.ts); empty: the route is off. */
+      apiKeys: env.SUBMIT_API_KEYS,
     },
     track: {
       concurrency: env.TRACK_CONCURRENCY,

@@ -26,28 +26,49 @@ export interface ConsoleUser {
   hash: string;
 }
 
-/** CONSOLE_USERS: comma-separated `name:role:hash`, names unique. Entries are named by position, never quoted. */
-export const consoleUsers = () =>
-  z.preprocess(
+/**
+ * A comma-separated list of `name:…:hash` entries (CONSOLE_USERS, SUBMIT_API_KEYS), names unique: `build`
+ * gets one entry's fields after the name (every field non-empty only when the count is right), and
+ * returns the entry or a problem. Entries are named by position, never quoted.
+ */
+function hashedEntries<T extends { name: string }>(shape: string, fields: number, build: (name: string, rest: string[]) => T | string) {
+  return z.preprocess(
     (v) => (v === undefined ? '' : v),
     z.string().transform((v, ctx) => {
       if (v.trim() === '') return [];
-      const users: ConsoleUser[] = [];
+      const entries: T[] = [];
       const problem = (message: string) => ctx.addIssue({ code: 'custom', message });
       v.split(',').forEach((entry, index) => {
         const at = `entry ${index + 1}`;
-        const [name = '', role = '', hash = '', ...rest] = entry.trim().split(':');
-        if (rest.length > 0 || hash === '') return problem(`${at} must be name:role:hash`);
+        const [name = '', ...rest] = entry.trim().split(':');
+        if (rest.length !== fields - 1 || rest[rest.length - 1] === '') return problem(`${at} must be ${shape}`);
         if (!USER_NAME.test(name)) return problem(`${at}: the name must be 1-64 of letters, digits and ._@+-`);
-        if (!isRole(role)) return problem(`${at}: the role must be ${ROLES.join(' or ')}`);
-        if (!parseSecretHash(hash)) return problem(`${at}: the hash must be ${SECRET_HASH_RULE}`);
-        const first = users.findIndex((user) => user.name === name);
-        if (first >= 0) return problem(`${at}: the name of an earlier entry (names must be unique)`);
-        users.push({ name, role, hash });
+        if (!parseSecretHash(rest[rest.length - 1]!)) return problem(`${at}: the hash must be ${SECRET_HASH_RULE}`);
+        const built = build(name, rest);
+        if (typeof built === 'string') return problem(`${at}: ${built}`);
+        if (entries.some((earlier) => earlier.name === name)) return problem(`${at}: the name of an earlier entry (names must be unique)`);
+        entries.push(built);
       });
-      return users;
+      return entries;
     }),
   );
+}
+
+/** CONSOLE_USERS: comma-separated `name:role:hash`, names unique. */
+export const consoleUsers = () =>
+  hashedEntries<ConsoleUser>('name:role:hash', 3, (name, [role, hash]) =>
+    isRole(role) ? { name, role, hash: hash! } : `the role must be ${ROLES.join(' or ')}`,
+  );
+
+export interface SubmitApiKey {
+  /** Who submitted, for logs and the rate limit: never the key. */
+  name: string;
+  /** As hash-secret printed it (src/lib/secret-hash.ts); parsed again where it is checked. */
+  hash: string;
+}
+
+/** SUBMIT_API_KEYS: comma-separated `name:hash`, names unique. */
+export const submitApiKeys = () => hashedEntries<SubmitApiKey>('name:hash', 2, (name, [hash]) => ({ name, hash: hash! }));
 
 /** A request header's name (an HTTP token), lower-cased as node presents headers. */
 export const headerName = () =>

@@ -24,11 +24,13 @@ export { DASHBOARD_PATH } from './dashboard.ts';
 
 export interface HttpDeps {
   app: App;
-  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit' | 'submit' | 'custody'>;
+  config: Pick<Config, 'http' | 'redis' | 'queue' | 'audit' | 'submit' | 'custody' | 'retention'>;
   logger: Logger;
   metrics: Metrics;
   /** `/api/v1`'s rate limit per user; default API_RATE_LIMIT (tests set a small one). */
   apiRateLimit?: ApiV1Options['rateLimit'];
+  /** `POST /api/v1/transfers`' rate limit per key; default SUBMIT_RATE_LIMIT (tests set a small one). */
+  submitRateLimit?: ApiV1Options['submit']['rateLimit'];
 }
 
 /**
@@ -47,7 +49,14 @@ function isOpen(request: FastifyRequest): boolean {
  * the request is first (accessPlugin, before any route), then one plugin per concern, each checking
  * the role it needs: probes and metrics (open), the v1.3 transfer routes, Bull Board, `/api/v1`.
  */
-export async function createHttpServer({ app, config, logger, metrics, apiRateLimit }: HttpDeps): Promise<FastifyInstance> {
+export async function createHttpServer({
+  app,
+  config,
+  logger,
+  metrics,
+  apiRateLimit,
+  submitRateLimit,
+}: HttpDeps): Promise<FastifyInstance> {
   const server: FastifyInstance = Fastify({
     loggerInstance: logger.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -104,6 +113,17 @@ export async function createHttpServer({ app, config, logger, metrics, apiRateLi
     logger,
     metadataKeys,
     ...(apiRateLimit ? { rateLimit: apiRateLimit } : {}),
+    submit: {
+      apiKeys: config.submit.apiKeys,
+      hashTtlMs: config.retention.transfersMs,
+      producer: {
+        prefix: config.queue.prefix,
+        eventsStream: config.queue.eventsStream,
+        minReplicas: config.redis.minReplicas,
+        replicaTimeoutMs: config.redis.replicaTimeoutMs,
+      },
+      ...(submitRateLimit ? { rateLimit: submitRateLimit } : {}),
+    },
   });
   return server;
 }

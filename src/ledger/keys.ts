@@ -90,6 +90,11 @@ export interface Keys {
    * expiring; src/http/api-v1/idempotency.ts). Named by a hash of both: neither is a key name's business.
    */
   idempotency(user: string, key: string): string;
+  /**
+   * The payload hash of an HTTP submit (src/http/api-v1/submit.ts), written SET NX before the job is
+   * added: what a repeat is compared with until the worker wrote the record (which then holds it).
+   */
+  submittedPayloadHash(sequenceId: string): string;
   events: string;
 }
 
@@ -127,6 +132,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     readyProbe: `${prefix}:ready-probe`,
     audit: `${prefix}:audit`,
     idempotency: (user, key) => `${prefix}:idempotency:${createHash('sha256').update(user).update('\0').update(key).digest('hex')}`,
+    submittedPayloadHash: (sequenceId) => `${prefix}:submitted-payload-hash:${sequenceId}`,
     events: eventsStream,
   };
 }

@@ -4,6 +4,7 @@ import type { GateDecision, LedgerMatch } from './record.ts';
 import { cancelRequest } from '../../packages/producer/src/transition.ts';
 import type { TransitionRequest } from './request.ts';
 import { NO_RECORD, TransferState } from './states.ts';
+import { payloadHash } from '../transfers/payload-hash.ts';
 
 /**
  * The ledger's named operations: every change a handler, reconciliation or the CLI makes to a transfer,
@@ -47,6 +48,8 @@ function newRecord(jobId: string, payload: SubmitPayload): Record<string, string
     // Kept until submitted: it is what gets sent (by any runner), and what reconciliation recreates a
     // lost job from.
     payload: JSON.stringify(payload),
+    // What a later submission of this sequenceId is compared with (HTTP submit, a second job).
+    payloadHash: payloadHash(payload),
   };
 }
 

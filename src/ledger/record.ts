@@ -50,6 +50,12 @@ export interface TransferRecord {
   inUseSince: number | undefined;
   /** The job payload, kept until the transfer is submitted so a lost job can be recreated. */
   payload: string | undefined;
+  /**
+   * SHA-256 of the creating job's payload as canonical JSON (src/transfers/payload-hash.ts), kept for
+   * the record's life (the payload itself goes once submitted); undefined on a record written before it
+   * existed, a rejected job's, or a cancel's of a sequenceId no job had reached.
+   */
+  payloadHash: string | undefined;
   /** The travel-rule decision, once made. */
   gate: GateDecision | undefined;
   /** What tracking matches on (the upstream transaction id, or destination address and amount). */
@@ -236,6 +242,7 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     unresolvedAt: opt(hash.unresolvedAt) === undefined ? undefined : num(hash.unresolvedAt),
     inUseSince: opt(hash.inUseSince) === undefined ? undefined : num(hash.inUseSince),
     payload: opt(hash.payload),
+    payloadHash: opt(hash.payloadHash),
     gate: hash.gateOutcome
       ? {
           setting: JSON.parse(hash.gateSetting ?? '{}') as GateDecision['setting'],

@@ -217,10 +217,20 @@ export class Operations {
     // A runner is sending or looking it up this instant: settle() says so (LEASE_HELD), nothing is asked.
     if (record.leaseOwner !== undefined && (record.leaseUntil ?? 0) > (await ledger.now())) return {};
     if (resolution.outcome === 'submitted' && (resolution.txid === undefined || resolution.txid === '')) {
-      return { refused: new ResolveRefusedError('TXID_REQUIRED', `resolving ${sequenceId} as submitted needs the provider's txid of it (or force)`) };
+      return {
+        refused: new ResolveRefusedError(
+          'TXID_REQUIRED',
+          `resolving ${sequenceId} as submitted needs the provider's txid of it (or force)`,
+        ),
+      };
     }
     if (!custody) {
-      return { refused: new ResolveRefusedError('NO_PROVIDER', 'this process has no custody provider to check the resolution with (only force is accepted)') };
+      return {
+        refused: new ResolveRefusedError(
+          'NO_PROVIDER',
+          'this process has no custody provider to check the resolution with (only force is accepted)',
+        ),
+      };
     }
     const known: KnownTransfer = {
       sequenceId,
@@ -428,7 +438,8 @@ async function lookUp(
   } catch (error) {
     const code = isCustodyError(error) ? error.code : 'INTERNAL_ERROR';
     const details: Record<string, string | number> = { code };
-    if (isCustodyError(error) && error.retryAfterMs !== undefined) details.retryAfterSeconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
+    if (isCustodyError(error) && error.retryAfterMs !== undefined)
+      details.retryAfterSeconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
     return {
       refused: new ResolveRefusedError(
         'PROVIDER_UNREACHABLE',

@@ -57,7 +57,10 @@ async function strandSent(options: Strand = {}): Promise<{ sequenceId: string; t
   const sequenceId = await strand({ ...options, payload: payload as SubmitPayload });
   const client = simulatorClient(h.sim);
   try {
-    await client.sendTransaction({ walletId: payload.walletId, coin: payload.coin }, { txHex: payload.txHex, halfSigned: payload.halfSigned });
+    await client.sendTransaction(
+      { walletId: payload.walletId, coin: payload.coin },
+      { txHex: payload.txHex, halfSigned: payload.halfSigned },
+    );
   } finally {
     await client.close();
   }
@@ -171,7 +174,13 @@ describe('resolve --as submitted', { timeout: processesTimeout(3, 60_000) }, () 
       expect(after[1]!.data).toEqual({ transfer: null, recoveredBy: 'operator', reason: REASON });
       expect(await trackJob(w, sequenceId)).toEqual({ name: QueueName.TRACK, data: { sequenceId } });
       const record = await wLedger.get(sequenceId);
-      expect(record).toMatchObject({ state: TransferState.SUBMITTED, leaseOwner: undefined, payload: undefined, lastError: undefined, txid });
+      expect(record).toMatchObject({
+        state: TransferState.SUBMITTED,
+        leaseOwner: undefined,
+        payload: undefined,
+        lastError: undefined,
+        txid,
+      });
       expect(record!.match.transactionId).toBe((JSON.parse(result.stdout) as { checked: { transactionId: string } }).checked.transactionId);
       expect(record!.submittedAt).toBeGreaterThan(0);
 
@@ -274,7 +283,11 @@ describe('the provider check', { timeout: processesTimeout(3) }, () => {
     const right = await cli(['resolve', sequenceId, '--as', 'submitted', '--txid', txid, '--reason', REASON, '--json']);
     expect(right.stderr).toBe('');
     expect(right.code).toBe(0);
-    expect(JSON.parse(right.stdout)).toMatchObject({ resolvedAs: 'submitted', event: 'transfer.submitted', checked: { finding: 'found', txid } });
+    expect(JSON.parse(right.stdout)).toMatchObject({
+      resolvedAs: 'submitted',
+      event: 'transfer.submitted',
+      checked: { finding: 'found', txid },
+    });
     expect(await ledger.get(sequenceId)).toMatchObject({ state: TransferState.SUBMITTED, txid });
     expect((await auditOf(sequenceId)).map((entry) => entry.outcome)).toEqual(['provider-disagrees', 'resolved']);
   });

@@ -170,6 +170,10 @@ describe.each([
     expect(missing).toEqual([]);
   });
 
+  it('counts payload conflicts (a second job with another payload for a used sequenceId) from 0', () => {
+    expect(samples.filter((s) => s.name === 'custody_payload_conflicts_total').map((s) => s.value)).toEqual([0]);
+  });
+
   it('knows the label values of every labelled counter and histogram they read', () => {
     const unknown = [...used.keys()].filter((name) => {
       const type = types.get(familyOf(name, types));

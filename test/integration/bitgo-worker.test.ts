@@ -207,7 +207,9 @@ describe('CUSTODY_PROVIDER=bitgo', () => {
 
     // Approved and signed, no txid yet: no longer waiting for an approval.
     sim.setState(sequenceId, 'signed', { hideTxid: true });
-    await until('approvalSince cleared', 15_000, async () => ((await app.ledger.get(sequenceId))?.approvalSince === undefined ? true : undefined));
+    await until('approvalSince cleared', 15_000, async () =>
+      (await app.ledger.get(sequenceId))?.approvalSince === undefined ? true : undefined,
+    );
     expect((await pastWait.attention()).filter((item) => item.sequenceId === sequenceId)).toEqual([]);
     expect((await app.ledger.get(sequenceId))?.state).toBe('submitted');
   });

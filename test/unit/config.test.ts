@@ -452,6 +452,50 @@ describe('console access settings', () => {
   });
 });
 
+describe('SUBMIT_API_KEYS', () => {
+  let hash: string;
+  beforeAll(async () => {
+    hash = await hashSecret('a-submit-api-key');
+  });
+
+  it('reads name:hash entries, none by default (the submit route off)', () => {
+    expect(loadConfig(valid).submit.apiKeys).toEqual([]);
+    expect(loadConfig({ ...valid, SUBMIT_API_KEYS: ` billing:${hash} ,ops:${hash}` }).submit.apiKeys).toEqual([
+      { name: 'billing', hash },
+      { name: 'ops', hash },
+    ]);
+  });
+
+  it.each([
+    ['billing', 'SUBMIT_API_KEYS: entry 1 must be name:hash'],
+    ['billing:viewer:HASH', 'SUBMIT_API_KEYS: entry 1 must be name:hash'],
+    ['bil ling:HASH', 'SUBMIT_API_KEYS: entry 1: the name must be 1-64 of letters, digits and ._@+-'],
+    ['billing:HASH,ops:not-a-hash', 'SUBMIT_API_KEYS: entry 2: the hash must be scrypt$N$r$p$salt$hash as `hash-secret` prints it'],
+    ['billing:HASH,billing:HASH', 'SUBMIT_API_KEYS: entry 2: the name of an earlier entry (names must be unique)'],
+  ])('refuses SUBMIT_API_KEYS %j, naming the entry and never quoting it', (value, line) => {
+    const lines = problems({ ...valid, SUBMIT_API_KEYS: value.replaceAll('HASH', hash) });
+    expect(lines).toEqual([line]);
+    expect(lines.join('\n')).not.toContain(hash);
+  });
+
+  it('exits 78 naming SUBMIT_API_KEYS, and never prints a hash or a key pasted in its place', () => {
+    const exit = vi.spyOn(process, 'exit').mockImplementation((code) => {
+      throw new Error(`exit ${String(code)}`);
+    });
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      expect(() => loadConfigOrExit({ ...valid, SUBMIT_API_KEYS: `billing:${hash},ops:${SECRET}` })).toThrow(`exit ${EX_CONFIG}`);
+      const printed = stderr.mock.calls.map(([text]) => String(text)).join('');
+      expect(printed).toMatch(/SUBMIT_API_KEYS: entry 2: the hash/);
+      expect(printed).not.toContain(hash);
+      expect(printed).not.toContain(SECRET);
+    } finally {
+      exit.mockRestore();
+      stderr.mockRestore();
+    }
+  });
+});
+
 describe('durations', () => {
   it.each([
     ['1500', 1500],

@@ -2,7 +2,14 @@ import { loadLedgerConfig } from '../../config/config.ts';
 import type { EventType } from '../../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
 import { ReplicasBehindError, ResolveRefusedError, TrackerNotAddedError } from '../../operations/errors.ts';
-import { isOperatorReason, MAX_REASON_LENGTH, type OperationsCustody, type ProviderCheck, type Resolution, type Resolved } from '../../operations/operations.ts';
+import {
+  isOperatorReason,
+  MAX_REASON_LENGTH,
+  type OperationsCustody,
+  type ProviderCheck,
+  type Resolution,
+  type Resolved,
+} from '../../operations/operations.ts';
 import { stringOption, type Command } from '../command.ts';
 import { txidArgument, withOperatorCustody } from '../custody.ts';
 import { CliError, notFound, notReplicated, refused, usageError } from '../errors.ts';

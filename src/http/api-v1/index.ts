@@ -9,6 +9,7 @@ import type { Operations } from '../../operations/operations.ts';
 import { actionsPlugin } from './actions.ts';
 import { IdempotencyStore } from './idempotency.ts';
 import { readsPlugin } from './reads.ts';
+import { SUBMIT_RATE_LIMIT, submitPlugin, type SubmitOptions } from './submit.ts';
 
 /** Requests per user and window to `/api/v1` (a person clicks, a script pages: both far below). */
 export const API_RATE_LIMIT = { max: 300, timeWindowMs: 60_000 } as const;
@@ -21,6 +22,8 @@ export interface ApiV1Options {
   logger: Logger;
   metadataKeys: readonly string[];
   rateLimit?: { max: number; timeWindowMs: number };
+  /** `POST /api/v1/transfers`: off (404) without keys; its own rate limit per key (default SUBMIT_RATE_LIMIT). */
+  submit: Omit<SubmitOptions, 'app' | 'keys' | 'audit' | 'metadataKeys' | 'rateLimit'> & { rateLimit?: SubmitOptions['rateLimit'] };
 }
 
 /**
@@ -36,6 +39,17 @@ export const apiV1Plugin: FastifyPluginAsync<ApiV1Options> = async (server, opti
     timeWindow: limit.timeWindowMs,
     keyGenerator: (request) => (request.identity ? `user:${request.identity.name}` : `peer:${request.ip}`),
   });
-  await server.register(readsPlugin, { app, queries, audit: new AuditReader(app.redis, keys.audit), metadataKeys });
+  const audit = new AuditReader(app.redis, keys.audit);
+  await server.register(readsPlugin, { app, queries, audit, metadataKeys });
+  if (options.submit.apiKeys.length > 0) {
+    await server.register(submitPlugin, {
+      ...options.submit,
+      rateLimit: options.submit.rateLimit ?? SUBMIT_RATE_LIMIT,
+      app,
+      keys,
+      audit,
+      metadataKeys,
+    });
+  }
   await server.register(actionsPlugin, { operations, idempotency: new IdempotencyStore(app.redis, keys), logger });
 };

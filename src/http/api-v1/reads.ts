@@ -72,19 +72,10 @@ export const readsPlugin: FastifyPluginAsync<ReadsOptions> = async (server, { ap
   server.get<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId', async (request, reply) => {
     const { sequenceId } = request.params;
     if (refuseBadSequenceId(sequenceId, reply)) return reply;
-    const view = await transferAnswer(app, sequenceId, metadataKeys);
-    if (view === TIMED_OUT) return redisTimedOut(reply);
-    const record = view && (await app.ledger.get(sequenceId));
-    if (!view || !record) return reply.code(404).send({ error: 'NOT_FOUND', message: 'unknown transfer' });
-    const { entries, complete } = await audit.forTransfer(sequenceId, record.createdAt);
-    return {
-      ...view,
-      counts: attemptCounts(record),
-      haltedAs: record.haltedAs ?? null,
-      timeline: timeline(record, view.events, entries),
-      // false: the audit stream held more entries since the transfer began than one read scans.
-      timelineComplete: complete,
-    };
+    const detail = await transferDetail(app, audit, sequenceId, metadataKeys);
+    if (detail === TIMED_OUT) return redisTimedOut(reply);
+    if (!detail) return reply.code(404).send({ error: 'NOT_FOUND', message: 'unknown transfer' });
+    return detail;
   });
 
   server.get('/api/v1/summary', async (_request, reply) => {
@@ -100,6 +91,26 @@ export const readsPlugin: FastifyPluginAsync<ReadsOptions> = async (server, { ap
     return { items: page.items, next: page.next };
   });
 };
+
+/**
+ * One transfer as `GET /api/v1/transfers/:sequenceId` answers it (also the submit route's answer to a
+ * repeat): undefined when unknown, TIMED_OUT when Redis did not answer within the budget.
+ */
+export async function transferDetail(app: App, audit: AuditReader, sequenceId: string, metadataKeys: readonly string[]) {
+  const view = await transferAnswer(app, sequenceId, metadataKeys);
+  if (view === TIMED_OUT) return TIMED_OUT;
+  const record = view && (await app.ledger.get(sequenceId));
+  if (!view || !record) return undefined;
+  const { entries, complete } = await audit.forTransfer(sequenceId, record.createdAt);
+  return {
+    ...view,
+    counts: attemptCounts(record),
+    haltedAs: record.haltedAs ?? null,
+    timeline: timeline(record, view.events, entries),
+    // false: the audit stream held more entries since the transfer began than one read scans.
+    timelineComplete: complete,
+  };
+}
 
 /**
  * Counts and the banners an operator must see first, each one read: the ledger's recovery window

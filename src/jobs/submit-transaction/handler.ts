@@ -3,6 +3,7 @@ import { FailureCode } from '../../../packages/producer/src/events.ts';
 import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPayload } from '../../../packages/producer/src/payload.ts';
 import { TERMINAL_STATES, TransferState, type TransferRecord, type Tombstone } from '../../ledger/ledger.ts';
 import { op } from '../../ledger/operations.ts';
+import { payloadHash } from '../../transfers/payload-hash.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { REREAD, SUBMITTED, type Run, type Step, type SubmitDeps } from './steps/context.ts';
 import { gate, startFresh } from './steps/gate.ts';
@@ -50,7 +51,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     // The one-step start sends at once: with LOOKUP_BEFORE_FIRST_SEND every transfer goes step by step.
     const started = deps.lookupBeforeFirstSend ? null : await startFresh(run, jobId, payload);
     if (started !== null) return drive(run, started, sequenceId);
-    const record = await claim(jobId, payload);
+    const record = await claim(jobId, payload, log);
     if ('ended' in record) {
       // Ended before, and its record may be gone (RETENTION): one transfer per sequenceId, ever.
       log.info({ ended: record.ended.state, version: record.ended.version }, 'sequenceId ended before: nothing sent');
@@ -85,7 +86,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
    * transfer ended before (its terminal record, or its tombstone once RETENTION removed the record;
    * `cancelled` included) gets no record: `{ ended }` instead, and nothing is sent or published.
    */
-  async function claim(jobId: string, payload: SubmitPayload): Promise<TransferRecord | { ended: Tombstone }> {
+  async function claim(jobId: string, payload: SubmitPayload, log: JobContext['log']): Promise<TransferRecord | { ended: Tombstone }> {
     const sequenceId = payload.halfSigned.sequenceId;
     // Guarded by "no record yet": of two concurrent jobs exactly one creates it, the other (and any
     // retry of either) finds it there and reads it.
@@ -93,6 +94,13 @@ export function createSubmitHandler(deps: SubmitDeps) {
     if (created.ok) return created.record;
     if (created.ended) return { ended: created.ended };
     const record = await mustGet(sequenceId);
+    // Another job's record: this job does nothing whatever its payload (the owner's, stored with the
+    // record, is what any runner sends). One that differs is a producer's mistake worth a look. Only
+    // a log line and a count: no transition, no event, nothing decided by it.
+    if (record.jobId !== jobId && record.payloadHash !== undefined && record.payloadHash !== payloadHash(payload)) {
+      log.warn({ owner: record.jobId, state: record.state }, 'submission with another payload for a used sequenceId ignored');
+      deps.onPayloadConflict?.();
+    }
     // Ended, its record still kept, and owned by another job or by none (a sequenceId cancelled before
     // any job of it ran: `cancelled`, jobId empty): ended for this job. The owner's own re-run drives
     // on and finds the terminal state there.

@@ -47,6 +47,8 @@ export interface SubmitDeps {
   monotonic?: () => number;
   /** A send was not written because its lease may have ended (a late lease reply, a frozen process). */
   onSendWindowShut?: () => void;
+  /** A job of another id brought another payload for a sequenceId whose record holds a payload hash: ignored. */
+  onPayloadConflict?: () => void;
   /** A transfer was looked up by sequenceId while the ledger recovers from a loss (epoch.ts): what was found. */
   onRecoveryLookup?: (found: 'found' | 'absent' | 'ambiguous') => void;
   /** A fresh token per run of the handler (tests pass their own). */
