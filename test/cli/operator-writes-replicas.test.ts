@@ -113,7 +113,8 @@ describe('resolve waits for the replicas', TIMEOUT, () => {
     it(`--as ${outcome}: NOT_REPLICATED while the replica is frozen, also for a resolve again; once it holds the resolution, refused as already ${outcome}`, async () => {
       const prefix = uniquePrefix(`resolve-${outcome}-frozen`);
       const sequenceId = await stranded(prefix);
-      const args = ['resolve', sequenceId, '--as', outcome, '--reason', REASON];
+      // --force: what is tested here is the wait for the replicas, not the provider check (test/cli/resolve.test.ts).
+      const args = ['resolve', sequenceId, '--as', outcome, '--force', '--reason', REASON];
 
       await whileFrozen(async () => {
         expectNotReplicated(await frozen(prefix, args));
@@ -132,7 +133,7 @@ describe('resolve waits for the replicas', TIMEOUT, () => {
     it(`--as ${outcome}: with a healthy replica it answers once the replica holds the resolution`, async () => {
       const prefix = uniquePrefix(`resolve-${outcome}-healthy`);
       const sequenceId = await stranded(prefix);
-      const result = await healthy(prefix, ['resolve', sequenceId, '--as', outcome, '--reason', REASON]);
+      const result = await healthy(prefix, ['resolve', sequenceId, '--as', outcome, '--force', '--reason', REASON]);
       expect(result.code, result.stderr).toBe(0);
       expect(JSON.parse(result.stdout)).toMatchObject({ sequenceId, resolvedAs: outcome });
       // Read on the replica at once: the answer came only after it acknowledged.
