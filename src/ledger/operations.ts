@@ -255,6 +255,32 @@ export const op = {
     };
   },
 
+  /**
+   * What markSubmitted records, when the ledger refused it to the runner whose send was proven accepted
+   * (another runner took its lease over, or the ledger went back in time): from any state short of an
+   * end, whoever holds the lease now (a send of theirs would be a second one).
+   */
+  markProven(
+    data: EventData['transfer.submitted'],
+    match: LedgerMatch,
+    extraSends: number,
+    job?: { jobId: string; payload: SubmitPayload },
+  ): TransitionRequest {
+    const marked = op.markSubmitted('', data, match, extraSends);
+    if (job === undefined)
+      return { ...marked, from: [TransferState.RECEIVED, TransferState.GATED, TransferState.SUBMITTING], lease: { mode: 'proven' } };
+    // A ledger that went back to before the record existed: the record again, as its job made it, but
+    // submitted (the payload is kept only until then; its hash stays for later submissions).
+    const { payload: _sent, ...created } = newRecord(job.jobId, job.payload);
+    return {
+      ...marked,
+      from: [NO_RECORD, TransferState.RECEIVED, TransferState.GATED, TransferState.SUBMITTING],
+      lease: { mode: 'proven' },
+      set: { ...created, ...marked.set },
+      stampOnce: ['createdAt'],
+    };
+  },
+
   /** `transfer.failed` by the lease owner; the ledger refuses it while a send may have gone out. */
   fail(owner: LeaseOwner, data: EventData['transfer.failed'], extraSends: number): TransitionRequest {
     return {

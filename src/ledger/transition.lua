@@ -51,7 +51,8 @@
     event     event type, '' for a transition without event;   data: event data (JSON text)
     maxLen    stream MAXLEN (approximate trimming);   retention: ms a terminal record is kept
     member    index member ('' = do not index)
-    lease     { mode = '' | 'take' acquire or renew | 'own' caller must own it | 'free' no live lease,
+    lease     { mode = '' | 'take' acquire or renew | 'own' caller must own it | 'free' no live lease
+                | 'proven' whoever holds it (to `submitted` only: proven accepted upstream),
                 owner = token (take, own), ms = duration (take) }
     operator  true for an operator's resolution (may fail a transfer whose send may have gone out)
     unset     fields to delete;   incr: { field = n };   absent: fields that must not exist (else 'present')
@@ -76,7 +77,8 @@
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
-  - leaving `submitting` needs lease mode 'own' (the owner) or 'free' (nobody holds a live lease);
+  - leaving `submitting` needs lease mode 'own' (the owner) or 'free' (nobody holds a live lease), or
+    'proven' for `submitted` alone (the caller's send was proven accepted: true whoever holds the lease);
   - 'take' succeeds when nobody holds the lease, the caller holds it, or it has expired; taking over a
     lease whose holder left `pending` = 1 (a send it never reported) records `unknownSince`;
   - `failed` is refused while a send may have been accepted (`unknownSince` set, or another runner's
@@ -210,7 +212,11 @@ local mode = lease.mode
 local owner = before[2] or ''
 local leaseUntil = tonumber(before[3] or '0')
 local live = owner ~= '' and leaseUntil > now
-if current == 'submitting' and req.to ~= 'submitting' and mode ~= 'own' and mode ~= 'free' then
+-- 'proven': the transfer was proven accepted upstream by the caller's own send's answer (or its
+-- lookup's finding), and the ledger no longer holds the caller's lease as it left it (another runner
+-- took it over, or the ledger went back in time): what was proven is recorded whoever holds it now.
+if mode == 'proven' and req.to ~= 'submitted' then return refuse('lease') end
+if current == 'submitting' and req.to ~= 'submitting' and mode ~= 'own' and mode ~= 'free' and mode ~= 'proven' then
   return refuse('lease')
 end
 if mode == 'take' then

@@ -357,7 +357,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
         eventsMaxLen: 10_000,
         retentionMs: 3_600_000,
         clock: () => clock,
-        epoch: { init: 'auto', recoveryWindowMs: RECOVERY_WINDOW_MS, onLost: () => void declared++ },
+        epoch: { init: 'auto', recoveryWindowMs: RECOVERY_WINDOW_MS, onLost: () => void declared++, writer: true },
       });
       this.life = life;
     }
@@ -573,7 +573,9 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
       // A provider that does not refuse a sequenceId reused across the rollback (variant b): a send of the
       // restarted processes is accepted again unless one of theirs was. What they send again themselves
       // it refuses, as in every schedule: the crash windows rely on that (docs/architecture.md "Limits").
-      const refuses = scenario.rollback?.refusesReuse !== false || acceptedBy.has(caller);
+      // Judged when the provider processes the send (at its answer), not when the send starts: another
+      // send of the same life may be accepted meanwhile; and only across a rollback that happened.
+      const refuses = () => !(rolledBack && scenario.rollback?.refusesReuse === false) || acceptedBy.has(caller);
       let lost = false;
       const answer = scheduled(`send:${draw}`, draw.startsWith('slow') ? SLOW : 0, () => {
         inFlightSends.delete(flight);
@@ -588,18 +590,18 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
         switch (draw) {
           case 'accept':
           case 'slow-accept':
-            if (accepted > 0 && refuses) throw error(CustodyErrorCode.DUPLICATE, 409);
+            if (accepted > 0 && refuses()) throw error(CustodyErrorCode.DUPLICATE, 409);
             accept(caller);
             return record;
           case 'accept-no-answer':
           case 'slow-no-answer':
-            if (accepted === 0 || !refuses) accept(caller);
+            if (accepted === 0 || !refuses()) accept(caller);
             throw error(CustodyErrorCode.TIMEOUT);
           case 'accept-then-500':
           case 'accept-then-524':
           case 'accept-then-408':
             // Recorded upstream (or refused as a duplicate of the recorded one), then a failing status.
-            if (accepted === 0 || !refuses) accept(caller);
+            if (accepted === 0 || !refuses()) accept(caller);
             throw error(CustodyErrorCode.UNAVAILABLE, Number(draw.slice(-3)));
           case 'refuse-400':
             throw error(CustodyErrorCode.REJECTED, 400);
@@ -610,7 +612,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunRepo
           case '409':
             // An upstream answers 409 only for a sequenceId it holds (ours, or a foreign holder's);
             // otherwise this is a refusal.
-            throw (accepted > 0 && refuses) || scenario.foreign
+            throw (accepted > 0 && refuses()) || scenario.foreign
               ? error(CustodyErrorCode.DUPLICATE, 409)
               : error(CustodyErrorCode.REJECTED, 400);
           case '429':

@@ -141,3 +141,10 @@ export function versionProblems(events: TransferEvent[]): string[] {
   }
   return problems;
 }
+
+/** The value of a metric of the in-process worker (one series: `labels` as `{a="b"}`, or none). */
+export async function metricValue(h: Harness, name: string, labels = ''): Promise<number> {
+  const text = await h.app!.metrics.registry.getSingleMetricAsString(name);
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `) || l.startsWith(`${name}${labels}{`));
+  return Number(line?.split(' ').pop() ?? NaN);
+}

@@ -17,7 +17,7 @@ import { Ledger } from '../../src/ledger/ledger.ts';
 import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redis-server.ts';
 import { samplePayload, type ValidSamplePayload } from '../../tools/sample-payloads.ts';
 import { runCli } from '../helpers/cli-process.ts';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { metricValue, startHarness, type Harness } from '../helpers/harness.ts';
 import { until } from '../helpers/wait.ts';
 
 const TRANSFERS = 10;
@@ -32,12 +32,6 @@ function logSink(): { stream: Writable; lines: Array<{ level: number | string; m
     },
   });
   return { stream, lines };
-}
-
-async function metricValue(h: Harness, name: string): Promise<number> {
-  const text = await h.app!.metrics.registry.getSingleMetricAsString(name);
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  return Number(line?.split(' ').pop() ?? NaN);
 }
 
 describe('a snapshot-only Redis restarted from its snapshot while the worker runs', () => {

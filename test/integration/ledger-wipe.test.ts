@@ -15,7 +15,7 @@ import { startRedisServer, type RedisServerHandle } from '../../tools/redis/redi
 import { samplePayload, type ValidSamplePayload } from '../../tools/sample-payloads.ts';
 import { runCli } from '../helpers/cli-process.ts';
 import { processesTimeout } from '../helpers/timeouts.ts';
-import { startHarness, type Harness } from '../helpers/harness.ts';
+import { metricValue, startHarness, type Harness } from '../helpers/harness.ts';
 
 const TRANSFERS = 12;
 
@@ -30,12 +30,6 @@ function logSink(): { stream: Writable; lines: Array<{ level: number; msg: strin
     },
   });
   return { stream, lines };
-}
-
-async function metricValue(h: Harness, name: string, labels = ''): Promise<number> {
-  const text = await h.app!.metrics.registry.getSingleMetricAsString(name);
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `) || l.startsWith(`${name}${labels}{`));
-  return Number(line?.split(' ').pop() ?? NaN);
 }
 
 describe('a Redis that lost its data (FLUSHALL) while the worker runs', () => {

@@ -9,6 +9,7 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseStreamEntry } from '../../packages/producer/src/events.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
 import { Ledger, NO_RECORD, TransferState, type EpochState, type TransitionRequest } from '../../src/ledger/ledger.ts';
+import { op } from '../../src/ledger/operations.ts';
 import { ISO_TIME_LUA } from '../../src/ledger/request.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
@@ -65,6 +66,9 @@ const note = (stamp: number): TransitionRequest => ({
   set: { note: stamp },
   event: { type: 'transfer.unresolved', data: UNRESOLVED },
 });
+
+/** A wallet transfer as the adapter reads it (the lookup's finding that proves the send accepted). */
+const TRANSACTION = { id: '70000001', type: 'send', txid: '', outputs: [{ address: '0xabc', amount: '0.5' }] };
 
 async function events() {
   return (await redis.xrange(keys.events, '-', '+')).map((entry) => parseStreamEntry(entry as [string, string[]]));
@@ -297,6 +301,40 @@ describe('a ledger that went back in time (same epoch: a lagging replica promote
       expect(lost).toEqual([old]);
       expect(c.epoch.known).not.toBe(old);
       expect(await redis.hget(keys.epoch, 'behind')).toBeNull();
+    });
+
+    it("the send's accepted answer is recorded all the same: the mark is refused, the proven mark is not", async () => {
+      const { a, b, old, sent } = await forgottenSend(true);
+      const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction: TRANSACTION };
+      const match = { sequenceId: sent, transactionId: TRANSACTION.id };
+      // The older copy shows `sent` gated and no lease of A's: what A's answer proved would be dropped.
+      expect(await a.transition(sent, op.markSubmitted('a', data, match, 0))).toMatchObject({ ok: false, reason: 'epoch' });
+      const proven = await a.transition(sent, op.markProven(data, match, 0));
+      expect(proven).toMatchObject({ ok: true, record: { state: TransferState.SUBMITTED } });
+      expect(await redis.hget(keys.transfer(sent), 'matchTransactionId')).toBe(TRANSACTION.id);
+      const submitted = (await events()).filter((event) => event.sequenceId === sent && event.event === 'transfer.submitted');
+      expect(submitted.map((event) => event.epoch)).toEqual([a.epoch.known]);
+      expect(a.epoch.known).not.toBe(old);
+      // No other runner sends it again: its send in flight is refused by the state.
+      await b.epoch.check();
+      expect(await b.transition(sent, sendInFlight('b', clock))).toMatchObject({ ok: false, reason: 'state' });
+    });
+
+    it('the proven mark reaches `submitted` only, never leaves an end, and takes no lease over for anything else', async () => {
+      const a = ledger({ writer: true });
+      await a.epoch.start();
+      const sent = id();
+      await gated(a, sent);
+      expect((await a.transition(sent, sendInFlight('other'))).ok).toBe(true);
+      const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction: TRANSACTION };
+      const match = { sequenceId: sent, transactionId: TRANSACTION.id };
+      // Another runner's live lease does not stop it, but 'proven' to any other state is refused.
+      expect(await a.transition(sent, { ...op.markProven(data, match, 0), to: TransferState.FAILED })).toMatchObject({
+        ok: false,
+        reason: 'lease',
+      });
+      expect((await a.transition(sent, op.markProven(data, match, 0))).ok).toBe(true);
+      expect(await a.transition(sent, op.markProven(data, match, 0))).toMatchObject({ ok: false, reason: 'state' });
     });
 
     it('without the marks (the tick alone) the forgotten send goes unnoticed', async () => {

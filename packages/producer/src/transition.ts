@@ -19,7 +19,13 @@ export type LeaseRequest =
   /** Only the lease's owner may make this transition (whether or not the lease has expired since). */
   | { mode: 'own'; owner: string }
   /** Only while nobody holds a live lease (reconciliation, an operator, a cancel). */
-  | { mode: 'free' };
+  | { mode: 'free' }
+  /**
+   * To `submitted` only, whoever holds the lease: the caller's own send was proven accepted upstream
+   * (its answer, or a lookup's finding), and the ledger no longer holds the caller's lease as it left
+   * it (another runner took it over, or the ledger went back in time and a loss was declared).
+   */
+  | { mode: 'proven' };
 
 /**
  * What a transition asks of the ledger, and how it travels to transition.lua: one JSON object (the
@@ -157,7 +163,7 @@ export function encodeRequest(
       member: target.indexMember,
       lease: {
         mode: lease?.mode ?? '',
-        owner: lease && lease.mode !== 'free' ? lease.owner : '',
+        owner: lease && 'owner' in lease ? lease.owner : '',
         ms: String(lease?.mode === 'take' ? lease.ms : 0),
       },
       operator: request.operator === true,

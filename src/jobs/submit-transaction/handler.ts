@@ -45,8 +45,8 @@ export function createSubmitHandler(deps: SubmitDeps) {
     const walletProblem = deps.custody.walletProblem?.({ walletId: parsed.payload.walletId, coin: parsed.payload.coin });
     if (walletProblem !== undefined) return reject(jobId, job.data, [{ path: 'walletId', message: walletProblem }]);
 
-    const run: Run = { deps, owner: newRunner(), log };
     const payload = parsed.payload;
+    const run: Run = { deps, owner: newRunner(), log, job: { jobId, payload } };
     const sequenceId = payload.halfSigned.sequenceId;
     // The one-step start sends at once: with LOOKUP_BEFORE_FIRST_SEND every transfer goes step by step.
     const started = deps.lookupBeforeFirstSend ? null : await startFresh(run, jobId, payload);

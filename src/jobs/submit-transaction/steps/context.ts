@@ -70,6 +70,8 @@ export interface Run {
   deps: SubmitDeps;
   owner: string;
   log: JobContext['log'];
+  /** The job this run drives and its payload: what the record is made again from, should it vanish (a ledger gone back). */
+  job?: { jobId: string; payload: SubmitPayload };
 }
 
 /** A step's result when it moved the transfer to `submitted` (all the next step needs to know). */

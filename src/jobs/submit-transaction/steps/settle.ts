@@ -1,6 +1,8 @@
 import { FailureCode, type EventData } from '../../../../packages/producer/src/events.ts';
 import { NO_VIEW, type SendView, type TransferRecord, type TransitionResult } from '../../../ledger/ledger.ts';
 import { op, type Release } from '../../../ledger/operations.ts';
+import type { RefusalReason } from '../../../ledger/request.ts';
+import { TransferState } from '../../../ledger/states.ts';
 import { RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay } from '../../../timing.ts';
 import type { ListedTransfer } from '../../../custody/port.ts';
@@ -32,6 +34,11 @@ export interface SubmittedLine {
   fields?: Record<string, unknown>;
 }
 
+/** The refusals of a proven acceptance that leave it to record (anything else: someone else settled it). */
+const PROVABLE: ReadonlySet<RefusalReason> = new Set(['owner', 'state', 'epoch']);
+/** Each 'epoch' refusal is dealt with before the next try; a third in a row means the ledger is in flux. */
+const PROVEN_TRIES = 3;
+
 export async function markSubmitted(
   run: Run,
   record: SendView,
@@ -40,7 +47,17 @@ export async function markSubmitted(
   extraSends: number,
   line: SubmittedLine,
 ): Promise<Step> {
-  const marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markSubmitted(run.owner, data, match, extraSends), NO_VIEW);
+  let marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markSubmitted(run.owner, data, match, extraSends), NO_VIEW);
+  // Refused, though upstream accepted: the ledger no longer holds this runner's lease as it left it.
+  // Another runner took it over (this send outlived it), or the ledger went back in time (refused
+  // 'epoch': the loss is declared before the next try). What was proven stays true: recorded from the
+  // state the ledger shows now, short of an end, rather than dropped for a lookup that may lag behind.
+  for (
+    let tries = 0;
+    !marked.ok && PROVABLE.has(marked.reason) && marked.state !== TransferState.SUBMITTED && tries < PROVEN_TRIES;
+    tries++
+  )
+    marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markProven(data, match, extraSends, run.job), NO_VIEW);
   if (!marked.ok) return REREAD;
   run.log[line.level](line.fields ?? {}, line.msg);
   return SUBMITTED;
