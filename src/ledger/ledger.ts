@@ -549,6 +549,20 @@ export class Ledger {
   }
 
   /**
+   * The sequenceId that claimed this upstream record id, else this txid (transition.lua writes each
+   * claim with the change that stores it, and it lives as long as the transfer's tombstone): how a
+   * provider's wake-up (a webhook naming its transfer id or the hash) finds the transfer. One MGET.
+   */
+  async claimedBy(ids: { recordId?: string | undefined; txid?: string | undefined }): Promise<string | undefined> {
+    const keys = [
+      ...(ids.recordId ? [this.#keys.claim('record', ids.recordId)] : []),
+      ...(ids.txid ? [this.#keys.claim('txid', ids.txid)] : []),
+    ];
+    if (keys.length === 0) return undefined;
+    return (await this.#redis.mget(...keys)).find((holder): holder is string => holder !== null);
+  }
+
+  /**
    * Which of `records` the ledger holds for a sequenceId other than `sequenceId` (their record id or
    * txid claimed by another transfer's transition, transition.lua): their record ids. One MGET.
    */
