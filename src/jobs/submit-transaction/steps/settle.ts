@@ -42,6 +42,11 @@ export async function markSubmitted(
 ): Promise<Step> {
   const marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markSubmitted(run.owner, data, match, extraSends), NO_VIEW);
   if (!marked.ok) return REREAD;
+  // The provider's id of the accepted record, for a webhook that names it (a hint to poll sooner only).
+  const recordId = data.transfer?.id;
+  if (recordId !== undefined) {
+    await run.deps.ledger.rememberAcceptedRecord(record.sequenceId, String(recordId)).catch(() => {});
+  }
   run.log[line.level](line.fields ?? {}, line.msg);
   return SUBMITTED;
 }
