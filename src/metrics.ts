@@ -3,8 +3,8 @@ import { EVENT_TYPES } from '../packages/producer/src/catalog.ts';
 import { QueueName } from './queues/names.ts';
 import { BUDGET_CLASSES } from './custody/budget.ts';
 import { CUSTODY_ENDPOINTS, NO_ANSWER_CODES } from './custody/errors.ts';
-import { NO_ANSWER_STATUS } from './custody/port.ts';
-import { haltedStates } from './custody/providers.ts';
+import { NO_ANSWER_STATUS, WAKEUP_OUTCOMES } from './custody/port.ts';
+import { haltedStates, wakeupProviders } from './custody/providers.ts';
 import { TRAVEL_RULE_SOURCES } from './custody/travel-rule-cache.ts';
 import { JOB_OUTCOMES } from './queues/outcomes.ts';
 import { knownActionOutcomes } from './operations/audit.ts';
@@ -82,6 +82,12 @@ function declareMetrics() {
       name: 'custody_console_actions_total',
       help: 'Operator actions this process handled (cancel, resolve, recheck, accept-epoch, over HTTP), allowed or refused, by action and outcome: the outcome each audit entry names (forbidden: a viewer asked; not-replicated, error: decided but not confirmed). Actions run with the CLI are on the audit stream only.',
       labelNames: ['action', 'outcome'] as const,
+      registers: [registry],
+    }),
+    providerWebhooks: new Counter({
+      name: 'custody_provider_webhooks_total',
+      help: `Calls of a provider's webhook (POST /providers/<provider>/webhook), a wake-up for tracking, by provider and outcome (${WAKEUP_OUTCOMES.join(', ')}): accepted woke a tracking poll; the others were answered and ignored (forged: 401).`,
+      labelNames: ['provider', 'outcome'] as const,
       registers: [registry],
     }),
     refusedJobs: new Counter({
@@ -315,6 +321,9 @@ function zeroKnownSeries(metrics: ReturnType<typeof declareMetrics>): void {
   for (const step of AMBIGUOUS_STEPS) metrics.ambiguousMatches.inc({ step }, 0);
   // Whichever provider runs (a fleet may mix them), so the board and the alerts read the same series.
   for (const state of haltedStates()) metrics.haltedTransfers.inc({ state }, 0);
+  for (const provider of wakeupProviders()) {
+    for (const outcome of WAKEUP_OUTCOMES) metrics.providerWebhooks.inc({ provider, outcome }, 0);
+  }
   // Statuses that came are open-ended; a request that got none is what the error-rate alert watches.
   for (const endpoint of CUSTODY_ENDPOINTS) {
     for (const code of NO_ANSWER_CODES) metrics.upstreamRequests.inc({ endpoint, status: NO_ANSWER_STATUS, code }, 0);

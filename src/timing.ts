@@ -284,3 +284,13 @@ export const DEFAULT_TOKEN_LIFETIME_MS = 5 * 60_000;
 
 /** Renew a token this long before expiry: a tenth of its lifetime, at most a minute. */
 export const MAX_TOKEN_RENEW_MARGIN_MS = 60_000;
+
+/**
+ * How long a provider's webhook call, once taken, makes the same body a duplicate: a day covers the
+ * provider's retries of one call (BitGo retries a call that was not answered 2xx); a replay after that
+ * costs at most one poll, in the request budget.
+ */
+export const WAKEUP_SEEN_MS = 24 * 3_600_000;
+
+/** How long a webhook call may take to answer (its Redis reads and the tracking job's promotion); past it, 503 (the provider calls again). */
+export const WAKEUP_ANSWER_MS = 2_000;

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../config/config.ts';
 import { isCustodyError } from '../custody/errors.ts';
 import type { Command } from './command.ts';
+import { bitgoCommand } from './commands/bitgo.ts';
 import { cancelCommand } from './commands/cancel.ts';
 import { enqueueCommand } from './commands/enqueue.ts';
 import { eventsCommand } from './commands/events.ts';
@@ -30,6 +31,7 @@ export const COMMANDS: readonly Command[] = [
   getTransferCommand,
   walletTransactionCommand,
   travelRuleCommand,
+  bitgoCommand,
   hashSecretCommand,
 ];
 

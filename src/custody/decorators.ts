@@ -72,6 +72,8 @@ export function withRequestHooks(port: CustodyPort, hooks: Partial<RequestHooks>
     getWalletTransaction: (walletId, txid, options) => port.getWalletTransaction(walletId, txid, add(options)),
     ...(port.getTravelRuleSetting ? { getTravelRuleSetting: (options?: CallOptions) => port.getTravelRuleSetting!(add(options)) } : {}),
     walletProblem: (wallet) => port.walletProblem(wallet),
+    // Reading a call makes no request; registering is the CLI's one-off call, outside the budget.
+    ...(port.wakeups ? { wakeups: port.wakeups } : {}),
     close: () => port.close(),
   };
 }

@@ -254,6 +254,43 @@ export function travelRuleApplies(setting: Pick<TravelRuleSetting, 'outgoingTxn'
 }
 
 /**
+ * What one call of a provider's webhook names, read by its adapter (CustodyPort.wakeups): the
+ * provider's transfer id and the txid, as the caller wrote them, never a fact. The worker only polls
+ * the transfer they point at; what the poll finds decides. `forged`: the signature was missing or
+ * wrong, and nothing of the body was read.
+ */
+export type ProviderWakeup = { kind: 'forged' } | { kind: 'named'; providerTransferId?: string | undefined; txid?: string | undefined };
+
+/**
+ * How a call of a provider's webhook ended (`custody_provider_webhooks_total{outcome}`): `accepted` woke
+ * the transfer's tracking; `duplicate` a call already taken (the same body), or a tracking already due
+ * or polling; `unknown` names no transfer of ours (or names nothing); `ignored` names a transfer that
+ * is not tracked (not submitted yet, or ended); `forged` a bad signature (401).
+ */
+export const WAKEUP_OUTCOMES = ['accepted', 'duplicate', 'unknown', 'ignored', 'forged'] as const;
+export type WakeupOutcome = (typeof WAKEUP_OUTCOMES)[number];
+
+/**
+ * The wake-up capability: a provider that calls a webhook when a transfer changes (BitGo's `transfer`
+ * webhook) says where (`path`, registered by src/http/provider-wakeups.ts only when the port has it)
+ * and reads a call into what it names. A wake-up is a hint to poll now, never the truth: the domain
+ * does not learn the provider's webhook shape, and takes nothing from the body as fact.
+ */
+export interface Wakeups {
+  /** The provider's name, the metric's `provider` label. */
+  readonly provider: string;
+  /** The route the provider calls, e.g. `/providers/bitgo/webhook` (POST). */
+  readonly path: string;
+  /** One call: its signature checked over the raw body (in constant time), then what it names. */
+  read(headers: Readonly<Record<string, string | string[] | undefined>>, rawBody: Buffer): ProviderWakeup;
+  /**
+   * Registers the provider's webhook for the wallet to call `url` (the CLI's one-off call; outside the
+   * request budget, like the CLI's other lookups). Resolves with the provider's record of it.
+   */
+  register(wallet: WalletRef, url: string): Promise<Record<string, unknown>>;
+}
+
+/**
  * The calls. Every failure is a CustodyError (errors.ts) whose `proof` says what the answer proves
  * about a send; the submit path decides money from that alone.
  */
@@ -282,5 +319,7 @@ export interface CustodyPort {
    * with a job, so a wallet id of another provider's form is rejected, never sent.
    */
   walletProblem(wallet: WalletRef): string | undefined;
+  /** The wake-up capability (Wakeups): present when the provider calls a webhook and its secret is set. */
+  readonly wakeups?: Wakeups | undefined;
   close(): Promise<void>;
 }

@@ -56,6 +56,8 @@ export interface CustodyProvider<Name extends string = string, Shape extends z.Z
   secrets(settings: Settings): Array<string | undefined>;
   /** Every value its adapter can give ListedTransfer.halted (none when absent): the metrics count halts by it. */
   readonly haltedStates?: readonly string[];
+  /** Whether its adapter can have the wake-up capability (port.ts, Wakeups): the webhook metric has its series at 0 from start-up. */
+  readonly wakeups?: boolean;
   /** Its adapter, undecorated (src/custody/provider.ts adds the budget, metrics and tracing). */
   create(settings: Settings, shared: SharedCustodySettings, options: AdapterOptions): CustodyPort;
 }
@@ -72,6 +74,7 @@ export interface AnyCustodyProvider {
   settings(env: never): unknown;
   secrets(settings: never): Array<string | undefined>;
   readonly haltedStates?: readonly string[];
+  readonly wakeups?: boolean;
   create(settings: never, shared: SharedCustodySettings, options: AdapterOptions): CustodyPort;
 }
 

@@ -19,3 +19,8 @@ export const PROVIDERS = [
 export function haltedStates(): string[] {
   return [...new Set(PROVIDERS.flatMap((provider: AnyCustodyProvider) => provider.haltedStates ?? []))];
 }
+
+/** The providers whose adapter can be woken by a webhook (port.ts, Wakeups): the webhook counter's series at 0 from start-up. */
+export function wakeupProviders(): string[] {
+  return PROVIDERS.filter((provider: AnyCustodyProvider) => provider.wakeups === true).map((provider) => provider.name);
+}

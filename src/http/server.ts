@@ -17,6 +17,8 @@ import { registerDashboard } from './dashboard.ts';
 import { consolePlugin } from '../console/plugin.ts';
 import { metricsPlugin } from './metrics-route.ts';
 import { probesPlugin } from './probes.ts';
+import { providerWakeupsPlugin } from './provider-wakeups.ts';
+import type { Wakeups } from '../custody/port.ts';
 import { transfersPlugin } from './transfers.ts';
 import { sendDeadlineMs, sendLeaseMs } from '../timing.ts';
 
@@ -35,13 +37,11 @@ export interface HttpDeps {
 
 /**
  * Paths answered without an identity besides the probes and /metrics (docs/contract.md section 5):
- * the submit route (its own keys) and the BitGo webhook (its signature), each refusing on its own.
+ * the submit route (its own keys) and the provider's webhook when the port has one (its signature),
+ * each refusing on its own.
  */
-const SELF_AUTHENTICATED: ReadonlySet<string> = new Set(['POST /api/v1/transfers', 'POST /providers/bitgo/webhook']);
-
-function isOpen(request: FastifyRequest): boolean {
-  const path = pathOf(request.url);
-  return OPEN_PATHS.has(path) || SELF_AUTHENTICATED.has(`${request.method} ${path}`);
+function selfAuthenticated(wakeups: Wakeups | undefined): ReadonlySet<string> {
+  return new Set(['POST /api/v1/transfers', ...(wakeups ? [`POST ${wakeups.path}`] : [])]);
 }
 
 /**
@@ -65,6 +65,12 @@ export async function createHttpServer({
   });
 
   const { dashboardUser, dashboardPassword, dashboardMetadataKeys: metadataKeys } = config.http;
+  const wakeups = app.custody.wakeups;
+  const open = selfAuthenticated(wakeups);
+  const isOpen = (request: FastifyRequest): boolean => {
+    const path = pathOf(request.url);
+    return OPEN_PATHS.has(path) || open.has(`${request.method} ${path}`);
+  };
   await server.register(accessPlugin, { console: config.http.console, dashboardUser, dashboardPassword, isOpen });
   // For every plugin's forms (the console's too): the CSRF secret in a cookie, tokens from
   // reply.generateCsrf({ userInfo }) bound to the user, so a token planted in another user's cookie
@@ -94,6 +100,8 @@ export async function createHttpServer({
   const queries = new TransferQueries(app.redis, keys, { unresolvedAfterMs: config.submit.unresolvedAfterMs });
 
   await server.register(probesPlugin, { app });
+  // Only when the provider can be woken (port.ts, Wakeups): the domain never learns its webhook's shape.
+  if (wakeups) await server.register(providerWakeupsPlugin, { app, wakeups, keys, metrics, logger });
   await server.register(metricsPlugin, { app, metrics, logger });
   await server.register(transfersPlugin, {
     app,

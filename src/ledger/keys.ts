@@ -61,6 +61,13 @@ export interface Keys {
   travelRuleLock: string;
   /** Whether get-transfer by sequenceId narrows its answers for a wallet (LookupNarrowing). */
   lookupNarrowing(walletId: number | string, coin: string): string;
+  /**
+   * Which sequenceId an accepted send's record id belongs to (a string, kept as long as a tombstone): a
+   * hint for a provider's wake-up (its webhook names that id), never a claim (matching ignores it).
+   */
+  acceptedRecord(id: string): string;
+  /** A provider's webhook call already taken, by the SHA-256 of its body (src/http/provider-wakeups.ts), kept WAKEUP_SEEN_MS. */
+  wakeupSeen(provider: string, digest: string): string;
   rateLimit: string;
   reconcileLock: string;
   /** How often reconciliation retried one failed submit job (by job id and creation time), kept RETENTION. */
@@ -123,6 +130,8 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     travelRule: `${prefix}:travel-rule`,
     travelRuleLock: `${prefix}:travel-rule:lock`,
     lookupNarrowing: (walletId, coin) => `${prefix}:lookup-narrowing:${walletId}:${coin}`,
+    acceptedRecord: (id) => `${prefix}:accepted-record:${id}`,
+    wakeupSeen: (provider, digest) => `${prefix}:wakeup-seen:${provider}:${digest}`,
     rateLimit: `${prefix}:custody-rate`,
     reconcileLock: `${prefix}:reconcile:lock`,
     reconcileRetries: (jobId, createdAt) => `${prefix}:reconcile:retries:${jobId}:${createdAt}`,

@@ -549,6 +549,30 @@ export class Ledger {
   }
 
   /**
+   * Remembers which transfer an accepted send's record id is (Keys.acceptedRecord), as long as a
+   * tombstone, unless another already holds it: only a provider's wake-up reads it, to poll sooner.
+   * Written after the `submitted` transition, not in it: a crash in between costs the wake-up, never a
+   * poll (the scheduled ones go on).
+   */
+  async rememberAcceptedRecord(sequenceId: string, recordId: string): Promise<void> {
+    await this.#redis.set(this.#keys.acceptedRecord(recordId), sequenceId, 'PX', this.#context.tombstoneTtlMs, 'NX');
+  }
+
+  /**
+   * The sequenceId that claimed this upstream record id (or whose accepted send it was), else this txid (transition.lua writes each
+   * claim with the change that stores it, and it lives as long as the transfer's tombstone): how a
+   * provider's wake-up (a webhook naming its transfer id or the hash) finds the transfer. One MGET.
+   */
+  async claimedBy(ids: { recordId?: string | undefined; txid?: string | undefined }): Promise<string | undefined> {
+    const keys = [
+      ...(ids.recordId ? [this.#keys.claim('record', ids.recordId), this.#keys.acceptedRecord(ids.recordId)] : []),
+      ...(ids.txid ? [this.#keys.claim('txid', ids.txid)] : []),
+    ];
+    if (keys.length === 0) return undefined;
+    return (await this.#redis.mget(...keys)).find((holder): holder is string => holder !== null);
+  }
+
+  /**
    * Which of `records` the ledger holds for a sequenceId other than `sequenceId` (their record id or
    * txid claimed by another transfer's transition, transition.lua): their record ids. One MGET.
    */

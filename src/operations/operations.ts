@@ -291,7 +291,7 @@ export class Operations {
       }
       const queue = new Queue(QueueName.TRACK, { connection: redis, prefix: queuePrefix });
       try {
-        const outcome = await pollNow(queue, new Trackers(queue, ledger, 0), sequenceId);
+        const outcome = await new Trackers(queue, ledger, 0).pollNow(sequenceId);
         return { outcome, value: { sequenceId, outcome, trackJobId: trackJobId(sequenceId) } };
       } finally {
         await queue.close();
@@ -463,21 +463,6 @@ function disagreement(sequenceId: string, found: TransferFinding, absentMessage:
   }
   const other = found.kind === 'found' ? `the provider's record under that txid is not transfer ${sequenceId}'s` : absentMessage;
   return new ResolveRefusedError('PROVIDER_DISAGREES', other, { finding: found.kind });
-}
-
-/** The tracking job of a submitted transfer made to poll now (Operations.recheck). */
-async function pollNow(queue: Queue, trackers: Trackers, sequenceId: string): Promise<Rechecked['outcome']> {
-  const job = await queue.getJob(trackJobId(sequenceId));
-  const state = job ? await job.getState() : 'missing';
-  if (job && state === 'delayed') {
-    // It may have left the delayed set meanwhile (its own time came): then it is due anyway.
-    return job.promote().then(
-      () => 'promoted' as const,
-      () => 'polling' as const,
-    );
-  }
-  if (state === 'waiting' || state === 'active' || state === 'prioritized' || state === 'waiting-children') return 'polling';
-  return (await trackers.ensure(sequenceId, { replaceEnded: true })) === 'added' ? 'added' : 'polling';
 }
 
 /** One resolve's write, and what its answer rests on (Ledger.writeReplicated) when it is refused. */

@@ -8,6 +8,13 @@ const ENDED = new Set(['missing', 'completed', 'failed', 'unknown']);
 export type TrackerOutcome = 'added' | 'live';
 
 /**
+ * What making a transfer's tracking poll now did: `promoted` (it waited for its next poll and runs
+ * now), `polling` (it is due or running already: nothing to hurry), `added` (there was none, or it
+ * had ended: a new one polls at once).
+ */
+export type PollNowOutcome = 'promoted' | 'polling' | 'added';
+
+/**
  * The one way a transfer's tracking job is added, by the submit handler, reconciliation and the CLI's
  * `resolve`: BullMQ's public `Queue.add` under the id derived from the sequenceId (trackJobOptions), so
  * adding it again is a no-op. No script of ours writes a key of BullMQ's.
@@ -48,6 +55,26 @@ export class Trackers {
     await this.#queue.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, this.#firstPollMs));
     await this.#ledger.trackerAdded(sequenceId);
     return 'added';
+  }
+
+  /**
+   * Makes the transfer's tracking poll now (an operator's recheck, a provider's wake-up): its job,
+   * waiting for its next poll, is promoted; one due or running is left as it is; a missing or ended
+   * one is added (as `ensure` with `replaceEnded`). The poll takes its slot in the request budget like
+   * every other. The caller checked that the transfer is submitted.
+   */
+  async pollNow(sequenceId: string): Promise<PollNowOutcome> {
+    const job = await this.#queue.getJob(trackJobId(sequenceId));
+    const state = job ? await job.getState() : 'missing';
+    if (job && state === 'delayed') {
+      // It may have left the delayed set meanwhile (its own time came): then it is due anyway.
+      return job.promote().then(
+        () => 'promoted' as const,
+        () => 'polling' as const,
+      );
+    }
+    if (state === 'waiting' || state === 'active' || state === 'prioritized' || state === 'waiting-children') return 'polling';
+    return (await this.ensure(sequenceId, { replaceEnded: true })) === 'added' ? 'added' : 'polling';
   }
 
   /**

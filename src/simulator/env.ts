@@ -6,6 +6,7 @@ import { DURATION_GRAMMAR, parseDuration } from '../config/duration.ts';
 import { DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, DEFAULT_HOST, DEFAULT_PORT, SIM_PROFILES } from './settings.ts';
 import type { DeepPartial, SimProfile, SimulatorOptions, SimulatorSettings } from './settings.ts';
 import { DEFAULT_BITGO_ACCESS_TOKEN } from './bitgo/settings.ts';
+import { DEFAULT_BITGO_WEBHOOK_SECRET } from './bitgo/webhooks.ts';
 import type { BitgoSettings, BitgoSimulatorOptions } from './bitgo/settings.ts';
 
 /** Which provider the simulator plays: the wallet-service API (docs/upstream-api.md) or BitGo's (docs/bitgo-api.md). */
@@ -110,6 +111,7 @@ export function readSimulatorEnv(env: NodeJS.ProcessEnv, argv: readonly string[]
       port: port ?? DEFAULT_PORT,
       // taken as given (not trimmed), as the credentials below
       accessToken: env.SIM_BITGO_ACCESS_TOKEN || DEFAULT_BITGO_ACCESS_TOKEN,
+      webhookSecret: env.SIM_BITGO_WEBHOOK_SECRET || DEFAULT_BITGO_WEBHOOK_SECRET,
       settings: bitgo,
     },
     options: {

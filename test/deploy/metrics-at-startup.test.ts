@@ -12,6 +12,7 @@ import { BUDGET_CLASSES } from '../../src/custody/budget.ts';
 import { CUSTODY_ENDPOINTS, NO_ANSWER_CODES } from '../../src/custody/errors.ts';
 import { NO_ANSWER_STATUS } from '../../src/custody/port.ts';
 import { haltedStates } from '../../src/custody/providers.ts';
+import { WAKEUP_OUTCOMES } from '../../src/custody/port.ts';
 import { TRAVEL_RULE_SOURCES } from '../../src/custody/travel-rule-cache.ts';
 import { AMBIGUOUS_STEPS, WEBHOOK_OUTCOMES } from '../../src/metrics.ts';
 import { knownActionOutcomes } from '../../src/operations/audit.ts';
@@ -168,6 +169,13 @@ describe.each([
       }
     }
     expect(missing).toEqual([]);
+  });
+
+  it("counts BitGo's webhook calls from 0, for every outcome, whichever provider runs", () => {
+    const series = samples.filter((s) => s.name === 'custody_provider_webhooks_total');
+    expect(series.map((s) => `${s.labels.provider}:${s.labels.outcome}=${s.value}`).sort()).toEqual(
+      WAKEUP_OUTCOMES.map((outcome) => `bitgo:${outcome}=0`).sort(),
+    );
   });
 
   it('counts payload conflicts (a second job with another payload for a used sequenceId) from 0', () => {

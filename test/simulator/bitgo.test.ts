@@ -381,3 +381,74 @@ describe('npm run simulator -- --provider bitgo', () => {
     expect(child.output()).toMatch(/^SIMULATOR_PROVIDER: must be wallet-service or bitgo/);
   });
 });
+
+describe('BitGo simulator: transfer webhooks', () => {
+  async function receiver(): Promise<{
+    url: string;
+    calls: Array<{ body: string; signature: string | undefined }>;
+    close: () => Promise<void>;
+  }> {
+    const { createServer } = await import('node:http');
+    const calls: Array<{ body: string; signature: string | undefined }> = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+      req.on('end', () => {
+        const signature = req.headers['x-signature-sha256'];
+        calls.push({ body, signature: typeof signature === 'string' ? signature : undefined });
+        res.end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    return { url: `http://127.0.0.1:${port}/hook`, calls, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  }
+
+  async function register(url: string, type = 'transfer') {
+    const res = await fetch(`${sim.apiBase}/${COIN}/wallet/${WALLET}/webhooks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...auth() },
+      body: JSON.stringify({ type, url }),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  it('calls a registered loopback URL, signed, when the transfer is first seen and when its txid shows', async () => {
+    const { createHmac } = await import('node:crypto');
+    const target = await receiver();
+    try {
+      sim.updateSettings({ txidAfterMs: 60_000 });
+      const registered = await register(target.url);
+      expect(registered.status).toBe(200);
+      expect(registered.body).toMatchObject({ type: 'transfer', url: target.url, coin: COIN, wallet: WALLET });
+      const sequenceId = newSequenceId();
+      expect((await send(sequenceId)).status).toBe(200);
+      while (target.calls.length < 1) await sleep(10);
+      const transferId = sim.transfer(sequenceId)!.id;
+      expect(JSON.parse(target.calls[0]!.body)).toMatchObject({
+        type: 'transfer',
+        wallet: WALLET,
+        coin: COIN,
+        transfer: transferId,
+        hash: '',
+      });
+      sim.setTxid(sequenceId, '0xabc123');
+      while (target.calls.length < 2) await sleep(10);
+      const confirmed = JSON.parse(target.calls[1]!.body) as Record<string, unknown>;
+      expect(confirmed).toMatchObject({ type: 'transfer', transfer: transferId, hash: '0xabc123' });
+      for (const call of target.calls) {
+        expect(call.signature).toBe(createHmac('sha256', sim.webhookSecret).update(call.body).digest('hex'));
+      }
+      expect(sim.webhooks().sent).toBe(2);
+    } finally {
+      await target.close();
+    }
+  });
+
+  it('refuses a target that is not loopback, and a type other than transfer (400)', async () => {
+    expect((await register('http://192.0.2.1/hook')).status).toBe(400);
+    expect((await register('http://example.com/hook')).status).toBe(400);
+    expect((await register('http://127.0.0.1:9/hook', 'block')).status).toBe(400);
+    expect(sim.webhooks().hooks).toEqual([]);
+  });
+});

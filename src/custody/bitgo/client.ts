@@ -29,10 +29,19 @@ import {
   type TransferFinding,
   type WalletRef,
   type WalletTransaction,
+  type Wakeups,
 } from '../port.ts';
 import { findInAnswer, txidEquals } from '../matching.ts';
 import { badResponse, errorForStatus, readBody, tryBody } from './responses.ts';
-import { pendingApprovalSchema, recipientEntries, sendAnswerSchema, transferSchema, type BitgoTransfer } from './schemas.ts';
+import {
+  pendingApprovalSchema,
+  recipientEntries,
+  sendAnswerSchema,
+  transferSchema,
+  webhookRecordSchema,
+  type BitgoTransfer,
+} from './schemas.ts';
+import { BITGO_WEBHOOK_PATH, readBitgoWakeup } from './webhook.ts';
 
 export interface BitgoClientOptions extends TransportOptions {
   /** BitGo's origin (e.g. https://app.bitgo.com); paths start with `/api/v2`. */
@@ -41,6 +50,8 @@ export interface BitgoClientOptions extends TransportOptions {
   accessToken: string;
   /** A lookup's transfer failed the schema and findTransfer answered `unreadable` (reporting.ts counts and logs it). */
   onSkippedRecords?: ((endpoint: CustodyEndpoint, skipped: readonly SkippedRecord[]) => void) | undefined;
+  /** BITGO_WEBHOOK_SECRET: with it, the port has the wake-up capability (webhook.ts). */
+  webhookSecret?: string | undefined;
 }
 
 /** A lowercase coin or token ticker (btc, tbtc, hteth, hteth:usdc); api.yaml `CoinString` gives no pattern. */
@@ -85,6 +96,7 @@ export class BitgoClient implements CustodyPort {
   readonly #baseUrl: string;
   readonly #authorization: string;
   readonly #onSkippedRecords: BitgoClientOptions['onSkippedRecords'];
+  readonly wakeups: Wakeups | undefined;
 
   constructor(options: BitgoClientOptions) {
     if (!options.accessToken) throw new Error('BitgoClient needs an access token');
@@ -92,6 +104,38 @@ export class BitgoClient implements CustodyPort {
     this.#transport = new Transport(options);
     this.#baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.#authorization = `Bearer ${options.accessToken}`;
+    const secret = options.webhookSecret;
+    this.wakeups = secret
+      ? {
+          provider: 'bitgo',
+          path: BITGO_WEBHOOK_PATH,
+          read: (headers, body) => readBitgoWakeup(secret, headers, body),
+          register: (wallet, url) => this.#registerWebhook(wallet, url),
+        }
+      : undefined;
+  }
+
+  /**
+   * docs/bitgo-api.md section 7: `POST /api/v2/{coin}/wallet/{walletId}/webhooks` with
+   * `{ type: 'transfer', url }`. An operator's one-off call (the CLI): no request hooks, so outside the
+   * request budget; labelled `detail` in its errors.
+   */
+  async #registerWebhook(wallet: WalletRef, url: string): Promise<Record<string, unknown>> {
+    const { path } = walletPath('detail', wallet);
+    const response = await this.#request(
+      'detail',
+      'POST',
+      `${path}/webhooks`,
+      {},
+      { klass: BudgetClass.ENRICH, member: '' },
+      {
+        type: 'transfer',
+        url,
+      },
+    );
+    const error = errorForStatus('detail', response);
+    if (error) throw error;
+    return readBody('detail', response, webhookRecordSchema);
   }
 
   /**

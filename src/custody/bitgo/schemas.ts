@@ -178,3 +178,17 @@ export const errorEnvelopeSchema = z.object({
   error: z.string().optional(),
   requestId: z.string().optional(),
 });
+
+/**
+ * BitGo's `transfer` webhook body (docs/bitgo-api.md section 7): `{ type: 'transfer', wallet, coin,
+ * transfer: <id>, hash, state, ... }`. Only the transfer id and the hash (txid) are read, as a hint of
+ * which transfer to poll; the rest (state, value…) is never taken as fact, so it is not read at all.
+ */
+export const transferWebhookSchema = z.object({
+  type: z.literal('transfer'),
+  transfer: idText.optional().catch(undefined),
+  hash: z.string().min(1).max(256).optional().catch(undefined),
+});
+
+/** The answer to a webhook registration: BitGo's record of it (id, type, url…), passed on as given. */
+export const webhookRecordSchema = z.looseObject({ id: idText });

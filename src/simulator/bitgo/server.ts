@@ -20,7 +20,9 @@ import { bitgoError, newRequestId, pendingApprovalResponse, sendResponse, transf
 import { BITGO_ENDPOINTS, DEFAULT_BITGO_ACCESS_TOKEN, checkBitgoFaultPlan, defaultBitgoSettings, mergeBitgoSettings } from './settings.ts';
 import type { BitgoEndpoint, BitgoSettings, BitgoSimulatorOptions } from './settings.ts';
 import { BITGO_TRANSFER_STATES, BitgoState, isEvmCoin } from './state.ts';
-import type { BitgoStats, BitgoTransferState, BitgoTransferView, Recipient } from './state.ts';
+import { BitgoWebhooks, DEFAULT_BITGO_WEBHOOK_SECRET, targetProblem } from './webhooks.ts';
+import type { BitgoWebhook } from './webhooks.ts';
+import type { BitgoStats, BitgoTransfer as BitgoTransferRecord, BitgoTransferState, BitgoTransferView, Recipient } from './state.ts';
 
 export interface BitgoSimulator {
   /** e.g. http://127.0.0.1:4123 */
@@ -43,6 +45,10 @@ export interface BitgoSimulator {
   setState(sequenceId: string, state: BitgoTransferState, options?: { hideTxid?: boolean }): void;
   /** The access token stops working (401) until reset. */
   expireTokens(): void;
+  /** The secret `transfer` webhook calls are signed with (x-signature-sha256). */
+  webhookSecret: string;
+  /** The registered webhooks, and how many calls were made. */
+  webhooks(): { hooks: BitgoWebhook[]; sent: number };
   /** Transfers, counters, faults, settings and the token back to the start options. */
   reset(): void;
   close(): Promise<void>;
@@ -78,6 +84,14 @@ function matchRoute(method: string | undefined, path: string): Route | undefined
   return undefined;
 }
 
+/** `POST /api/v2/{coin}/wallet/{walletId}/webhooks`: not a fault endpoint (the worker never calls it). */
+function matchWebhookRoute(method: string | undefined, path: string): { coin: string; walletId: string } | undefined {
+  const parts = path.split('/').map((part) => decodeSegment(part));
+  if (method !== 'POST' || parts.length !== 7 || parts.some((part) => part === undefined)) return undefined;
+  if (parts[1] !== 'api' || parts[2] !== 'v2' || parts[4] !== 'wallet' || parts[6] !== 'webhooks') return undefined;
+  return { coin: parts[3]!, walletId: parts[5]! };
+}
+
 /** A fixed network fee in base units: 21,000 gas at 20 gwei on EVM coins, 10,000 otherwise. */
 function feeOf(coin: string): bigint {
   return isEvmCoin(coin) ? 420_000_000_000_000n : 10_000n;
@@ -107,6 +121,8 @@ class BitgoServer {
   readonly state = new BitgoState();
   readonly faults = new FaultBoard<BitgoEndpoint>(BITGO_ENDPOINTS);
   readonly accessToken: string;
+  readonly webhookSecret: string;
+  readonly webhooks: BitgoWebhooks;
   private readonly initialSettings: BitgoSettings;
   current: BitgoSettings;
   private tokenRevoked = false;
@@ -122,7 +138,7 @@ class BitgoServer {
     mergeSettings: mergeBitgoSettings,
     checkFaultPlan: checkBitgoFaultPlan,
     transfer: (sequenceId, now) => this.state.view(sequenceId, now),
-    setTxid: (sequenceId, txid, now) => this.state.setTxid(sequenceId, txid, now),
+    setTxid: (sequenceId, txid, now) => this.setTxid(sequenceId, txid, now),
     expireTokens: () => {
       this.tokenRevoked = true;
     },
@@ -142,6 +158,8 @@ class BitgoServer {
 
   constructor(options: BitgoSimulatorOptions) {
     this.accessToken = options.accessToken ?? DEFAULT_BITGO_ACCESS_TOKEN;
+    this.webhookSecret = options.webhookSecret ?? DEFAULT_BITGO_WEBHOOK_SECRET;
+    this.webhooks = new BitgoWebhooks(this.webhookSecret);
     this.initialSettings = mergeBitgoSettings(defaultBitgoSettings(), options.settings ?? {});
     this.current = { ...this.initialSettings };
   }
@@ -152,9 +170,51 @@ class BitgoServer {
     this.tokenRevoked = false;
     this.state.reset();
     this.faults.clear();
+    this.webhooks.reset();
+  }
+
+  /** Shows the txid now (state.ts), and calls the transfer's webhooks when it was not shown before. */
+  setTxid(sequenceId: string, txid: string | undefined, now: number): boolean {
+    const transfer = this.state.first(sequenceId);
+    const shownBefore = transfer ? this.state.shownTxid(transfer, now) : '';
+    if (!this.state.setTxid(sequenceId, txid, now)) return false;
+    if (transfer && shownBefore === '') this.notify(transfer);
+    return true;
+  }
+
+  /** The transfer's `transfer` webhook call now, or at `at`: as the transfer is then (none while its txid is hidden, for `at`). */
+  private notify(transfer: BitgoTransferRecord, at?: number): void {
+    const make = () => {
+      const now = Date.now();
+      const hash = this.state.shownTxid(transfer, now);
+      if (at !== undefined && hash === '') return undefined;
+      return {
+        type: 'transfer' as const,
+        wallet: transfer.walletId,
+        coin: transfer.coin,
+        transfer: transfer.id,
+        hash,
+        state: this.state.stateOf(transfer, now),
+      };
+    };
+    this.webhooks.notify(transfer.walletId, transfer.coin, make, at);
+  }
+
+  private addWebhook(coin: string, walletId: string, req: IncomingMessage, text: string, requestId: string): Answer {
+    if (!this.authorized(req)) return unauthorized(requestId);
+    if (!WALLET_ID.test(walletId)) return bitgoError(400, 'InvalidWalletId', 'invalid wallet id', requestId);
+    if (!COIN.test(coin)) return bitgoError(400, 'InvalidCoin', `invalid coin: ${coin.slice(0, 64)}`, requestId);
+    const parsed = parseJson(text);
+    if (!parsed.ok || !isObject(parsed.value)) return bitgoError(400, 'InvalidRequest', 'body must be a JSON object', requestId);
+    if (parsed.value.type !== 'transfer') return bitgoError(400, 'InvalidRequest', 'the simulator serves type transfer only', requestId);
+    const problem = targetProblem(parsed.value.url);
+    if (problem !== undefined) return bitgoError(400, 'InvalidRequest', problem, requestId);
+    const hook = this.webhooks.add(walletId, coin, String(parsed.value.url));
+    return json(200, { ...hook, state: 'active', numConfirmations: 0 });
   }
 
   async close(): Promise<void> {
+    this.webhooks.reset();
     await this.plumbing.close(this.server);
   }
 
@@ -164,6 +224,20 @@ class BitgoServer {
     const path = query === -1 ? url : url.slice(0, query);
     if (path === '/_sim' || path.startsWith('/_sim/')) {
       void handleControl(this.control, req, res, path);
+      return;
+    }
+    const hook = matchWebhookRoute(req.method, path);
+    if (hook) {
+      void readBody(req).then((body) => {
+        const header = req.headers['request-id'];
+        const requestId = typeof header === 'string' && header !== '' && header.length <= MAX_REQUEST_ID ? header : newRequestId();
+        write(
+          res,
+          body.ok
+            ? this.addWebhook(hook.coin, hook.walletId, req, body.text, requestId)
+            : bitgoError(413, 'PayloadTooLarge', 'request body too large', requestId),
+        );
+      });
       return;
     }
     void this.serve(matchRoute(req.method, path), req, res);
@@ -268,6 +342,9 @@ class BitgoServer {
       // The status and name are api.yaml's (400, DuplicateSequenceId); the wording of `error` is the simulator's.
       return bitgoError(400, 'DuplicateSequenceIdError', `sequenceId ${String(sequenceId).slice(0, 64)} has already been used`, requestId);
     }
+    // Called after this answer is written (the calls are made on a later turn): first seen, then at its txid.
+    this.notify(transfer);
+    this.notify(transfer, transfer.txidAt);
     if (transfer.pendingApprovalId !== undefined) return json(202, pendingApprovalResponse(transfer));
     return json(200, sendResponse(this.state, transfer, now));
   }
@@ -324,13 +401,15 @@ export async function startBitgoSimulator(options: BitgoSimulatorOptions = {}): 
     transfer: (sequenceId) => sim.state.view(sequenceId, Date.now()),
     setTxid: (sequenceId, txid) => {
       if (txid !== undefined && !nonEmptyString(txid)) throw new Error('txid must be a non-empty string');
-      if (!sim.state.setTxid(sequenceId, txid, Date.now())) throw new Error(`unknown sequenceId: ${sequenceId}`);
+      if (!sim.setTxid(sequenceId, txid, Date.now())) throw new Error(`unknown sequenceId: ${sequenceId}`);
     },
     setState: (sequenceId, state, options) => {
       if (!BITGO_TRANSFER_STATES.includes(state)) throw new Error(`unknown state: ${String(state)}`);
       if (!sim.state.forceState(sequenceId, state, Date.now(), options?.hideTxid)) throw new Error(`unknown sequenceId: ${sequenceId}`);
     },
     expireTokens: () => sim.control.expireTokens(),
+    webhookSecret: sim.webhookSecret,
+    webhooks: () => ({ hooks: sim.webhooks.list(), sent: sim.webhooks.sent }),
     reset: () => sim.reset(),
     close: () => {
       closing ??= sim.close();

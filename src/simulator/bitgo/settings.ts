@@ -43,6 +43,8 @@ export interface BitgoSimulatorOptions {
   port?: number;
   /** The bearer token every request must carry. */
   accessToken?: string;
+  /** The secret `transfer` webhook calls are signed with (webhooks.ts). */
+  webhookSecret?: string;
   settings?: Partial<BitgoSettings>;
 }
 

@@ -11,7 +11,7 @@ export interface SubmitDeps {
   ledger: Ledger;
   /** The gate's setting; `null` from a provider that does not gate (the port has no getTravelRuleSetting). */
   travelRule: { setting(): Promise<GateSetting | null> };
-  custody: Pick<CustodyPort, 'sendTransaction' | 'findTransfer'> & Partial<Pick<CustodyPort, 'walletProblem'>>;
+  custody: Pick<CustodyPort, 'sendTransaction' | 'findTransfer'> & Partial<Pick<CustodyPort, 'walletProblem' | 'wakeups'>>;
   /**
    * Adds the transfer's one tracking job unless it exists and clears its tracker outbox entry
    * (Trackers.ensure); the `submitted` transition records the entry, so a crash in between leaves it

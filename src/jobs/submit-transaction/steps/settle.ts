@@ -59,6 +59,12 @@ export async function markSubmitted(
   )
     marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markProven(data, match, extraSends, run.job), NO_VIEW);
   if (!marked.ok) return REREAD;
+  // The provider's id of the accepted record, for a webhook that names it (a hint to poll sooner only):
+  // one write more per submission, made only when the provider's webhooks are taken (wakeups).
+  const recordId = data.transfer?.id;
+  if (recordId !== undefined && run.deps.custody.wakeups !== undefined) {
+    await run.deps.ledger.rememberAcceptedRecord(record.sequenceId, String(recordId)).catch(() => {});
+  }
   run.log[line.level](line.fields ?? {}, line.msg);
   return SUBMITTED;
 }
