@@ -44,8 +44,9 @@ export interface App {
 }
 
 /**
- * Builds the whole worker from a parsed config: Redis, custody port, ledger, queues and their
- * processors. Nothing here reads the environment; `src/worker.ts` does that and handles signals.
+ * Builds the whole worker from a parsed config: Redis, custody port, ledger and queues, shared by its
+ * subsystems (submitting, tracking, reconciling: src/subsystems/; webhooks), which it starts in that
+ * order and closes together. Nothing here reads the environment; `src/worker.ts` does that and handles signals.
  */
 export async function createApp(
   config: Readonly<Config>,
