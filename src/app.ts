@@ -1,39 +1,27 @@
-import { Queue, type Worker, type WorkerOptions } from 'bullmq';
+import { Queue, type Worker } from 'bullmq';
 import type { Config } from './config/config.ts';
-import { createReconcileHandler } from './jobs/reconcile/handler.ts';
-import { createSubmitHandler } from './jobs/submit-transaction/handler.ts';
-import { createTrackHandler } from './jobs/track-transfer/handler.ts';
 import { LookupNarrowing } from './custody/lookup-narrowing.ts';
-import { TravelRuleCache } from './custody/travel-rule-cache.ts';
 import { createKeys } from './ledger/keys.ts';
 import { CALLS_FIELD, Ledger } from './ledger/ledger.ts';
 import { SEQUENCE_ID } from '../packages/producer/src/payload.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { QueueName, trackJobId } from './queues/names.ts';
+import { QueueName } from './queues/names.ts';
 import { Trackers } from './queues/trackers.ts';
-import { InFlight } from './queues/in-flight.ts';
-import { createProcessor, TransferWorker, type Handler } from './queues/processor.ts';
-import { QueueActivity, startWatchdog, type Watched } from './queues/watchdog.ts';
-import {
-  LEDGER_CHECK_EVERY_MS,
-  POLL_FAILURES_ALERT,
-  REDIS_ERROR_LOG_INTERVAL_MS,
-  sendDeadlineMs,
-  sendLeaseMs,
-  SUBMIT_RETRY,
-  trackLimiter,
-  withBase,
-} from './timing.ts';
+import { startWatchdog } from './queues/watchdog.ts';
+import { QueueWorkers } from './queues/workers.ts';
+import { LEDGER_CHECK_EVERY_MS, REDIS_ERROR_LOG_INTERVAL_MS } from './timing.ts';
 import type { CustodyPort } from './custody/port.ts';
 import { createCustodyPort } from './custody/provider.ts';
 import { closeRedis, createRedis, type RedisClient } from './redis.ts';
-import { CLOSE_GRACE_MS, closeWorkers, withTimeout } from './queues/shutdown.ts';
-import { startReconcileSchedule } from './jobs/reconcile/schedule.ts';
+import { CLOSE_GRACE_MS, withTimeout } from './queues/shutdown.ts';
 import { providerPauseReporter, skippedRecordsReporter } from './custody/reporting.ts';
 import { RedisErrors } from './redis-errors.ts';
 import type { Tracing } from './telemetry.ts';
 import { RequestBudget } from './custody/budget.ts';
+import { reconciling } from './subsystems/reconciling.ts';
+import { submitting } from './subsystems/submitting.ts';
+import { tracking } from './subsystems/tracking.ts';
 import { startWebhooks, type Webhooks } from './webhooks/subsystem.ts';
 
 export interface App {
@@ -56,8 +44,9 @@ export interface App {
 }
 
 /**
- * Builds the whole worker from a parsed config: Redis, custody port, ledger, queues and their
- * processors. Nothing here reads the environment; `src/worker.ts` does that and handles signals.
+ * Builds the whole worker from a parsed config: Redis, custody port, ledger and queues, shared by its
+ * subsystems (submitting, tracking, reconciling: src/subsystems/; webhooks), which it starts in that
+ * order and closes together. Nothing here reads the environment; `src/worker.ts` does that and handles signals.
  */
 export async function createApp(
   config: Readonly<Config>,
@@ -168,12 +157,6 @@ export async function createApp(
     onSkippedRecords: skippedRecordsReporter(logger, metrics),
     narrowing: new LookupNarrowing(redis, (wallet) => keys.lookupNarrowing(wallet.walletId, wallet.coin)),
   });
-  const onFinished = (queue: string, outcome: string, durationMs: number) => {
-    metrics.jobs.inc({ queue, outcome });
-    metrics.jobDuration.observe({ queue, outcome }, durationMs / 1000);
-  };
-
-  const inFlight = new InFlight();
   const connection = redis;
   const prefix = config.queue.prefix;
   const telemetry = tracing?.bullmq;
@@ -182,45 +165,7 @@ export async function createApp(
     [QueueName.TRACK]: new Queue(QueueName.TRACK, { connection, prefix, telemetry }),
     [QueueName.RECONCILE]: new Queue(QueueName.RECONCILE, { connection, prefix, telemetry }),
   } satisfies Record<QueueName, Queue>;
-
-  // A provider without the gate capability never blocks and is never asked (port.ts: getTravelRuleSetting).
-  const gateSetting = custody.getTravelRuleSetting?.bind(custody);
-  const travelRule = gateSetting
-    ? new TravelRuleCache(redis, { getTravelRuleSetting: gateSetting }, keys, {
-        ttlMs: config.submit.travelRuleCacheTtlMs,
-        refreshTimeoutMs: config.custody.timeoutMs + 1_000,
-        onLookup: (source) => metrics.travelRuleLookups.inc({ source }),
-      })
-    : { setting: async () => null };
-
   const trackers = new Trackers(queues[QueueName.TRACK], ledger, config.track.pollMinMs);
-  const submitHandler = createSubmitHandler({
-    ledger,
-    travelRule,
-    custody,
-    trackers,
-    attempts: config.submit.attempts,
-    lookupBeforeFirstSend: config.submit.lookupBeforeFirstSend,
-    retry: withBase(SUBMIT_RETRY, config.submit.retryBaseMs, config.submit.retryMaxMs),
-    sendDeadlineMs: sendDeadlineMs(config.custody.timeoutMs),
-    sendLeaseMs: sendLeaseMs(config.custody.timeoutMs),
-    unresolvedAfterMs: config.submit.unresolvedAfterMs,
-    deadlineMs: config.track.deadlineMs,
-    onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
-    onSendWindowShut: () => metrics.sendWindowShut.inc(),
-    onPayloadConflict: () => metrics.payloadConflicts.inc(),
-    onRecoveryLookup: (found) => metrics.recoveryLookups.inc({ found }),
-    ...(config.redis.minReplicas > 0
-      ? {
-          replicasAcknowledged: async (session: string) => {
-            const { acknowledged, required } = await ledger.replicated(session, config.redis.minReplicas, config.redis.replicaTimeoutMs);
-            if (acknowledged >= required) return true;
-            metrics.replicaWaitFailures.inc();
-            return false;
-          },
-        }
-      : {}),
-  });
 
   /*
    * Stalled-job policy. A job's lock lasts JOB_LOCK_DURATION (default 30 s) and is renewed at half of
@@ -250,95 +195,15 @@ export async function createApp(
     onRefused: (code) => metrics.redisRefusedWrites.inc({ code }),
   });
 
-  /**
-   * One BullMQ worker per queue, each behind the processor wrapper that classifies outcomes. The
-   * watchdog (queues/watchdog.ts) may replace one that stopped fetching: `workers` always holds the
-   * current ones.
-   */
-  const workers: Worker[] = [];
-  const watched: Watched[] = [];
-  const startWorker = <R>(queue: QueueName, handler: Handler<R>, options: Partial<WorkerOptions> & { concurrency: number }) => {
-    const activity = new QueueActivity(inFlight);
-    const create = () => {
-      const worker = new TransferWorker<R>(
-        queue,
-        createProcessor(handler, {
-          queue,
-          jobName: queue,
-          logger,
-          rateLimit: (ms) => queues[queue].rateLimit(ms),
-          onFinished,
-          inFlight: activity,
-          onRefused: (name, reason) => metrics.refusedJobs.inc({ queue: name, reason }),
-        }),
-        { ...workerOptions, name: `${queue}-${process.pid}`, ...options },
-      );
-      worker.on('error', redisErrors.listener(worker.name));
-      return worker;
-    };
-    const index = workers.push(create()) - 1;
-    watched.push({
-      queue: queues[queue],
-      activity,
-      current: () => workers[index]!,
-      replace: () => {
-        workers[index] = create();
-      },
-    });
-  };
-
-  startWorker(QueueName.SUBMIT, submitHandler, { concurrency: config.submit.concurrency });
-
-  const trackHandler = createTrackHandler({
-    ledger,
-    custody,
-    pollMinMs: config.track.pollMinMs,
-    pollMaxMs: config.track.pollMaxMs,
-    pacedByBudget: config.custody.maxRps > 0,
-    countPollOnRead: config.custody.maxRps === 0,
-    deadlineMs: config.track.deadlineMs,
-    onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
-    onPollFailed: (streak) => {
-      metrics.pollFailures.inc();
-      if (streak === POLL_FAILURES_ALERT) metrics.pollFailureStreaks.inc();
-    },
-    onUnmatched: () => metrics.unmatchedTransfers.inc(),
-    onHalted: (state) => metrics.haltedTransfers.inc({ state }),
-    onPollStretched: (ms) => metrics.pollStretch.observe(ms / 1000),
-    onBroadcast: (calls) => metrics.callsPerTransfer.observe(calls),
-    onFoundForOther: () => metrics.foundForOther.inc(),
-    wake: async (sequenceId) => {
-      const job = await queues[QueueName.TRACK].getJob(trackJobId(sequenceId));
-      // Only a tracker waiting for its next poll: an active one reads the ledger itself anyway.
-      if (job && (await job.isDelayed())) await job.promote().catch(() => {});
-    },
-  });
-  const limiter = trackLimiter(budget.params.intervalMs);
-  startWorker(QueueName.TRACK, trackHandler, { concurrency: config.track.concurrency, ...(limiter ? { limiter } : {}) });
-
-  // Aborted by close(), before the workers drain; a job fetched at that very moment sees it too.
-  const shutdown = new AbortController();
-  const reconcileHandler = createReconcileHandler({
-    ledger,
-    submitQueue: queues[QueueName.SUBMIT],
-    trackers,
-    custody,
-    graceMs: config.reconcile.graceMs,
-    retentionMs: config.retention.transfersMs,
-    shutdown: shutdown.signal,
-    onAmbiguous: (step) => metrics.ambiguousMatches.inc({ step }),
-    onRetry: (outcome) => metrics.reconcileRetries.inc({ outcome }),
-  });
-  startWorker(QueueName.RECONCILE, reconcileHandler, {
-    concurrency: 1,
-    removeOnComplete: { count: 100 },
-    removeOnFail: { count: 100 },
-  });
-  const reconcileSchedule = await startReconcileSchedule(queues[QueueName.RECONCILE], config.reconcile.everyMs, logger);
+  // The custody subsystems, each with its queue's worker, started in this order.
+  const workers = new QueueWorkers({ queues, workerOptions, logger, metrics, redisErrors });
+  const deps = { config, redis, keys, ledger, custody, budget, queues, trackers, workers, logger, metrics };
+  const subsystems = [submitting(deps), tracking(deps), reconciling(deps)];
+  for (const subsystem of subsystems) await subsystem.start();
 
   const watchdog =
     config.jobs.workerStallMs > 0
-      ? startWatchdog(watched, {
+      ? startWatchdog(workers.watched, {
           stallMs: config.jobs.workerStallMs,
           lockDurationMs: config.jobs.lockDurationMs,
           onReplaced: (queue, reason) => {
@@ -378,26 +243,21 @@ export async function createApp(
     custody,
     budget,
     queues,
-    workers,
+    workers: workers.workers,
     metrics,
     redisErrors,
     webhooks,
-    running: () => !closed && workers.every((worker) => worker.isRunning()),
+    running: () => !closed && workers.running(),
     async close() {
       if (closed) return;
       closed = true;
-      reconcileSchedule.stop();
       watchdog?.stop();
       stopLedgerCheck();
       redis.off('ready', recordAgain);
-      // Workers first: they stop fetching and wait for in-flight jobs, which still need Redis and upstream.
-      // A reconciliation run can take long (it verifies many broadcasts): it is told to stop early,
-      // which is safe since every run picks up where the last one left off.
-      shutdown.abort();
-      // Tries in flight are aborted (made again later), so an endpoint never holds up the drain.
-      const webhooksClosed = webhooks?.close();
-      await closeWorkers(workers, inFlight);
-      await webhooksClosed;
+      // Every subsystem at once: its worker stops fetching and waits for its in-flight jobs, which still
+      // need Redis and upstream. Webhooks abort their tries in flight (made again later), and no custody
+      // worker's drain waits on theirs, nor theirs on one.
+      await Promise.all([...subsystems.map((subsystem) => subsystem.close()), webhooks?.close()]);
       await Promise.all(Object.values(queues).map((queue) => withTimeout(queue.close(), CLOSE_GRACE_MS)));
       await custody.close();
       await closeRedis(redis, CLOSE_GRACE_MS);

@@ -5,8 +5,7 @@ import { ATTENTION_REASONS, type AttentionReason, type Counts, type ListedTransf
 import { TERMINAL_STATES, TransferState, type TransferRecord } from '../ledger/ledger.ts';
 import { QueueName, trackJobId } from '../queues/names.ts';
 import { DASHBOARD_PATH } from '../http/dashboard.ts';
-import { redactMetadata } from '../http/job-view.ts';
-import { boundedCopyWithoutUser } from '../http/bounded-copy.ts';
+import { redactStoredMetadata } from '../http/job-view.ts';
 
 /**
  * What each console page shows, read through the ledger's named queries (TransferQueries) and its
@@ -199,7 +198,7 @@ export async function detail(deps: PageDeps, sequenceId: string): Promise<Detail
   if (record.submittedAt !== undefined)
     jobs.push({ label: `tracking job ${trackJobId(sequenceId)}`, href: jobHref(QueueName.TRACK, trackJobId(sequenceId)) });
   return {
-    record: { ...rest, metadata: JSON.stringify(shownMetadata(metadata, deps.metadataKeys)) },
+    record: { ...rest, metadata: JSON.stringify(redactStoredMetadata(metadata, deps.metadataKeys)) },
     stages: stages(record),
     events: events.map(eventRow),
     audit,
@@ -211,18 +210,6 @@ export async function detail(deps: PageDeps, sequenceId: string): Promise<Detail
 /** An event without its metadata: each echoes the transfer's, which the page shows once, redacted. */
 function eventRow(event: TransferEvent) {
   return { id: event.id, at: event.at, event: event.event, version: event.version, data: JSON.stringify(event.data) };
-}
-
-/** The record's metadata as the dashboard shows a job's: only DASHBOARD_METADATA_KEYS values, bounded. */
-function shownMetadata(metadata: string, keys: readonly string[]): unknown {
-  if (metadata === '') return null;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(metadata);
-  } catch {
-    return '[unreadable]';
-  }
-  return boundedCopyWithoutUser(redactMetadata(parsed, keys));
 }
 
 function jobHref(queue: string, jobId: string): string {

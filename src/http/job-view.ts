@@ -1,4 +1,4 @@
-import { DASHBOARD_COPY_LIMITS, type CopyLimits } from './bounded-copy.ts';
+import { boundedCopyWithoutUser, DASHBOARD_COPY_LIMITS, type CopyLimits } from './bounded-copy.ts';
 
 /**
  * What the dashboard may show of a job's data: personal data redacted before the bounded copy
@@ -77,6 +77,21 @@ export function redactMetadata(
   }
   keepLength(metadata, view);
   return view;
+}
+
+/**
+ * A ledger record's metadata (stored as JSON text) as the console's transfer page and `/api/v1/transfers`
+ * show it: as redactMetadata says, then bounded. No metadata is null; text that is not JSON is REDACTED whole.
+ */
+export function redactStoredMetadata(text: string, metadataKeys: readonly string[]): unknown {
+  if (text === '') return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return REDACTED;
+  }
+  return boundedCopyWithoutUser(redactMetadata(parsed, metadataKeys));
 }
 
 /**

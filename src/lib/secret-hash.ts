@@ -7,12 +7,12 @@
  *
  * `npm run cli -- hash-secret` prints one (src/cli/commands/hash-secret.ts).
  */
-import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { createHmac, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 
 /**
  * What hash-secret uses: N = 2^15, r = 8 (32 MiB and tens of milliseconds per hash on a server core),
  * a 16-byte salt and a 32-byte hash. A verification costs the same, which is why src/http/access/
- * caches a successful one for a while.
+ * caches a successful one for a while (VerifiedSecrets).
  */
 export const SCRYPT_PARAMETERS = { N: 2 ** 15, r: 8, p: 1, saltBytes: 16, hashBytes: 32 } as const;
 
@@ -68,4 +68,47 @@ export async function hashSecret(secret: string): Promise<string> {
 export async function verifySecret(secret: string, hash: SecretHash): Promise<boolean> {
   const derived = await derive(secret, hash.salt, hash.hash.length, hash);
   return timingSafeEqual(derived, hash.hash);
+}
+
+/**
+ * Successful verifications remembered for a while, so that a burst of requests with one secret costs one
+ * scrypt: at most `maxEntries` (the oldest goes first), each for `ttlMs`. An entry is found by an HMAC
+ * of the secret (and whatever names it, a user's name say) with a key of this process, never by the
+ * secret itself; a verification that found nothing is never remembered.
+ */
+export class VerifiedSecrets<T> {
+  readonly #key = randomBytes(32);
+  readonly #entries = new Map<string, { value: T; until: number }>();
+  readonly #maxEntries: number;
+  readonly #ttlMs: number;
+  readonly #now: () => number;
+
+  constructor(options: { maxEntries: number; ttlMs: number; now?: () => number }) {
+    this.#maxEntries = options.maxEntries;
+    this.#ttlMs = options.ttlMs;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** How many entries are held (expired ones included until looked up or pushed out). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /**
+   * What was remembered for `parts` (the secret and what names it), else what `verify` finds, which is
+   * remembered unless it is undefined.
+   */
+  async get(parts: readonly string[], verify: () => Promise<T | undefined>): Promise<T | undefined> {
+    const hmac = createHmac('sha256', this.#key);
+    parts.forEach((part, index) => (index === 0 ? hmac.update(part) : hmac.update('\0').update(part)));
+    const key = hmac.digest('base64');
+    const cached = this.#entries.get(key);
+    if (cached && cached.until > this.#now()) return cached.value;
+    this.#entries.delete(key);
+    const value = await verify();
+    if (value === undefined) return undefined;
+    if (this.#entries.size >= this.#maxEntries) this.#entries.delete(this.#entries.keys().next().value!);
+    this.#entries.set(key, { value, until: this.#now() + this.#ttlMs });
+    return value;
+  }
 }

@@ -113,18 +113,31 @@ export class ReplicasBehindError extends OperationError {
 }
 
 /**
+ * An action that took effect, after which one more step failed (`cause`): the action stands. The
+ * message says what was done, what failed and why, and what comes next.
+ */
+export abstract class ActionStandsError extends Error {
+  abstract readonly code: string;
+  constructor(done: string, failed: string, next: string, cause: unknown) {
+    super(`${done}, but ${failed} (${(cause as Error).message}); ${next}`, { cause });
+    this.name = new.target.name;
+  }
+}
+
+/**
  * A resolve as submitted was recorded (and audited), but the transfer's tracking job could not be
  * added: the next reconciliation run adds it (the resolution left a tracker outbox entry).
  */
-export class TrackerNotAddedError extends Error {
+export class TrackerNotAddedError extends ActionStandsError {
   readonly code = 'TRACKER_NOT_ADDED';
   readonly version: number;
   constructor(sequenceId: string, version: number, cause: unknown) {
     super(
-      `transfer ${sequenceId} was resolved as submitted (transfer.submitted, version ${version}), but its tracking job could not be added (${(cause as Error).message}); the next reconciliation run adds it, do not resolve again`,
-      { cause },
+      `transfer ${sequenceId} was resolved as submitted (transfer.submitted, version ${version})`,
+      'its tracking job could not be added',
+      'the next reconciliation run adds it, do not resolve again',
+      cause,
     );
-    this.name = 'TrackerNotAddedError';
     this.version = version;
   }
 }
@@ -133,15 +146,16 @@ export class TrackerNotAddedError extends Error {
  * The action ended with `outcome`, but its audit entry could not be written (Redis failed between the
  * two). The action's effect stands; doing it again is safe and is audited (it answers as a repeat).
  */
-export class AuditNotWrittenError extends Error {
+export class AuditNotWrittenError extends ActionStandsError {
   readonly code = 'AUDIT_NOT_WRITTEN';
   readonly outcome: ActionOutcome;
   constructor(action: Action, outcome: ActionOutcome, cause: unknown) {
     super(
-      `the ${action} ended ${outcome}, but its audit entry could not be written (${(cause as Error).message}); the ${action} stands, do it again to have it audited`,
-      { cause },
+      `the ${action} ended ${outcome}`,
+      'its audit entry could not be written',
+      `the ${action} stands, do it again to have it audited`,
+      cause,
     );
-    this.name = 'AuditNotWrittenError';
     this.outcome = outcome;
   }
 }

@@ -70,6 +70,21 @@ const note = (stamp: number): TransitionRequest => ({
 /** A wallet transfer as the adapter reads it (the lookup's finding that proves the send accepted). */
 const TRANSACTION = { id: '70000001', type: 'send', txid: '', outputs: [{ address: '0xabc', amount: '0.5' }] };
 
+/**
+ * Two processes on one ledger, both started, and a transfer of A's gated (`sent`); `lost` collects
+ * each one's loss declarations as `a:<previous epoch>` or `b:<previous epoch>`.
+ */
+async function twoProcesses(options: { writer?: boolean } = {}) {
+  const lost: string[] = [];
+  const a = ledger({ ...options, onLost: ({ previous }) => lost.push(`a:${previous}`) });
+  const b = ledger({ ...options, onLost: ({ previous }) => lost.push(`b:${previous}`) });
+  const old = (await a.epoch.start()).id!;
+  await b.epoch.start();
+  const sent = id();
+  await gated(a, sent);
+  return { a, b, old, sent, lost };
+}
+
 async function events() {
   return (await redis.xrange(keys.events, '-', '+')).map((entry) => parseStreamEntry(entry as [string, string[]]));
 }
@@ -101,13 +116,7 @@ describe('the epoch at start-up', () => {
 
 describe('a ledger that Redis lost', () => {
   it('refuses the send in flight, declares the loss once over two processes, and looks up first while it recovers', async () => {
-    const lost: string[] = [];
-    const a = ledger({ onLost: ({ previous }) => lost.push(`a:${previous}`) });
-    const b = ledger({ onLost: ({ previous }) => lost.push(`b:${previous}`) });
-    const old = (await a.epoch.start()).id!;
-    await b.epoch.start();
-    const sequenceId = id();
-    await gated(a, sequenceId);
+    const { a, b, old, sent: sequenceId, lost } = await twoProcesses();
     const other = id();
     await gated(b, other);
     // Redis lost its data (the shared test Redis: only this test's keys go).
@@ -184,13 +193,7 @@ describe('a ledger that went back in time (same epoch: a lagging replica promote
   const CANCEL = { reason: 'customer asked', by: 'test' };
 
   it('refuses the next transition of a process that saw the newer ledger, declares the loss once, and a cancel is too late', async () => {
-    const lost: string[] = [];
-    const a = ledger({ onLost: ({ previous }) => lost.push(`a:${previous}`) });
-    const b = ledger({ onLost: ({ previous }) => lost.push(`b:${previous}`) });
-    const old = (await a.epoch.start()).id!;
-    await b.epoch.start();
-    const sent = id();
-    await gated(a, sent);
+    const { a, b, old, sent, lost } = await twoProcesses();
     const restore = await snapshot();
     // After the snapshot: the send in flight, and B's own work (B saw the newer ledger too).
     expect((await a.transition(sent, sendInFlight('a'))).ok).toBe(true);
@@ -253,13 +256,7 @@ describe('a ledger that went back in time (same epoch: a lagging replica promote
    */
   describe("however far other processes advanced the tick since (each writer's own mark)", () => {
     async function forgottenSend(writer: boolean) {
-      const lost: string[] = [];
-      const a = ledger({ writer, onLost: ({ previous }) => lost.push(`a:${previous}`) });
-      const b = ledger({ writer, onLost: ({ previous }) => lost.push(`b:${previous}`) });
-      const old = (await a.epoch.start()).id!;
-      await b.epoch.start();
-      const sent = id();
-      await gated(a, sent);
+      const { a, b, old, sent, lost } = await twoProcesses({ writer });
       const restore = await snapshot();
       expect((await a.transition(sent, sendInFlight('a'))).ok).toBe(true);
       await restore();

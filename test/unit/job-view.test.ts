@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { boundedCopyWithoutUser, DASHBOARD_COPY_LIMITS, TRUNCATED } from '../../src/http/bounded-copy.ts';
-import { REDACTED, redactJobData, redactMetadata } from '../../src/http/job-view.ts';
+import { REDACTED, redactJobData, redactMetadata, redactStoredMetadata } from '../../src/http/job-view.ts';
 
 /** A submit-transaction payload (docs/contract.md section 3) carrying personal data. */
 function payload() {
@@ -128,5 +128,12 @@ describe('redactJobData', () => {
     expect(Object.keys(shown.metadata)).toEqual(Object.keys(raw.metadata));
     expect(shown.metadata['name-1']).toBe('name-1');
     expect(shown.metadata['name-2']).toBe(REDACTED);
+  });
+
+  it("shows a record's stored metadata text redacted and bounded: none is null, text that is not JSON is redacted", () => {
+    expect(redactStoredMetadata('', ['orderId'])).toBeNull();
+    expect(redactStoredMetadata('{"orderId":', ['orderId'])).toBe(REDACTED);
+    const shown = redactStoredMetadata('{"orderId":"A-1","email":"jane@example.test","user":{"name":"Jane Roe"}}', ['orderId', 'user']);
+    expect(shown).toEqual({ orderId: 'A-1', email: REDACTED });
   });
 });

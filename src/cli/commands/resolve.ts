@@ -1,12 +1,10 @@
 import { loadLedgerConfig } from '../../config/config.ts';
-import type { EventType } from '../../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../../packages/producer/src/payload.ts';
 import { ReplicasBehindError, ResolveRefusedError, TrackerNotAddedError } from '../../operations/errors.ts';
 import {
   isOperatorReason,
   MAX_REASON_LENGTH,
   type OperationsCustody,
-  type ProviderCheck,
   type Resolution,
   type Resolved,
 } from '../../operations/operations.ts';
@@ -21,20 +19,8 @@ import { cliLedger, withRedis } from '../redis-run.ts';
 const OUTCOMES = ['submitted', 'failed'] as const;
 type Outcome = (typeof OUTCOMES)[number];
 
-export interface ResolveResult {
-  sequenceId: string;
-  resolvedAs: Outcome;
-  /** The version of the event published by the resolution. */
-  version: number;
-  event: EventType;
-  streamId: string;
-  /** The tracking job (`--as submitted` only): the transfer is tracked to its txid. */
-  trackJobId?: string;
-  /** Whether the provider check was skipped (`--force`). */
-  forced: boolean;
-  /** What the provider check found (absent with `--force`). */
-  checked?: ProviderCheck;
-}
+/** The operation's answer, but named as the CLI's `--as` names it (`failed` is the operation's `not-sent`). */
+export type ResolveResult = Omit<Resolved, 'resolvedAs'> & { resolvedAs: Outcome };
 
 export const resolveCommand: Command = {
   name: 'resolve',

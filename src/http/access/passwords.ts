@@ -1,6 +1,6 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { ConsoleUser, Role } from '../../config/console.ts';
-import { parseSecretHash, SCRYPT_PARAMETERS, verifySecret, type SecretHash } from '../../lib/secret-hash.ts';
+import { parseSecretHash, SCRYPT_PARAMETERS, VerifiedSecrets, verifySecret, type SecretHash } from '../../lib/secret-hash.ts';
 
 /** How long a verified user and password are taken without scrypt again (a page load is many requests). */
 export const VERIFIED_TTL_MS = 60_000;
@@ -28,10 +28,8 @@ export class PasswordCheck {
   readonly #users: ReadonlyMap<string, { role: Role; hash: SecretHash }>;
   readonly #dashboard: Buffer | undefined;
   readonly #dashboardUser: string | undefined;
-  readonly #cacheKey = randomBytes(32);
-  readonly #verified = new Map<string, { user: PasswordUser; until: number }>();
+  readonly #verified: VerifiedSecrets<PasswordUser>;
   readonly #decoy: SecretHash = { ...SCRYPT_PARAMETERS, salt: randomBytes(16), hash: randomBytes(32) };
-  readonly #ttlMs: number;
   #running = 0;
   readonly #waiting: Array<() => void> = [];
 
@@ -46,7 +44,7 @@ export class PasswordCheck {
     );
     this.#dashboard = dashboard && digest(dashboard.user, dashboard.password);
     this.#dashboardUser = dashboard?.user;
-    this.#ttlMs = ttlMs;
+    this.#verified = new VerifiedSecrets({ maxEntries: CACHE_ENTRIES, ttlMs });
   }
 
   /** True when anyone can sign in with a password. */
@@ -57,21 +55,14 @@ export class PasswordCheck {
   /** The user these credentials are, or undefined. */
   async check(name: string, password: string): Promise<PasswordUser | undefined> {
     if (this.#dashboard && timingSafeEqual(digest(name, password), this.#dashboard)) return { name: this.#dashboardUser!, role: 'viewer' };
-    const key = createHmac('sha256', this.#cacheKey).update(name).update('\0').update(password).digest('base64');
-    const cached = this.#verified.get(key);
-    if (cached && cached.until > Date.now()) return cached.user;
-    this.#verified.delete(key);
-
-    // No CONSOLE_USERS: no name whose existence a time could tell, so no decoy scrypt either (a burst
-    // of wrong dashboard passwords then costs a hash each, not 32 MiB of scrypt).
-    if (this.#users.size === 0) return undefined;
-    const user = this.#users.get(name);
-    const ok = await this.#limited(() => verifySecret(password, user?.hash ?? this.#decoy));
-    if (!ok || !user) return undefined;
-    const verified = { name, role: user.role };
-    if (this.#verified.size >= CACHE_ENTRIES) this.#verified.delete(this.#verified.keys().next().value!);
-    this.#verified.set(key, { user: verified, until: Date.now() + this.#ttlMs });
-    return verified;
+    return this.#verified.get([name, password], async () => {
+      // No CONSOLE_USERS: no name whose existence a time could tell, so no decoy scrypt either (a burst
+      // of wrong dashboard passwords then costs a hash each, not 32 MiB of scrypt).
+      if (this.#users.size === 0) return undefined;
+      const user = this.#users.get(name);
+      const ok = await this.#limited(() => verifySecret(password, user?.hash ?? this.#decoy));
+      return ok && user ? { name, role: user.role } : undefined;
+    });
   }
 
   async #limited<T>(work: () => Promise<T>): Promise<T> {

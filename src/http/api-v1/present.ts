@@ -2,22 +2,9 @@ import type { TransferEvent } from '../../../packages/producer/src/events.ts';
 import type { ListedTransfer } from '../../ledger/queries.ts';
 import type { TransferRecord } from '../../ledger/record.ts';
 import type { StoredAuditEntry } from '../../operations/audit.ts';
-import { boundedCopyWithoutUser } from '../bounded-copy.ts';
-import { REDACTED, redactMetadata } from '../job-view.ts';
+import { redactStoredMetadata } from '../job-view.ts';
 
 const iso = (ms: number | undefined) => (ms === undefined || ms === 0 ? null : new Date(ms).toISOString());
-
-/** The record's metadata (stored as JSON text) as GET /transfers/:sequenceId shows an event's. */
-function metadataOf(text: string, metadataKeys: readonly string[]): unknown {
-  if (text === '') return null;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return REDACTED;
-  }
-  return boundedCopyWithoutUser(redactMetadata(parsed, metadataKeys));
-}
 
 /**
  * A transfer as `/api/v1/transfers` lists it: what an operator reads, named as in
@@ -32,7 +19,7 @@ export function listedItem(record: ListedTransfer, metadataKeys: readonly string
     jobId: record.jobId,
     walletId: record.walletId,
     coin: record.coin,
-    metadata: metadataOf(record.metadata, metadataKeys),
+    metadata: redactStoredMetadata(record.metadata, metadataKeys),
     attempts: record.sends,
     failures: record.failures,
     lastError: record.lastError ?? null,

@@ -7,7 +7,6 @@
  * (422), then the sequenceId: its record's payload hash, or before the worker wrote one, the hash this
  * route stored SET NX (200 the same payload, 409 another), then the producer package's own enqueue (202).
  */
-import { createHmac, randomBytes } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { NotReplicatedError, ProducerUnavailableError } from '../../../packages/producer/src/errors.ts';
 import { parseEnqueuedPayload } from '../../../packages/producer/src/payload.ts';
@@ -15,7 +14,7 @@ import { TransferProducer } from '../../../packages/producer/src/producer.ts';
 import type { App } from '../../app.ts';
 import type { SubmitApiKey } from '../../config/console.ts';
 import type { Keys } from '../../ledger/keys.ts';
-import { parseSecretHash, verifySecret, type SecretHash } from '../../lib/secret-hash.ts';
+import { parseSecretHash, VerifiedSecrets, verifySecret, type SecretHash } from '../../lib/secret-hash.ts';
 import type { AuditReader } from '../../operations/audit.ts';
 import { payloadHash } from '../../transfers/payload-hash.ts';
 import { redisTimedOut } from '../transfers.ts';
@@ -63,8 +62,7 @@ declare module 'fastify' {
  */
 export class ApiKeyCheck {
   readonly #keys: ReadonlyArray<{ name: string; hash: SecretHash }>;
-  readonly #cacheKey = randomBytes(32);
-  readonly #verified = new Map<string, { name: string; until: number }>();
+  readonly #verified = new VerifiedSecrets<string>({ maxEntries: KEY_CACHE_ENTRIES, ttlMs: KEY_VERIFIED_TTL_MS });
   #tail: Promise<unknown> = Promise.resolve();
 
   constructor(keys: readonly SubmitApiKey[]) {
@@ -78,17 +76,11 @@ export class ApiKeyCheck {
 
   /** The name of the key, or undefined. */
   async check(key: string): Promise<string | undefined> {
-    const cacheKey = createHmac('sha256', this.#cacheKey).update(key).digest('base64');
-    const cached = this.#verified.get(cacheKey);
-    if (cached && cached.until > Date.now()) return cached.name;
-    this.#verified.delete(cacheKey);
-    const run = this.#tail.then(() => this.#find(key));
-    this.#tail = run.catch(() => undefined);
-    const name = await run;
-    if (name === undefined) return undefined;
-    if (this.#verified.size >= KEY_CACHE_ENTRIES) this.#verified.delete(this.#verified.keys().next().value!);
-    this.#verified.set(cacheKey, { name, until: Date.now() + KEY_VERIFIED_TTL_MS });
-    return name;
+    return this.#verified.get([key], () => {
+      const run = this.#tail.then(() => this.#find(key));
+      this.#tail = run.catch(() => undefined);
+      return run;
+    });
   }
 
   /** Every hash is tried, so the time taken does not tell which entry a key is. */
