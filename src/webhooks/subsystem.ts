@@ -14,7 +14,7 @@ import { endpointGroup, EndpointStore } from './store.ts';
  * An entry a consumer read and has not acknowledged this long is taken over by another (XAUTOCLAIM),
  * and each consumer looks that often. The handler only queues the event in Redis (milliseconds), so an
  * entry this old was read by a worker that died (SIGKILL, a lost node); its transfer's later events wait
- * for it (EndpointStore.holdBack), so it bounds how long a crash holds a transfer's webhooks up. Taken
+ * for it (EndpointStore.claim), so it bounds how long a crash holds a transfer's webhooks up. Taken
  * over from a consumer that was only slow, the event is queued once all the same (the store's enqueue
  * is idempotent while it is queued).
  */

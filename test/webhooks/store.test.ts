@@ -1,5 +1,5 @@
 /**
- * EndpointStore.holdBack (src/webhooks/store.ts) on real Redis, past the bound of the sequenceIds it
+ * EndpointStore.claim (src/webhooks/store.ts) on real Redis, past the bound of the sequenceIds it
  * remembers: a transfer's later event is still held back while an earlier one is read and not queued.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -11,7 +11,7 @@ afterAll(closeAllRedis);
 
 const BATCH = 1_000;
 
-describe('EndpointStore.holdBack', () => {
+describe('EndpointStore.claim', () => {
   it('holds a transfer back behind its pending earlier event after the remembered sequenceIds were emptied', async () => {
     const redis = newRedis();
     const prefix = uniquePrefix('webhook-store', { hashTag: true });
@@ -26,7 +26,7 @@ describe('EndpointStore.holdBack', () => {
     // The earlier event of transfer `late`: read, never queued (its reader died, say).
     const earlier = (await redis.xadd(stream, '*', ...entry('late', 1)))!;
     await read(1);
-    // Rounds of other transfers' entries, read, seen by holdBack, then acknowledged, until the store
+    // Rounds of other transfers' entries, read, seen by a claim, then acknowledged, until the store
     // has remembered more sequenceIds than it keeps (`earlier` among them from the first round on).
     for (let round = 0; round * BATCH <= SEQUENCE_IDS_KEPT; round++) {
       const pipeline = redis.pipeline();
@@ -42,7 +42,7 @@ describe('EndpointStore.holdBack', () => {
         dueAt: 0,
         eventAt: 0,
       });
-      await store.holdBack([{ entryId: newest, lane: `other-${round}-${BATCH - 1}`, body: '{}', type: 'transfer.cancelled', tries: 0 }], 0);
+      await store.claim(Date.now(), Date.now() + 60_000, 8, 0);
       await redis.xack(stream, group, ...ids);
     }
     // Another transfer's event read and not yet queued: one the store has not seen, so it looks up.
@@ -52,8 +52,10 @@ describe('EndpointStore.holdBack', () => {
     const later = (await redis.xadd(stream, '*', ...entry('late', 2)))!;
     await read(1);
     await store.enqueue({ entryId: later, lane: 'late', body: '{}', type: 'transfer.cancelled', dueAt: 0, eventAt: 0 });
-    const held = await store.holdBack([{ entryId: later, lane: 'late', body: '{}', type: 'transfer.cancelled', tries: 0 }], 0);
+    const round = await store.claim(Date.now(), Date.now() + 60_000, 8, 1);
     expect(earlier < later).toBe(true);
-    expect([...held]).toEqual(['late']);
+    expect(round.claimed).toEqual([]);
+    // Due again at the retry time given, no try spent.
+    expect(await redis.zscore(store.keys.due, 'late')).toBe('1');
   });
 });
