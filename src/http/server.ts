@@ -16,6 +16,7 @@ import { OPEN_PATHS, pathOf } from './auth.ts';
 import { registerDashboard } from './dashboard.ts';
 import { consolePlugin } from '../console/plugin.ts';
 import { metricsPlugin } from './metrics-route.ts';
+import { openapiPlugin } from './openapi.ts';
 import { probesPlugin } from './probes.ts';
 import { providerWakeupsPlugin } from './provider-wakeups.ts';
 import type { Wakeups } from '../custody/port.ts';
@@ -47,7 +48,8 @@ function selfAuthenticated(wakeups: Wakeups | undefined): ReadonlySet<string> {
 /**
  * The operator surface (docs/contract.md section 5), built here and listened on by the caller: who
  * the request is first (accessPlugin, before any route), then one plugin per concern, each checking
- * the role it needs: probes and metrics (open), the v1.3 transfer routes, Bull Board, `/api/v1`.
+ * the role it needs: probes and metrics (open), the v1.3 transfer routes, Bull Board, `/api/v1`,
+ * and `/openapi.json` documenting those with a schema (openapi.ts).
  */
 export async function createHttpServer({
   app,
@@ -99,6 +101,8 @@ export async function createHttpServer({
   });
   const queries = new TransferQueries(app.redis, keys, { unresolvedAfterMs: config.submit.unresolvedAfterMs });
 
+  // Before the routes: it documents those added after it.
+  await server.register(openapiPlugin);
   await server.register(probesPlugin, { app });
   // Only when the provider can be woken (port.ts, Wakeups): the domain never learns its webhook's shape.
   if (wakeups) await server.register(providerWakeupsPlugin, { app, wakeups, keys, metrics, logger });

@@ -1,5 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import { z } from 'zod';
 import type { App } from '../app.ts';
+import { cancelResultSchema } from '../../packages/producer/src/cancel-result.ts';
 import { NotReplicatedError } from '../../packages/producer/src/errors.ts';
 import { CANCEL_BY_MAX, CANCEL_TEXT_RULE, isCancelReason } from '../../packages/producer/src/events.ts';
 import { SEQUENCE_ID } from '../../packages/producer/src/payload.ts';
@@ -11,6 +13,8 @@ import type { Operations } from '../operations/operations.ts';
 import { requireRole, type Identity } from './access/identity.ts';
 import { boundedCopyWithoutUser } from './bounded-copy.ts';
 import { redactMetadata } from './job-view.ts';
+import { documentOnly } from './openapi.ts';
+import { documented, sequenceIdParams, transferViewSchema } from './schemas.ts';
 import { SCRAPE_REDIS_BUDGET_MS, TIMED_OUT, withinBudget } from './within-budget.ts';
 
 export interface TransfersOptions {
@@ -57,15 +61,25 @@ export function redisTimedOut(reply: FastifyReply): FastifyReply {
 /** The v1.3 routes: transfer lookup (viewers) and cancel before send (docs/contract.md section 5). */
 export const transfersPlugin: FastifyPluginAsync<TransfersOptions> = async (server, options) => {
   const { app, operations, logger, metadataKeys } = options;
+  documentOnly(server);
 
-  server.get<{ Params: { sequenceId: string } }>('/transfers/:sequenceId', { onRequest: requireRole('viewer') }, async (request, reply) => {
-    const { sequenceId } = request.params;
-    if (refuseBadSequenceId(sequenceId, reply)) return reply;
-    const view = await transferAnswer(app, sequenceId, metadataKeys);
-    if (view === TIMED_OUT) return redisTimedOut(reply);
-    if (!view) return reply.code(404).send({ error: 'NOT_FOUND', message: 'unknown transfer' });
-    return view;
+  const lookup = documented('v1.3: one transfer, its state and events', {
+    params: sequenceIdParams,
+    response: { 200: transferViewSchema },
+    refusals: [400, 401, 404, 503],
   });
+  server.get<{ Params: { sequenceId: string } }>(
+    '/transfers/:sequenceId',
+    { onRequest: requireRole('viewer'), schema: lookup },
+    async (request, reply) => {
+      const { sequenceId } = request.params;
+      if (refuseBadSequenceId(sequenceId, reply)) return reply;
+      const view = await transferAnswer(app, sequenceId, metadataKeys);
+      if (view === TIMED_OUT) return redisTimedOut(reply);
+      if (!view) return reply.code(404).send({ error: 'NOT_FOUND', message: 'unknown transfer' });
+      return view;
+    },
+  );
 
   // Cancel before send (docs/contract.md section 4) through the operator actions (audited). A JSON body
   // only (application/json: a browser cannot send it cross-site without a CORS preflight, which this
@@ -73,9 +87,15 @@ export const transfersPlugin: FastifyPluginAsync<TransfersOptions> = async (serv
   // Who may: an operator; and, as the route has always allowed, the dashboard's user while CONSOLE_USERS
   // names nobody (docs/contract.md section 10, "until console users exist"). The role is checked by
   // Operations, so a refusal is audited.
+  const cancel = documented('v1.3: cancel before send', {
+    params: sequenceIdParams,
+    body: z.object({ reason: z.string().meta({ description: CANCEL_TEXT_RULE }) }),
+    response: { 200: cancelResultSchema },
+    refusals: [400, 401, 403, 503],
+  });
   server.post<{ Params: { sequenceId: string }; Body: unknown }>(
     '/transfers/:sequenceId/cancel',
-    { onRequest: requireRole('viewer') },
+    { onRequest: requireRole('viewer'), schema: cancel },
     async (request, reply) => {
       const { sequenceId } = request.params;
       if (refuseBadSequenceId(sequenceId, reply)) return reply;

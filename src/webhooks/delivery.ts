@@ -65,20 +65,20 @@ export class EndpointDispatcher {
     let redisWarnedAt = 0;
     while (!this.#stop.signal.aborted) {
       try {
-        const state = await store.state();
-        metrics.webhookDisabled.set({ endpoint: endpoint.name }, state.disabled ? 1 : 0);
-        metrics.webhookOldestAge.set(
-          { endpoint: endpoint.name },
-          state.oldestAt === undefined ? 0 : Math.max(0, Date.now() - state.oldestAt) / 1000,
-        );
         const free = WEBHOOK_CONCURRENCY - this.#inFlight.size;
-        if (!state.disabled && free > 0) {
-          const now = Date.now();
-          const claimed = await store.claim(now, now + this.#o.timeoutMs + LEASE_MARGIN_MS, free);
-          // A transfer's earlier event not yet queued goes first: its lane waits a round.
-          const held = await store.holdBack(claimed, now + WEBHOOK_POLL_MS);
+        const now = Date.now();
+        // One round: the endpoint's state for the gauges, and (unless disabled) the lanes due; a
+        // transfer whose earlier event is not yet queued waits a round (store.claim).
+        const { disabled, oldestAt, claimed } = await store.claim(
+          now,
+          now + this.#o.timeoutMs + LEASE_MARGIN_MS,
+          free,
+          now + WEBHOOK_POLL_MS,
+        );
+        metrics.webhookDisabled.set({ endpoint: endpoint.name }, disabled ? 1 : 0);
+        metrics.webhookOldestAge.set({ endpoint: endpoint.name }, oldestAt === undefined ? 0 : Math.max(0, Date.now() - oldestAt) / 1000);
+        if (claimed.length > 0) {
           for (const delivery of claimed) {
-            if (held.has(delivery.lane)) continue;
             const attempt = this.#attempt(delivery).catch((err: unknown) =>
               // The lease ends and the lane is due again: nothing is lost.
               logger.warn(
@@ -92,7 +92,7 @@ export class EndpointDispatcher {
               this.wake();
             });
           }
-          if (claimed.length > 0) continue;
+          continue;
         }
       } catch (err) {
         if (Date.now() - redisWarnedAt > 60_000) {

@@ -79,13 +79,34 @@ redis.call('ZADD', KEYS[4], ARGV[6], ARGV[1])
 return 1`;
 
 /**
- * KEYS: due. ARGV: now (ms), lease end (ms), count. Leases up to `count` due lanes (their score moves
- * to the lease end) and returns them.
+ * KEYS: due, disabled, backlog. ARGV: now (ms), lease end (ms), count. Unless the endpoint is
+ * disabled, leases up to `count` due lanes (their score moves to the lease end). Returns whether it is
+ * disabled, the time of the oldest queued event (nil: none) and the lanes leased: a dispatcher's round
+ * in one step.
  */
 const CLAIM_LUA = `
-local lanes = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+if redis.call('EXISTS', KEYS[2]) == 1 then return {1, oldest, {}} end
+local count = tonumber(ARGV[3])
+local lanes = {}
+if count > 0 then lanes = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, count) end
 for _, lane in ipairs(lanes) do redis.call('ZADD', KEYS[1], 'XX', ARGV[2], lane) end
-return lanes`;
+return {0, oldest, lanes}`;
+
+/** The scripts, sent by SHA (EVALSHA) once Redis knows them. */
+interface StoreCommands {
+  webhookEnqueue(...args: Array<string | number>): Promise<number>;
+  webhookClaim(...args: Array<string | number>): Promise<[number, string | null, string[]]>;
+  webhookFinish(...args: Array<string | number>): Promise<number>;
+}
+
+/** One round of a dispatcher: the endpoint's state, and the deliveries at the heads of the lanes it leased. */
+export interface ClaimedRound {
+  disabled: boolean;
+  /** The time (ms) of the oldest undelivered event; undefined when there is none. */
+  oldestAt: number | undefined;
+  claimed: QueuedDelivery[];
+}
 
 /**
  * KEYS: delivery, lane, due, backlog, dead. ARGV: entry id, lane, now (ms), then for a dead-letter the
@@ -104,6 +125,8 @@ return 1`;
 
 /** Pending entries of the group looked at per round: more than any batch in flight. */
 const PENDING_LOOKED_AT = 1_000;
+/** Stream entries whose sequenceId claim remembers, then it starts afresh. */
+export const SEQUENCE_IDS_KEPT = 10_000;
 
 /** Whether stream id `a` comes before `b`. */
 function olderId(a: string, b: string): boolean {
@@ -151,75 +174,26 @@ export class EndpointStore {
   readonly keys: EndpointKeys;
   readonly #redis: RedisClient;
 
-  /** The events stream and the endpoint's consumer group on it (for holdBack; the CLI needs neither). */
+  /** The events stream and the endpoint's consumer group on it (for claim's hold-back; the CLI needs neither). */
   readonly #source: { stream: string; group: string } | undefined;
   /** The sequenceId of stream entries seen pending (an entry never changes): one read per entry. */
   readonly #sequenceIds = new Map<string, string>();
 
   constructor(redis: RedisClient, prefix: string, endpoint: string, eventsStream?: string) {
     this.#redis = redis;
+    if (!('webhookEnqueue' in redis)) {
+      redis.defineCommand('webhookEnqueue', { numberOfKeys: 4, lua: ENQUEUE_LUA });
+      redis.defineCommand('webhookClaim', { numberOfKeys: 3, lua: CLAIM_LUA });
+      redis.defineCommand('webhookFinish', { numberOfKeys: 5, lua: FINISH_LUA });
+    }
     this.keys = endpointKeys(prefix, endpoint);
     this.#source = eventsStream === undefined ? undefined : { stream: eventsStream, group: endpointGroup(endpoint) };
-  }
-
-  /**
-   * Of the deliveries just claimed, holds back (due again at `retryAt`, no try spent) those whose
-   * transfer has an earlier event not yet queued: read from the stream by a consumer of the endpoint's
-   * group but not acknowledged, which a worker killed between the read and the queue leaves pending
-   * until a live one claims it; or another consumer read it first and queues it a moment later.
-   * Queued, it takes its place before them (ENQUEUE_LUA), and the transfer's versions stay in order.
-   * A lane whose head changed since the claim is held back too. Returns the lanes held back.
-   *
-   * An entry is queued before it is acknowledged, so at every moment it is pending or queued (or
-   * delivered): the pending list is read before the heads are read again, so an earlier event is
-   * seen in one or the other.
-   */
-  async holdBack(claimed: readonly QueuedDelivery[], retryAt: number): Promise<Set<string>> {
-    const held = new Set<string>();
-    const ofTransfers = claimed.filter((delivery) => !delivery.lane.startsWith('@'));
-    if (this.#source === undefined || ofTransfers.length === 0) return held;
-    const { stream, group } = this.#source;
-    const newest = ofTransfers.map((delivery) => delivery.entryId).reduce((a, b) => (olderId(a, b) ? b : a));
-    const pending = (
-      (await this.#redis.xpending(stream, group, '-', `(${newest}`, PENDING_LOOKED_AT)) as Array<[string, ...unknown[]]>
-    ).map(([id]) => id);
-    const unknown = pending.filter((id) => !this.#sequenceIds.has(id));
-    if (unknown.length > 0) {
-      if (this.#sequenceIds.size > 10_000) this.#sequenceIds.clear();
-      const pipeline = this.#redis.pipeline();
-      for (const id of unknown) pipeline.xrange(stream, id, id);
-      const replies = (await pipeline.exec()) ?? [];
-      unknown.forEach((id, i) => {
-        const [entry] = (replies[i]?.[1] ?? []) as Array<[string, string[]]>;
-        const fields = entry?.[1] ?? [];
-        const at = fields.indexOf('sequenceId');
-        // Trimmed from the stream: nothing left to wait for.
-        this.#sequenceIds.set(id, at >= 0 && at % 2 === 0 ? (fields[at + 1] ?? '') : '');
-      });
-    }
-    for (const delivery of ofTransfers) {
-      if (pending.some((id) => this.#sequenceIds.get(id) === delivery.lane && olderId(id, delivery.entryId))) held.add(delivery.lane);
-    }
-    const heads = this.#redis.pipeline();
-    for (const delivery of ofTransfers) heads.lindex(this.keys.lane(delivery.lane), 0);
-    const replies = (await heads.exec()) ?? [];
-    ofTransfers.forEach((delivery, i) => {
-      if (replies[i]?.[1] !== delivery.entryId) held.add(delivery.lane);
-    });
-    if (held.size > 0) {
-      const postpone = this.#redis.multi();
-      for (const lane of held) postpone.zadd(this.keys.due, 'XX', retryAt, lane);
-      await postpone.exec();
-    }
-    return held;
   }
 
   /** Queues an event (idempotent per entry id); resolves true when it was new. */
   async enqueue(entry: { entryId: string; lane: string; body: string; type: string; dueAt: number; eventAt: number }): Promise<boolean> {
     const k = this.keys;
-    const queued = await this.#redis.eval(
-      ENQUEUE_LUA,
-      4,
+    const queued = await this.#commands.webhookEnqueue(
       k.delivery(entry.entryId),
       k.lane(entry.lane),
       k.due,
@@ -234,21 +208,75 @@ export class EndpointStore {
     return queued === 1;
   }
 
-  /** Leases up to `count` due lanes until `leaseUntil` and reads the delivery at the head of each. */
-  async claim(now: number, leaseUntil: number, count: number): Promise<QueuedDelivery[]> {
-    const lanes = (await this.#redis.eval(CLAIM_LUA, 1, this.keys.due, now, leaseUntil, count)) as string[];
-    const claimed: QueuedDelivery[] = [];
-    for (const lane of lanes) {
-      const entryId = await this.#redis.lindex(this.keys.lane(lane), 0);
-      const fields = entryId === null ? {} : await this.#redis.hgetall(this.keys.delivery(entryId));
+  get #commands(): StoreCommands {
+    return this.#redis as unknown as StoreCommands;
+  }
+
+  /**
+   * Unless the endpoint is disabled, leases up to `count` due lanes until `leaseUntil` and reads the
+   * delivery at the head of each; with the endpoint's state (for the gauges).
+   *
+   * Holds back (due again at `retryAt`, no try spent) the lanes whose transfer has an earlier event
+   * not yet queued: read from the stream by a consumer of the endpoint's group but not acknowledged,
+   * which a worker killed between the read and the queue leaves pending until a live one claims it;
+   * or another consumer read it first and queues it a moment later. Queued, it takes its place before
+   * the head (ENQUEUE_LUA), and the transfer's versions stay in order. An entry is queued before it is
+   * acknowledged, so at every moment it is pending or queued (or delivered): the pending list is read
+   * before the heads (one pipeline, run in order), so an earlier event is seen in one or the other.
+   */
+  async claim(now: number, leaseUntil: number, count: number, retryAt: number): Promise<ClaimedRound> {
+    const k = this.keys;
+    const [disabled, oldest, lanes] = await this.#commands.webhookClaim(k.due, k.disabled, k.backlog, now, leaseUntil, count);
+    const round: ClaimedRound = { disabled: disabled === 1, oldestAt: oldest === null ? undefined : Number(oldest), claimed: [] };
+    if (lanes.length === 0) return round;
+    const source = lanes.some((lane) => !lane.startsWith('@')) ? this.#source : undefined;
+    const first = this.#redis.pipeline();
+    if (source) first.xpending(source.stream, source.group, '-', '+', PENDING_LOOKED_AT);
+    for (const lane of lanes) first.lindex(k.lane(lane), 0);
+    const replies = (await first.exec()) ?? [];
+    const pending = source ? ((replies.shift()?.[1] ?? []) as Array<[string, ...unknown[]]>).map(([id]) => id) : [];
+    const heads = replies.map(([, id]) => (typeof id === 'string' ? id : null));
+
+    // Emptied before the look-up, so that every pending entry is read again or still known.
+    if (this.#sequenceIds.size > SEQUENCE_IDS_KEPT) this.#sequenceIds.clear();
+    const unknown = source ? pending.filter((id) => !this.#sequenceIds.has(id)) : [];
+    const second = this.#redis.pipeline();
+    for (const id of unknown) second.xrange(source!.stream, id, id);
+    for (const head of heads) if (head !== null) second.hgetall(k.delivery(head));
+    const reads = (await second.exec()) ?? [];
+    unknown.forEach((id, i) => {
+      const [entry] = (reads[i]?.[1] ?? []) as Array<[string, string[]]>;
+      const fields = entry?.[1] ?? [];
+      const at = fields.indexOf('sequenceId');
+      // Trimmed from the stream: nothing left to wait for.
+      this.#sequenceIds.set(id, at >= 0 && at % 2 === 0 ? (fields[at + 1] ?? '') : '');
+    });
+    const hashes = reads.slice(unknown.length).map(([, fields]) => (fields ?? {}) as Record<string, string>);
+
+    const behind: string[] = [];
+    const held: string[] = [];
+    let read = 0;
+    lanes.forEach((lane, i) => {
+      const entryId = heads[i] ?? null;
+      const fields = entryId === null ? {} : (hashes[read++] ?? {});
       if (entryId === null || fields.body === undefined) {
         // A lane left behind (its last delivery ended between the two reads): nothing to try.
-        await this.#redis.zrem(this.keys.due, lane);
-        continue;
+        behind.push(lane);
+        return;
       }
-      claimed.push({ entryId, lane, body: fields.body, type: fields.type ?? '', tries: Number(fields.tries ?? 0) });
+      if (!lane.startsWith('@') && pending.some((id) => this.#sequenceIds.get(id) === lane && olderId(id, entryId))) {
+        held.push(lane);
+        return;
+      }
+      round.claimed.push({ entryId, lane, body: fields.body, type: fields.type ?? '', tries: Number(fields.tries ?? 0) });
+    });
+    if (behind.length > 0 || held.length > 0) {
+      const settle = this.#redis.multi();
+      if (behind.length > 0) settle.zrem(k.due, ...behind);
+      for (const lane of held) settle.zadd(k.due, 'XX', retryAt, lane);
+      await settle.exec();
     }
-    return claimed;
+    return round;
   }
 
   /** Counts a try before it is made, so that a process dying mid-try still spends it. */
@@ -269,9 +297,7 @@ export class EndpointStore {
   async finish(delivery: QueuedDelivery, now: number, deadLetter?: Record<string, string>): Promise<void> {
     const k = this.keys;
     const fields = deadLetter === undefined ? [] : Object.entries(deadLetter).flat();
-    await this.#redis.eval(
-      FINISH_LUA,
-      5,
+    await this.#commands.webhookFinish(
       k.delivery(delivery.entryId),
       k.lane(delivery.lane),
       k.due,
@@ -317,14 +343,5 @@ export class EndpointStore {
       oldestAt: oldest[1] === undefined ? undefined : Number(oldest[1]),
       deadLettered: dead,
     };
-  }
-
-  /** Whether the endpoint is disabled, and the time (ms) of its oldest undelivered event (undefined: none). */
-  async state(): Promise<{ disabled: boolean; oldestAt: number | undefined }> {
-    const [disabled, oldest] = await Promise.all([
-      this.#redis.exists(this.keys.disabled),
-      this.#redis.zrange(this.keys.backlog, '0', '0', 'WITHSCORES'),
-    ]);
-    return { disabled: disabled === 1, oldestAt: oldest[1] === undefined ? undefined : Number(oldest[1]) };
   }
 }

@@ -14,11 +14,21 @@ import { endpointGroup, EndpointStore } from './store.ts';
  * An entry a consumer read and has not acknowledged this long is taken over by another (XAUTOCLAIM),
  * and each consumer looks that often. The handler only queues the event in Redis (milliseconds), so an
  * entry this old was read by a worker that died (SIGKILL, a lost node); its transfer's later events wait
- * for it (EndpointStore.holdBack), so it bounds how long a crash holds a transfer's webhooks up. Taken
+ * for it (EndpointStore.claim), so it bounds how long a crash holds a transfer's webhooks up. Taken
  * over from a consumer that was only slow, the event is queued once all the same (the store's enqueue
  * is idempotent while it is queued).
  */
 export const WEBHOOK_CLAIM_IDLE_MS = 10_000;
+
+/**
+ * Consumers of each endpoint's group in one process. A consumer hands its events to the handler one at
+ * a time, each a round trip to queue it and one to acknowledge it, so one consumer reads no faster than
+ * two round trips per event (bench/README.md, "Webhooks"); several read apart batches side by side. The
+ * order of a transfer's events does not depend on who reads them: the store queues each in stream order
+ * and holds a transfer back while an earlier event of it is read and not yet queued (store.ts), as for
+ * several processes.
+ */
+export const WEBHOOK_READERS = 4;
 
 export interface Webhooks {
   /** Stops reading events and aborts tries in flight (they are made again later); resolves when stopped. */
@@ -69,41 +79,43 @@ export function startWebhooks(options: WebhooksOptions): Webhooks {
     });
     const wanted = new Set<string>(endpoint.events);
     const group = endpointGroup(endpoint.name);
-    events.consume(
-      {
-        group,
-        consumer: `${hostname()}-${process.pid}`,
-        // A new endpoint gets the events published from now on; `webhooks replay` sends older ones.
-        from: '$',
-        blockMs: 2_000,
-        claimIdleMs: WEBHOOK_CLAIM_IDLE_MS,
-        deadLetter: store.keys.dead,
-        onError: (error, info) =>
-          logger.warn(
-            // Only names: a parse or handler error's message may quote an event's data.
-            {
-              endpoint: endpoint.name,
-              stage: info.stage,
-              reason: info.reason,
-              entryId: info.entryId,
-              type: info.type,
-              sequenceId: info.sequenceId,
-              code: (error as { code?: unknown }).code,
-            },
-            'webhook events consumer reported a problem',
-          ),
-        onNewEpoch: (info) =>
-          logger.info(
-            { endpoint: endpoint.name, sequenceId: info.sequenceId, epoch: info.epoch, previous: info.previous },
-            'webhook: a transfer started a new life after the ledger was lost',
-          ),
-      },
-      async (event: TransferEvent, entryId: string) => {
-        if (!wanted.has(event.event)) return;
-        const queued = await store.enqueue(queuedEvent(event, entryId, options.metadataKeys, Date.now() + firstDelayMs));
-        if (queued) dispatcher.wake();
-      },
-    );
+    for (let reader = 1; reader <= WEBHOOK_READERS; reader++) {
+      events.consume(
+        {
+          group,
+          consumer: `${hostname()}-${process.pid}-${reader}`,
+          // A new endpoint gets the events published from now on; `webhooks replay` sends older ones.
+          from: '$',
+          blockMs: 2_000,
+          claimIdleMs: WEBHOOK_CLAIM_IDLE_MS,
+          deadLetter: store.keys.dead,
+          onError: (error, info) =>
+            logger.warn(
+              // Only names: a parse or handler error's message may quote an event's data.
+              {
+                endpoint: endpoint.name,
+                stage: info.stage,
+                reason: info.reason,
+                entryId: info.entryId,
+                type: info.type,
+                sequenceId: info.sequenceId,
+                code: (error as { code?: unknown }).code,
+              },
+              'webhook events consumer reported a problem',
+            ),
+          onNewEpoch: (info) =>
+            logger.info(
+              { endpoint: endpoint.name, sequenceId: info.sequenceId, epoch: info.epoch, previous: info.previous },
+              'webhook: a transfer started a new life after the ledger was lost',
+            ),
+        },
+        async (event: TransferEvent, entryId: string) => {
+          if (!wanted.has(event.event)) return;
+          const queued = await store.enqueue(queuedEvent(event, entryId, options.metadataKeys, Date.now() + firstDelayMs));
+          if (queued) dispatcher.wake();
+        },
+      );
+    }
     return dispatcher;
   });
   logger.info({ endpoints: settings.endpoints.map((endpoint) => endpoint.name) }, 'webhooks started');

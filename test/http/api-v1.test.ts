@@ -11,6 +11,7 @@ import { hashSecret } from '../../src/lib/secret-hash.ts';
 import { createLogger } from '../../src/logger.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { OpenApiDocument } from '../helpers/openapi.ts';
 
 const PASSWORDS = { vera: 'viewer-password-1', otto: 'operator-password-2' };
 const basic = (user: keyof typeof PASSWORDS) => `Basic ${Buffer.from(`${user}:${PASSWORDS[user]}`).toString('base64')}`;
@@ -20,6 +21,8 @@ let h: Harness;
 let server: FastifyInstance;
 let base: string;
 let auditKey: string;
+/** Every answer below is checked against the server's own /openapi.json. */
+let document: OpenApiDocument;
 // The answers' shapes are what the assertions check.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -30,6 +33,7 @@ beforeAll(async () => {
   server = await createHttpServer({ app: h.app!, config: h.config, logger: createLogger({ level: 'silent' }), metrics: h.app!.metrics });
   base = await server.listen({ host: '127.0.0.1', port: 0 });
   auditKey = createKeys(h.prefix, h.config.queue.eventsStream).audit;
+  document = await OpenApiDocument.fetch(base, { authorization: basic('vera') });
 });
 afterAll(async () => {
   await server?.close();
@@ -38,7 +42,9 @@ afterAll(async () => {
 
 async function get(path: string, user: keyof typeof PASSWORDS = 'vera'): Promise<{ status: number; body: Json }> {
   const response = await fetch(`${base}${path}`, { headers: { authorization: basic(user) } });
-  return { status: response.status, body: await response.json() };
+  const answer = { status: response.status, body: (await response.json()) as Json };
+  document.expectAnswer('GET', path, answer);
+  return answer;
 }
 
 async function post(path: string, body: unknown, user: keyof typeof PASSWORDS = 'otto', headers: Record<string, string> = {}) {
@@ -47,7 +53,9 @@ async function post(path: string, body: unknown, user: keyof typeof PASSWORDS = 
     headers: { authorization: basic(user), 'content-type': 'application/json', ...headers },
     body: JSON.stringify(body),
   });
-  return { status: response.status, body: (await response.json()) as Json, headers: response.headers };
+  const answer = { status: response.status, body: (await response.json()) as Json, headers: response.headers };
+  document.expectAnswer('POST', path, answer);
+  return answer;
 }
 
 const auditLength = () => h.redis.xlen(auditKey);

@@ -16,6 +16,7 @@ import { QueueName } from '../../src/queues/names.ts';
 import { payloadHash } from '../../src/transfers/payload-hash.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { OpenApiDocument } from '../helpers/openapi.ts';
 import { until } from '../helpers/wait.ts';
 
 const KEY = 'sk_test_producer_key_0123456789';
@@ -30,6 +31,8 @@ let limited: FastifyInstance;
 let off: FastifyInstance;
 let base: string;
 let queue: Queue;
+/** Every answer of `submit` is checked against the server's own /openapi.json. */
+let document: OpenApiDocument;
 
 beforeAll(async () => {
   const apiKeys = `billing:${await hashSecret(KEY)},ops:${await hashSecret(OTHER_KEY)}`;
@@ -43,6 +46,8 @@ beforeAll(async () => {
   off = await createHttpServer({ ...deps, config: { ...h.config, submit: { ...h.config.submit, apiKeys: [] } } });
   await off.listen({ host: '127.0.0.1', port: 0 });
   queue = new Queue(QueueName.SUBMIT, { connection: h.redis, prefix: h.prefix });
+  // The API has no console users here: a loopback peer is the local operator.
+  document = await OpenApiDocument.fetch(base, {});
 });
 afterAll(async () => {
   await Promise.all([server?.close(), limited?.close(), off?.close()]);
@@ -63,7 +68,9 @@ async function submit(body: unknown, { key = KEY, to = base }: { key?: string | 
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await response.text();
-  return { status: response.status, headers: response.headers, body: (text === '' ? null : JSON.parse(text)) as Json };
+  const answer = { status: response.status, headers: response.headers, body: (text === '' ? null : JSON.parse(text)) as Json };
+  if (to !== urlOf(off)) document.expectAnswer('POST', '/api/v1/transfers', answer);
+  return answer;
 }
 
 const nothingStoredFor = async (sequenceId: string) => {

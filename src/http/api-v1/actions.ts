@@ -15,9 +15,12 @@ import {
 } from '../../operations/errors.ts';
 import { isOperatorReason, MAX_REASON_LENGTH, type Operations } from '../../operations/operations.ts';
 import { requireRole } from '../access/identity.ts';
+import { documentOnly } from '../openapi.ts';
+import { documented, errorBody, sequenceIdParams } from '../schemas.ts';
 import { refuseBadSequenceId } from '../transfers.ts';
 import { browserCheck } from './browser-check.ts';
 import { fingerprint, IDEMPOTENCY_KEY, type IdempotencyStore, type StoredAnswer } from './idempotency.ts';
+import { actionCancelSchema, epochAcceptedSchema, recheckedSchema, resolvedSchema } from './responses.ts';
 
 export interface ActionsOptions {
   operations: Operations;
@@ -42,6 +45,17 @@ const resolveBody = z.discriminatedUnion('outcome', [
 const epochBody = z.strictObject({ reason });
 const recheckBody = z.strictObject({ reason });
 
+const headers = z.object({
+  'idempotency-key': z.string().optional().meta({ description: 'A repeat with the same key answers as the first did, for 24 h' }),
+  'x-csrf-token': z.string().optional().meta({ description: "A browser's request without an Origin naming this server" }),
+});
+/** Every action's refusals but its own 409s: see docs/contract.md section 5. */
+const REFUSALS = [400, 401, 403, 404, 409, 422, 429, 503] as const;
+
+function action(summary: string, body: z.ZodType, ok: z.ZodType, params = true) {
+  return documented(summary, { ...(params ? { params: sequenceIdParams } : {}), headers, body, response: { 200: ok }, refusals: REFUSALS });
+}
+
 /**
  * The `/api/v1` actions (docs/contract.md section 5): the body checked (400 when it is not a JSON
  * object, 422 with `issues` when a field is wrong), a browser's request checked for its origin or CSRF
@@ -51,6 +65,7 @@ const recheckBody = z.strictObject({ reason });
  */
 export const actionsPlugin: FastifyPluginAsync<ActionsOptions> = async (server, { operations, idempotency, logger }) => {
   server.addHook('onRequest', requireRole('viewer'));
+  documentOnly(server);
 
   async function act(
     request: FastifyRequest,
@@ -100,7 +115,9 @@ export const actionsPlugin: FastifyPluginAsync<ActionsOptions> = async (server, 
     return send(reply, answer);
   }
 
-  server.post<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId/cancel', async (request, reply) => {
+  const cancel = action('Cancel before send (too-late and already-ended answer 409)', cancelBody, actionCancelSchema);
+  cancel.response[409] = z.union([actionCancelSchema, errorBody]);
+  server.post<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId/cancel', { schema: cancel }, async (request, reply) => {
     const { sequenceId } = request.params;
     if (refuseBadSequenceId(sequenceId, reply)) return reply;
     return act(request, reply, cancelBody, async (body: z.infer<typeof cancelBody>, actor) => {
@@ -110,7 +127,8 @@ export const actionsPlugin: FastifyPluginAsync<ActionsOptions> = async (server, 
     });
   });
 
-  server.post<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId/resolve', async (request, reply) => {
+  const resolve = action('Resolve a transfer whose send outcome is unknown, checked with the provider', resolveBody, resolvedSchema);
+  server.post<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId/resolve', { schema: resolve }, async (request, reply) => {
     const { sequenceId } = request.params;
     if (refuseBadSequenceId(sequenceId, reply)) return reply;
     return act(request, reply, resolveBody, async (body: z.infer<typeof resolveBody>, actor) => {
@@ -128,7 +146,8 @@ export const actionsPlugin: FastifyPluginAsync<ActionsOptions> = async (server, 
     });
   });
 
-  server.post<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId/recheck', async (request, reply) => {
+  const recheck = action("Poll a submitted transfer's tracking now", recheckBody, recheckedSchema);
+  server.post<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId/recheck', { schema: recheck }, async (request, reply) => {
     const { sequenceId } = request.params;
     if (refuseBadSequenceId(sequenceId, reply)) return reply;
     return act(request, reply, recheckBody, async (body: z.infer<typeof recheckBody>, actor) => ({
@@ -137,7 +156,8 @@ export const actionsPlugin: FastifyPluginAsync<ActionsOptions> = async (server, 
     }));
   });
 
-  server.post('/api/v1/ledger/accept-epoch', async (request, reply) =>
+  const acceptEpoch = action("Accept the ledger's epoch after a loss", epochBody, epochAcceptedSchema, false);
+  server.post('/api/v1/ledger/accept-epoch', { schema: acceptEpoch }, async (request, reply) =>
     act(request, reply, epochBody, async (body: z.infer<typeof epochBody>, actor) => ({
       status: 200,
       body: await operations.acceptEpoch(actor, body.reason),

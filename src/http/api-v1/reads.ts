@@ -6,9 +6,12 @@ import { TransferState } from '../../ledger/states.ts';
 import { AuditReader } from '../../operations/audit.ts';
 import { READY_CHECK_TIMEOUT_MS } from '../../timing.ts';
 import { requireRole } from '../access/identity.ts';
+import { documentOnly } from '../openapi.ts';
+import { documented, sequenceIdParams } from '../schemas.ts';
 import { redisTimedOut, refuseBadSequenceId, transferAnswer } from '../transfers.ts';
 import { SCRAPE_REDIS_BUDGET_MS, TIMED_OUT, withinBudget } from '../within-budget.ts';
 import { attemptCounts, listedItem, timeline } from './present.ts';
+import { auditPageSchema, detailSchema, listPageSchema, summarySchema } from './responses.ts';
 
 /** The most items a page of `/api/v1` holds (docs/contract.md section 5), and how many without `limit`. */
 export const API_MAX_PAGE = 200;
@@ -55,8 +58,14 @@ function invalidQuery(issues: z.core.$ZodIssue[]) {
 /** The `/api/v1` reads (viewers): transfers, one transfer with its timeline, the summary, the audit stream. */
 export const readsPlugin: FastifyPluginAsync<ReadsOptions> = async (server, { app, queries, audit, metadataKeys }) => {
   server.addHook('onRequest', requireRole('viewer'));
+  documentOnly(server);
 
-  server.get('/api/v1/transfers', async (request, reply) => {
+  const list = documented('Transfers, most recently changed first, by page', {
+    querystring: listQuery,
+    response: { 200: listPageSchema },
+    refusals: [400, 401, 403, 429],
+  });
+  server.get('/api/v1/transfers', { schema: list }, async (request, reply) => {
     const parsed = listQuery.safeParse(request.query);
     if (!parsed.success) return reply.code(400).send(invalidQuery(parsed.error.issues));
     const { wallet, ...query } = parsed.data;
@@ -69,7 +78,12 @@ export const readsPlugin: FastifyPluginAsync<ReadsOptions> = async (server, { ap
     }
   });
 
-  server.get<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId', async (request, reply) => {
+  const detail = documented('One transfer with its counts and timeline', {
+    params: sequenceIdParams,
+    response: { 200: detailSchema },
+    refusals: [400, 401, 403, 404, 429, 503],
+  });
+  server.get<{ Params: { sequenceId: string } }>('/api/v1/transfers/:sequenceId', { schema: detail }, async (request, reply) => {
     const { sequenceId } = request.params;
     if (refuseBadSequenceId(sequenceId, reply)) return reply;
     const detail = await transferDetail(app, audit, sequenceId, metadataKeys);
@@ -78,13 +92,22 @@ export const readsPlugin: FastifyPluginAsync<ReadsOptions> = async (server, { ap
     return detail;
   });
 
-  server.get('/api/v1/summary', async (_request, reply) => {
+  const summary = documented('Counts per state and attention reason, and the banners', {
+    response: { 200: summarySchema },
+    refusals: [401, 403, 429, 503],
+  });
+  server.get('/api/v1/summary', { schema: summary }, async (_request, reply) => {
     const summary = await withinBudget(readSummary(app, queries), SCRAPE_REDIS_BUDGET_MS);
     if (summary === TIMED_OUT) return redisTimedOut(reply);
     return summary;
   });
 
-  server.get('/api/v1/audit', async (request, reply) => {
+  const auditPage = documented('Operator actions, newest first, by page', {
+    querystring: auditQuery,
+    response: { 200: auditPageSchema },
+    refusals: [400, 401, 403, 429],
+  });
+  server.get('/api/v1/audit', { schema: auditPage }, async (request, reply) => {
     const parsed = auditQuery.safeParse(request.query);
     if (!parsed.success) return reply.code(400).send(invalidQuery(parsed.error.issues));
     const page = await audit.page(parsed.data.limit, parsed.data.cursor);

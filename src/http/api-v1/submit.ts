@@ -9,7 +9,8 @@
  */
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { NotReplicatedError, ProducerUnavailableError } from '../../../packages/producer/src/errors.ts';
-import { parseEnqueuedPayload } from '../../../packages/producer/src/payload.ts';
+import { z } from 'zod';
+import { parseEnqueuedPayload, submitPayloadSchema } from '../../../packages/producer/src/payload.ts';
 import { TransferProducer } from '../../../packages/producer/src/producer.ts';
 import type { App } from '../../app.ts';
 import type { SubmitApiKey } from '../../config/console.ts';
@@ -17,9 +18,12 @@ import type { Keys } from '../../ledger/keys.ts';
 import { parseSecretHash, VerifiedSecrets, verifySecret, type SecretHash } from '../../lib/secret-hash.ts';
 import type { AuditReader } from '../../operations/audit.ts';
 import { payloadHash } from '../../transfers/payload-hash.ts';
+import { documentOnly } from '../openapi.ts';
+import { documented, errorBody } from '../schemas.ts';
 import { redisTimedOut } from '../transfers.ts';
 import { TIMED_OUT } from '../within-budget.ts';
 import { transferDetail } from './reads.ts';
+import { resubmittedSchema, submittedSchema } from './responses.ts';
 
 /** Requests per key and window (a producer's burst; each one costs at least one Redis round trip). */
 export const SUBMIT_RATE_LIMIT = { max: 600, timeWindowMs: 60_000 } as const;
@@ -101,6 +105,7 @@ export const submitPlugin: FastifyPluginAsync<SubmitOptions> = async (server, op
   const check = new ApiKeyCheck(options.apiKeys);
   const producer = new TransferProducer({ connection: app.redis, ...options.producer });
   server.addHook('onClose', () => producer.close());
+  documentOnly(server);
 
   const conflict = (sequenceId: string) => ({
     error: 'SEQUENCE_ID_CONFLICT',
@@ -120,9 +125,20 @@ export const submitPlugin: FastifyPluginAsync<SubmitOptions> = async (server, op
     return { status: 200, body: { ...detail, jobId: record.jobId } };
   }
 
+  const schema = documented('Submit a transfer (section 3), idempotent by sequenceId', {
+    security: [{ submitKey: [] }],
+    body: submitPayloadSchema,
+    response: {
+      202: submittedSchema,
+      200: resubmittedSchema,
+      409: errorBody.extend({ code: z.literal('SEQUENCE_ID_CONFLICT'), message: z.string() }),
+    },
+    refusals: [401, 413, 422, 429, 503],
+  });
   server.post(
     '/api/v1/transfers',
     {
+      schema,
       bodyLimit: SUBMIT_BODY_LIMIT,
       onRequest: async (request, reply) => {
         const key = bearer(request);
