@@ -285,6 +285,10 @@ export class TransferQueries {
       (phase !== 'txid' && record.txid !== undefined && canonicalTxid(record.txid).startsWith(txidPrefix)) ||
       (phase === 'sequenceId' && record.jobId.startsWith(q));
     if (!cursor) items.push(...(await this.#unindexed(query, q, txidPrefix, now)).slice(0, limit));
+    // As a listing's batches: twice what the page still needs only when a filter may leave entries out.
+    const filtered = [query.state, query.attention, query.walletId, query.coin, query.since, query.until].some(
+      (value) => value !== undefined,
+    );
     let scanned = 0;
     for (let p = SEARCH_PHASES.indexOf(cursor?.phase ?? 'txid'); p < SEARCH_PHASES.length; p++) {
       const phase = SEARCH_PHASES[p]!;
@@ -292,7 +296,7 @@ export class TransferQueries {
       const start = phase === 'sequenceId' ? q : `${SEARCH_KIND[phase]}${phase === 'txid' ? txidPrefix : q}`;
       let after = cursor?.phase === phase && cursor.after !== '' ? cursor.after : undefined;
       for (;;) {
-        const batch = Math.min(MAX_PAGE, Math.max(1, limit - items.length) * 2);
+        const batch = Math.min(MAX_PAGE, Math.max(1, limit - items.length) * (filtered ? 2 : 1));
         const members = await this.#redis.zrangebylex(
           key,
           after === undefined ? `[${start}` : `(${after}`,
