@@ -115,28 +115,44 @@ export interface Stage {
   note?: string;
 }
 
+/** The states on the way to the chain, in order: one stage each. */
+const STAGE_STATES = [
+  TransferState.RECEIVED,
+  TransferState.GATED,
+  TransferState.SUBMITTING,
+  TransferState.SUBMITTED,
+  TransferState.BROADCAST,
+] as const satisfies readonly TransferState[];
+
 /**
- * The vertical stage view: received → gated → sent → submitted → pending approval → broadcast, with
- * the unresolved branch (a send whose outcome nothing settled) or the end a transfer reached instead.
- * Pending approval is not a ledger state: a submitted transfer waits there (approval, signing) until
- * its txid is seen.
+ * The vertical stage view: received → gated → submitting → submitted → broadcast, one stage per state
+ * a transfer passes on its way to the chain. The stage named after the record's state is the current
+ * one (exactly one while the state is not terminal); a terminal transfer has none: broadcast is done,
+ * any other end is a branch named after it. Branches: a send whose outcome nothing settled (while
+ * submitting), the provider's approval a submitted transfer waits for (not a ledger state), the end.
  */
 export function stages(record: TransferRecord): Stage[] {
   const state = record.state;
-  const broadcast = state === TransferState.BROADCAST;
-  const submitted = record.submittedAt !== undefined;
+  const terminal = TERMINAL_STATES.has(state);
+  const position = (STAGE_STATES as readonly TransferState[]).indexOf(state);
+  // Before the state: done. A terminal state other than broadcast is not on the way: what the record
+  // holds says how far the transfer got.
+  const status = (stage: (typeof STAGE_STATES)[number], reached: boolean): Stage['status'] => {
+    if (state === TransferState.BROADCAST) return 'done';
+    if (position >= 0) {
+      const at = STAGE_STATES.indexOf(stage);
+      return at < position ? 'done' : at === position ? 'current' : 'pending';
+    }
+    return reached ? 'done' : 'pending';
+  };
   const list: Stage[] = [
-    { name: 'received', status: 'done', at: iso(record.createdAt) },
+    { name: TransferState.RECEIVED, status: status(TransferState.RECEIVED, true), at: iso(record.createdAt) },
     {
-      name: 'gated',
-      status: record.gate !== undefined ? 'done' : state === TransferState.RECEIVED ? 'current' : 'pending',
+      name: TransferState.GATED,
+      status: status(TransferState.GATED, record.gate !== undefined),
       at: record.gate ? record.gate.checkedAt : null,
     },
-    {
-      name: 'sent',
-      status: record.sends > 0 ? 'done' : state === TransferState.GATED ? 'current' : 'pending',
-      at: iso(record.firstSentAt),
-    },
+    { name: TransferState.SUBMITTING, status: status(TransferState.SUBMITTING, record.sends > 0), at: iso(record.firstSentAt) },
   ];
   if (state === TransferState.SUBMITTING && (record.unknownSince !== undefined || record.inUseSince !== undefined)) {
     list.push({
@@ -149,16 +165,21 @@ export function stages(record: TransferRecord): Stage[] {
           : 'a send may have gone out and no lookup found it: resolve it once you know',
     });
   }
-  list.push(
-    {
-      name: 'submitted',
-      status: submitted ? 'done' : state === TransferState.SUBMITTING ? 'current' : 'pending',
-      at: iso(record.submittedAt),
-    },
-    { name: 'pending approval', status: broadcast ? 'done' : state === TransferState.SUBMITTED ? 'current' : 'pending', at: null },
-    { name: 'broadcast', status: broadcast ? 'done' : 'pending', at: iso(record.broadcastAt) },
-  );
-  if (TERMINAL_STATES.has(state) && !broadcast) {
+  list.push({
+    name: TransferState.SUBMITTED,
+    status: status(TransferState.SUBMITTED, record.submittedAt !== undefined),
+    at: iso(record.submittedAt),
+  });
+  if (state === TransferState.SUBMITTED && record.approvalSince !== undefined) {
+    list.push({
+      name: 'pending approval',
+      status: 'branch',
+      at: iso(record.approvalSince),
+      note: 'the provider waits for an approval (or signing) before it broadcasts',
+    });
+  }
+  list.push({ name: TransferState.BROADCAST, status: status(TransferState.BROADCAST, false), at: iso(record.broadcastAt) });
+  if (terminal && state !== TransferState.BROADCAST) {
     list.push({
       name: state,
       status: 'branch',

@@ -44,14 +44,16 @@ export interface Keys {
   /**
    * The listing indexes (transition.lua, KEYS[10..]; queries.ts reads them): transfers per state
    * (score = last change, ms), per attention reason (score = since when, ms), every sequenceId (score
-   * 0, for ZRANGEBYLEX), sequenceId by txid and by job id (hashes), and what retention removes of an
-   * ended transfer (a hash).
+   * 0, for ZRANGEBYLEX), sequenceId by txid and by job id (hashes), txids and job ids to search by
+   * prefix (`search`: score 0, members `t:<txid>\n<sequenceId>` and `j:<job id>\n<sequenceId>`), and
+   * what retention removes of an ended transfer (a hash).
    */
   byState(state: string): string;
   attention(reason: AttentionReason): string;
   ids: string;
   byTxid: string;
   byJobId: string;
+  search: string;
   endedEntries: string;
   /** The listing indexes a transition from `from` to `to` passes to transition.lua, in its order. */
   transitionIndex(from: readonly string[], to: string): string[];
@@ -124,6 +126,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     ids: index.ids,
     byTxid: index.byTxid,
     byJobId: index.byJobId,
+    search: index.search,
     endedEntries: index.endedEntries,
     transitionIndex: (from, to) => transitionIndexKeys(prefix, from, to),
     trackerOutbox: ledger.trackerOutbox,

@@ -114,16 +114,17 @@ return before`;
  * Retention of ended transfers' index entries: their records expire by their own TTL (RETENTION, set by
  * the terminal transition), their listing entries go here, from what the terminal transition recorded
  * of them (transition.lua, KEYS[13]). KEYS[1] the terminal index, KEYS[2] those records, KEYS[3] every
- * sequenceId, KEYS[4] by txid, KEYS[5] by job id, KEYS[6..] the state and attention indexes whose
- * names are ARGV[3..] (`state:<state>`, `attention:<reason>`); ARGV[1] the cutoff (ms), ARGV[2] how many
- * at most. A lookup entry goes only while it still names this transfer. Returns how many ended
+ * sequenceId, KEYS[4] by txid, KEYS[5] by job id, KEYS[6] the txid and job id search entries (members
+ * name the transfer: each goes), KEYS[7..] the state and attention indexes whose names are ARGV[3..]
+ * (`state:<state>`, `attention:<reason>`); ARGV[1] the cutoff (ms), ARGV[2] how many at most. A lookup
+ * entry goes only while it still names this transfer. Returns how many ended
  * transfers it forgot (fewer than ARGV[2]: none is left before the cutoff).
  */
 const FORGET_ENDED_LUA = `
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 if #members == 0 then return 0 end
 local index = {}
-for i = 6, #KEYS do index[ARGV[i - 3]] = KEYS[i] end
+for i = 7, #KEYS do index[ARGV[i - 4]] = KEYS[i] end
 for _, member in ipairs(members) do
   local text = redis.call('HGET', KEYS[2], member)
   if text then
@@ -134,6 +135,8 @@ for _, member in ipairs(members) do
     if attention then redis.call('ZREM', attention, member) end
     if entry.txid ~= '' and redis.call('HGET', KEYS[4], entry.txid) == member then redis.call('HDEL', KEYS[4], entry.txid) end
     if entry.jobId ~= '' and redis.call('HGET', KEYS[5], entry.jobId) == member then redis.call('HDEL', KEYS[5], entry.jobId) end
+    if entry.txid ~= '' then redis.call('ZREM', KEYS[6], 't:' .. entry.txid .. '\\n' .. member) end
+    if entry.jobId ~= '' then redis.call('ZREM', KEYS[6], 'j:' .. entry.jobId .. '\\n' .. member) end
   end
 end
 redis.call('HDEL', KEYS[2], unpack(members))
@@ -662,6 +665,7 @@ export class Ledger {
       this.#keys.ids,
       this.#keys.byTxid,
       this.#keys.byJobId,
+      this.#keys.search,
       ...named.map(([, key]) => key),
     ];
     const names = named.map(([name]) => name);

@@ -37,7 +37,7 @@ export interface QueryOptions {
 export interface ListQuery {
   state?: TransferState;
   attention?: AttentionReason;
-  /** A sequenceId (exactly or by prefix), a txid or a job id (exactly). */
+  /** The beginning (or the whole) of a txid (any spelling of a hex one), a job id or a sequenceId. */
   q?: string;
   walletId?: string;
   coin?: string;
@@ -87,17 +87,29 @@ interface ScoreCursor {
   after: Entry;
 }
 
-/** A search's position: the last sequenceId read by prefix, and the exact matches its first page gave. */
+/**
+ * A search's position: the index it walks (txids, then job ids, then sequenceIds, each by prefix) and
+ * the last member read there ('' = none yet).
+ */
 interface SearchCursor {
   kind: 'search';
+  phase: SearchPhase;
   after: string;
-  exact: string[];
 }
+
+type SearchPhase = 'txid' | 'job' | 'sequenceId';
+const SEARCH_PHASES: readonly SearchPhase[] = ['txid', 'job', 'sequenceId'];
 
 type Cursor = ScoreCursor | SearchCursor;
 
-/** Above any sequenceId character ([A-Za-z0-9_-]): the end of a prefix range in ZRANGEBYLEX. */
-const PREFIX_END = '\x7f';
+/**
+ * Above any byte of a member (UTF-8 never holds 0xff): the end of a prefix range in ZRANGEBYLEX, which
+ * compares bytes.
+ */
+const PREFIX_END = Buffer.from([0xff]);
+
+/** The search index's member kinds (transition.lua, KEYS[19]): `t:<txid>\n<sequenceId>`, `j:<job id>\n<sequenceId>`. */
+const SEARCH_KIND = { txid: 't:', job: 'j:' } as const;
 
 function encodeCursor(cursor: Cursor): string {
   return Buffer.from(JSON.stringify(cursor)).toString('base64url');
@@ -114,7 +126,7 @@ function decodeCursor(text: string): Cursor {
   try {
     const cursor = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as Cursor;
     if (cursor.kind === 'score' && typeof cursor.after?.score === 'number' && typeof cursor.after.id === 'string') return cursor;
-    if (cursor.kind === 'search' && typeof cursor.after === 'string' && Array.isArray(cursor.exact)) return cursor;
+    if (cursor.kind === 'search' && typeof cursor.after === 'string' && SEARCH_PHASES.includes(cursor.phase)) return cursor;
   } catch {
     // Reported below, as any cursor of another shape.
   }
@@ -176,11 +188,15 @@ export class TransferQueries {
         ? [this.#keys.byState(query.state)]
         : Object.values(TransferState).map((state) => this.#keys.byState(state));
 
+    // Every entry of the index is an item unless a filter the index does not answer is given: then a
+    // batch reads twice what the page still needs, else only that (one HGETALL per entry read).
+    const filtered =
+      query.walletId !== undefined || query.coin !== undefined || (query.attention !== undefined && query.state !== undefined);
     const items: ListedTransfer[] = [];
     let after = cursor?.after;
     let scanned = 0;
     for (;;) {
-      const batch = Math.min(MAX_PAGE, (limit - items.length) * 2);
+      const batch = Math.min(MAX_PAGE, (limit - items.length) * (filtered ? 2 : 1));
       const { entries, exhausted } = await this.#merged(sources, lower, upper, after, batch);
       const records = await this.#records(entries.map((entry) => entry.id));
       for (let i = 0; i < entries.length; i++) {
@@ -254,44 +270,75 @@ export class TransferQueries {
   }
 
   /**
-   * `q` as a txid or job id (exactly, on the first page), then as a sequenceId prefix, in sequenceId
-   * order: sequenceIds never change, so a cursor on the last one read lists each at most once and
-   * skips none; the exact matches ride in the cursor so their prefix turn does not list them again.
+   * `q` as the beginning (or the whole) of a txid, then of a job id, then of a sequenceId: three walks
+   * in member order, each by ZRANGEBYLEX over its index, a cursor on the last member read. Members
+   * never change (a new txid or job id is a new member), so each walk lists a transfer at most once
+   * and skips none that matched throughout; a later walk leaves out what an earlier one matched (its
+   * txid, or job id, begins with `q`), so a transfer is listed once. A page reads at most MAX_SCANNED
+   * index entries.
    */
   async #search(query: ListQuery, q: string, limit: number, cursor: SearchCursor | undefined): Promise<ListPage> {
     const now = cursor ? undefined : await this.#now();
     const items: ListedTransfer[] = [];
-    let exact = cursor?.exact ?? [];
-    if (!cursor) {
-      const found = await Promise.all([this.byTxid(q), this.byJobId(q)]);
-      exact = [...new Set(found.filter((id): id is string => id !== undefined))];
-      for (const record of await this.#records(exact)) if (record && (await this.#searchMatches(record, query, now))) items.push(record);
-    }
-    // '' in a cursor: no sequenceId read yet (the exact matches filled the first page).
-    let after = cursor?.after || undefined;
+    const txidPrefix = canonicalTxid(q);
+    const listedBefore = (record: ListedTransfer, phase: SearchPhase) =>
+      (phase !== 'txid' && record.txid !== undefined && canonicalTxid(record.txid).startsWith(txidPrefix)) ||
+      (phase === 'sequenceId' && record.jobId.startsWith(q));
+    if (!cursor) items.push(...(await this.#unindexed(query, q, txidPrefix, now)).slice(0, limit));
+    // As a listing's batches: twice what the page still needs only when a filter may leave entries out.
+    const filtered = [query.state, query.attention, query.walletId, query.coin, query.since, query.until].some(
+      (value) => value !== undefined,
+    );
     let scanned = 0;
-    for (;;) {
-      const batch = Math.min(MAX_PAGE, Math.max(1, limit - items.length) * 2);
-      const ids = await this.#redis.zrangebylex(
-        this.#keys.ids,
-        after === undefined ? `[${q}` : `(${after}`,
-        `(${q}${PREFIX_END}`,
-        'LIMIT',
-        0,
-        batch,
-      );
-      const records = await this.#records(ids);
-      for (let i = 0; i < ids.length; i++) {
-        if (items.length === limit) return { items, next: encodeCursor({ kind: 'search', after: after ?? '', exact }) };
-        after = ids[i]!;
-        scanned++;
-        const record = records[i];
-        if (record && !exact.includes(record.sequenceId) && (await this.#searchMatches(record, query, now))) items.push(record);
+    for (let p = SEARCH_PHASES.indexOf(cursor?.phase ?? 'txid'); p < SEARCH_PHASES.length; p++) {
+      const phase = SEARCH_PHASES[p]!;
+      const key = phase === 'sequenceId' ? this.#keys.ids : this.#keys.search;
+      const start = phase === 'sequenceId' ? q : `${SEARCH_KIND[phase]}${phase === 'txid' ? txidPrefix : q}`;
+      let after = cursor?.phase === phase && cursor.after !== '' ? cursor.after : undefined;
+      for (;;) {
+        const batch = Math.min(MAX_PAGE, Math.max(1, limit - items.length) * (filtered ? 2 : 1));
+        const members = await this.#redis.zrangebylex(
+          key,
+          after === undefined ? `[${start}` : `(${after}`,
+          Buffer.concat([Buffer.from(`(${start}`), PREFIX_END]),
+          'LIMIT',
+          0,
+          batch,
+        );
+        const ids = phase === 'sequenceId' ? members : members.map((member) => member.slice(member.lastIndexOf('\n') + 1));
+        const records = await this.#records(ids);
+        for (let i = 0; i < members.length; i++) {
+          if (items.length === limit) return { items, next: encodeCursor({ kind: 'search', phase, after: after ?? '' }) };
+          after = members[i]!;
+          scanned++;
+          const record = records[i];
+          if (record && !listedBefore(record, phase) && (await this.#searchMatches(record, query, now))) items.push(record);
+        }
+        if (members.length < batch) break;
+        if (items.length === limit || scanned >= MAX_SCANNED)
+          return { items, next: encodeCursor({ kind: 'search', phase, after: after! }) };
       }
-      if (ids.length < batch) return { items, next: null };
-      if (items.length === limit || scanned >= MAX_SCANNED)
-        return { items, next: encodeCursor({ kind: 'search', after: after ?? '', exact }) };
     }
+    return { items, next: null };
+  }
+
+  /**
+   * The transfer whose txid, or job id, is exactly `q` but has no entry in the search index (a record
+   * last changed before the index existed): listed first, on the first page, from the lookups by txid
+   * and job id. Later walks leave it out (its txid, or job id, begins with `q`).
+   */
+  async #unindexed(query: ListQuery, q: string, txid: string, now: number | undefined): Promise<ListedTransfer[]> {
+    const found = await Promise.all([
+      this.byTxid(q).then((id) => (id === undefined ? undefined : { id, member: `${SEARCH_KIND.txid}${txid}\n${id}` })),
+      this.byJobId(q).then((id) => (id === undefined ? undefined : { id, member: `${SEARCH_KIND.job}${q}\n${id}` })),
+    ]);
+    const ids: string[] = [];
+    for (const hit of found) {
+      if (hit && !ids.includes(hit.id) && (await this.#redis.zscore(this.#keys.search, hit.member)) === null) ids.push(hit.id);
+    }
+    const items: ListedTransfer[] = [];
+    for (const record of await this.#records(ids)) if (record && (await this.#searchMatches(record, query, now))) items.push(record);
+    return items;
   }
 
   /** A searched record against the other filters; `now` (the first page's time) bounds the last change. */

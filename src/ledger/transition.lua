@@ -27,7 +27,7 @@
           refused: 'recovery'). Any transition whose caller saw a higher tick under the same epoch is
           refused ('epoch'): the ledger went back in time (a lagging replica promoted, a snapshot or a
           backup restored) and may have forgotten sends.
-  KEYS[10..19+n] the listing indexes (docs/architecture.md "Listing transfers"), kept with the record
+  KEYS[10..20+n] the listing indexes (docs/architecture.md "Listing transfers"), kept with the record
           so they never disagree with it; written only for a transition with an index member:
     KEYS[10] sequenceId by txid (hash, the txid in its canonical spelling)
     KEYS[11] sequenceId by job id (hash, the job that owns the transfer now)
@@ -36,9 +36,11 @@
              txid, attention}): the record expires by its TTL, so retention cannot read it any more
     KEYS[14..18] needs attention, one sorted set per reason (score = since when, ms): unresolved,
              send-unknown, halted, expired-unknown, approval (in that order; attentionOf below says when)
-    KEYS[19] the index of the state `to` (sorted set, score = last change ms)
-    KEYS[20..19+n] the index of each state of `from` but '-', in `from`'s order
-  KEYS[20+n..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
+    KEYS[19] txids and job ids to search by prefix (sorted set, score 0: ZRANGEBYLEX), members
+             't:<txid>\n<sequenceId>' (the txid in its canonical spelling) and 'j:<job id>\n<sequenceId>'
+    KEYS[20] the index of the state `to` (sorted set, score = last change ms)
+    KEYS[21..20+n] the index of each state of `from` but '-', in `from`'s order
+  KEYS[21+n..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
           change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
@@ -125,8 +127,8 @@ local current = before[1] or '-'
 local req = cjson.decode(ARGV[1])
 
 -- The listing indexes' keys (see the header): the state indexes, then the claims after them.
-local stateIndex = {[req.to] = KEYS[19]}
-local firstClaim = 20
+local stateIndex = {[req.to] = KEYS[20]}
+local firstClaim = 21
 for _, state in ipairs(req.from) do
   if state ~= '-' then
     stateIndex[state] = KEYS[firstClaim]
@@ -375,8 +377,12 @@ if member ~= '' then
   if is and (is ~= was or isSince ~= wasSince) then redis.call('ZADD', attentionIndex[is], isSince, member) end
   local jobId = after[12]
   if jobId and jobId ~= before[11] then
-    if before[11] then redis.call('HDEL', KEYS[11], before[11]) end
+    if before[11] then
+      redis.call('HDEL', KEYS[11], before[11])
+      redis.call('ZREM', KEYS[19], 'j:' .. before[11] .. '\n' .. member)
+    end
     redis.call('HSET', KEYS[11], jobId, member)
+    redis.call('ZADD', KEYS[19], 0, 'j:' .. jobId .. '\n' .. member)
   end
   -- One spelling per txid, as Keys.claim (src/lib/txid.ts): hex in lower case, with or without 0x.
   local function canonical(txid)
@@ -384,7 +390,12 @@ if member ~= '' then
     return txid
   end
   local txid = canonical(after[13])
-  if txid and txid ~= canonical(before[12]) then redis.call('HSET', KEYS[10], txid, member) end
+  local txidBefore = canonical(before[12])
+  if txid and txid ~= txidBefore then
+    redis.call('HSET', KEYS[10], txid, member)
+    if txidBefore then redis.call('ZREM', KEYS[19], 't:' .. txidBefore .. '\n' .. member) end
+    redis.call('ZADD', KEYS[19], 0, 't:' .. txid .. '\n' .. member)
+  end
   if req.terminal then
     redis.call('HSET', KEYS[13], member, cjson.encode({state = req.to, jobId = jobId or '', txid = txid or '', attention = is or ''}))
   end

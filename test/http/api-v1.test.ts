@@ -102,6 +102,12 @@ describe('GET /api/v1 reads', () => {
   it('filters by q, state and coin, and refuses a limit above 200 or a bad cursor', async () => {
     const one = await get(`/api/v1/transfers?q=${ids[0]}`);
     expect(one.body.items.map((item: { sequenceId: string }) => item.sequenceId)).toEqual([ids[0]]);
+    // The beginning of a txid or of a job id finds the transfer too.
+    const listed = one.body.items[0] as { txid: string; jobId: string };
+    for (const q of [listed.txid.slice(0, listed.txid.length - 2), listed.jobId.slice(0, listed.jobId.length - 2)]) {
+      const found = await get(`/api/v1/transfers?q=${encodeURIComponent(q)}&limit=200`);
+      expect(found.body.items.map((item: { sequenceId: string }) => item.sequenceId)).toContain(ids[0]);
+    }
     expect((await get(`/api/v1/transfers?q=${ids[0]}&state=submitted`)).body.items).toEqual([]);
     expect((await get(`/api/v1/transfers?q=${ids[0]}&coin=no-such-coin`)).body.items).toEqual([]);
     expect((await get('/api/v1/transfers?limit=201')).status).toBe(400);

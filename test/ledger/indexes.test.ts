@@ -231,6 +231,38 @@ describe('listing indexes kept with the record', () => {
     expect(await walk({ q: 'b', limit: 1 })).toEqual([made.get('blocked'), made.get('broadcast')].sort());
   });
 
+  it('search by the beginning of a txid or a job id, in pages, each transfer once', async () => {
+    const broadcast = [await drive('broadcast'), await drive('broadcast')];
+    const handedOver = await drive('handed-over');
+    // Its sequenceId and its job id (job-job-...) both begin with 'job': listed once (it ends broadcast).
+    const both = await drive('job');
+    const records = await scanRecords(redis, prefix);
+    const txid = records.get(broadcast[0]!)!.txid!;
+    // Any spelling of a hex txid's beginning: '0xAB…' is stored as '0xab…'.
+    for (const q of [txid.slice(0, txid.length - 1), txid.slice(0, txid.length - 1).toUpperCase()]) {
+      const found = (await queries.listTransfers({ q, limit: 10 })).items;
+      expect(found.map((item) => item.sequenceId)).toContain(broadcast[0]);
+      for (const item of found) expect(item.txid!.toLowerCase().startsWith(q.toLowerCase())).toBe(true);
+    }
+    expect((await queries.listTransfers({ q: txid, limit: 10 })).items.map((item) => item.sequenceId)).toEqual([broadcast[0]]);
+    expect((await walk({ q: '0xab', limit: 1 })).sort()).toEqual([...broadcast, both].sort());
+    // The job that owns the transfer now is searched, the one it was handed over from no longer.
+    expect(await walk({ q: `job-again-${handedOver.slice(0, 12)}`, limit: 10 })).toEqual([handedOver]);
+    expect(await walk({ q: `job-${handedOver}`, limit: 10 })).toEqual([]);
+    const jobs = await walk({ q: 'job', limit: 1 });
+    expect(jobs.sort()).toEqual([...records.keys()].sort());
+    expect(jobs.filter((s) => s === both)).toHaveLength(1);
+    // The other filters apply to what a prefix finds.
+    expect((await walk({ q: 'job', state: TransferState.BROADCAST, limit: 2 })).sort()).toEqual([...broadcast, both].sort());
+    expect(await indexProblems(redis, keys, prefix)).toEqual([]);
+    // A record last changed before the search index existed has no entry there: its exact txid and
+    // job id still find it (the lookups by txid and by job id), once.
+    const old = records.get(broadcast[1]!)!;
+    await redis.zrem(keys.search, `t:${old.txid!.toLowerCase()}\n${old.sequenceId}`, `j:${old.jobId}\n${old.sequenceId}`);
+    expect(await walk({ q: old.txid!, limit: 1 })).toEqual([old.sequenceId]);
+    expect(await walk({ q: old.jobId, limit: 1 })).toEqual([old.sequenceId]);
+  });
+
   it('are removed by retention together with the ended records', async () => {
     setUp(300);
     await ledger.epoch.start();
@@ -259,6 +291,7 @@ describe('listing indexes kept with the record', () => {
       keys.ids,
       keys.byTxid,
       keys.byJobId,
+      keys.search,
       keys.endedEntries,
       ...keys.transitionIndex(['-', 'received', 'gated'], 'cancelled'),
     ];

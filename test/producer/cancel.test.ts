@@ -210,6 +210,7 @@ describe('TransferProducer.cancel', () => {
       keys.attention('halted'),
       keys.attention('expired-unknown'),
       keys.attention('approval'),
+      keys.search,
       keys.byState('cancelled'),
       keys.byState('received'),
       keys.byState('gated'),

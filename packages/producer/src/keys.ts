@@ -50,12 +50,13 @@ export function ledgerKeys(prefix: string): {
 export const ATTENTION_REASONS = ['unresolved', 'send-unknown', 'halted', 'expired-unknown', 'approval'] as const;
 export type AttentionReason = (typeof ATTENTION_REASONS)[number];
 
-/** The listing indexes the transition script keeps with every record (its header, KEYS[10..17]). */
+/** The listing indexes the transition script keeps with every record (its header, KEYS[10..19]). */
 export function indexKeys(prefix: string): {
   byTxid: string;
   byJobId: string;
   ids: string;
   endedEntries: string;
+  search: string;
   attention(reason: AttentionReason): string;
   state(state: string): string;
 } {
@@ -64,13 +65,14 @@ export function indexKeys(prefix: string): {
     byJobId: `${prefix}:transfers:by-job`,
     ids: `${prefix}:transfers:ids`,
     endedEntries: `${prefix}:transfers:ended-entries`,
+    search: `${prefix}:transfers:search`,
     attention: (reason) => `${prefix}:transfers:attention:${reason}`,
     state: (state) => `${prefix}:transfers:state:${state}`,
   };
 }
 
 /**
- * KEYS[10..18+n] of transition.lua for a transition from `from` to `to` (see its header): the listing
+ * KEYS[10..20+n] of transition.lua for a transition from `from` to `to` (see its header): the listing
  * indexes, then the index of `to` and of each state of `from` but '-' (no record yet).
  */
 export function transitionIndexKeys(prefix: string, from: readonly string[], to: string): string[] {
@@ -81,6 +83,7 @@ export function transitionIndexKeys(prefix: string, from: readonly string[], to:
     index.ids,
     index.endedEntries,
     ...ATTENTION_REASONS.map((reason) => index.attention(reason)),
+    index.search,
     index.state(to),
     ...from.filter((state) => state !== '-').map((state) => index.state(state)),
   ];
