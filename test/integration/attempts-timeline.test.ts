@@ -18,6 +18,8 @@ const authorization = `Basic ${Buffer.from(`vera:${PASSWORD}`).toString('base64'
 let h: Harness;
 let server: FastifyInstance;
 let base: string;
+/** The sequenceId timelineAfter submitted last. */
+let lastSequenceId = '';
 
 beforeAll(async () => {
   h = await startHarness({ name: 'attempts-timeline', env: { CONSOLE_USERS: `vera:viewer:${await hashSecret(PASSWORD)}` } });
@@ -41,6 +43,7 @@ async function timelineAfter(fault: FaultKind): Promise<Item[]> {
   h.sim.setFault('sendTransaction', { sequence: [fault] });
   const payload = samplePayload();
   const sequenceId = payload.halfSigned.sequenceId;
+  lastSequenceId = sequenceId;
   await h.producer.submit(payload);
   const outcome = await h.producer.waitForTerminal(sequenceId, 15_000, new Set(['transfer.submitted', 'transfer.failed']));
   expect(outcome.event).toBe('transfer.submitted');
@@ -67,6 +70,23 @@ describe('the timeline of GET /api/v1/transfers/:sequenceId', () => {
     // The list covers every send: no summary item; the accepted send comes before the event it led to.
     expect(kinds).not.toContain('send.first');
     expect(kinds.lastIndexOf('send.attempt')).toBeLessThan(kinds.indexOf('transfer.submitted'));
+    // The console's detail page lists the same, in its sends and lookups table.
+    const page = await fetch(`${base}/console/transfers/${lastSequenceId}`, { headers: { authorization } });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    const table = html.slice(html.indexOf('<table class="attempts">'), html.indexOf('</table>', html.indexOf('<table class="attempts">')));
+    const rows = [...table.matchAll(/<tr><td>.*?<\/tr>/g)].map((row) =>
+      row[0]
+        .replace(/<[^>]+>/g, ' ')
+        .split(/\s+/)
+        .filter(Boolean)
+        .slice(1),
+    );
+    expect(rows).toEqual([
+      ['send', 'retry', 'not-taken', '503', 'CUSTODY_UNAVAILABLE'],
+      ['lookup', 'absent'],
+      ['send', 'accepted', 'accepted'],
+    ]);
   });
 
   it('lists a send whose answer proved nothing (500 after processing) and the lookup that found it', async () => {
