@@ -473,6 +473,7 @@ export function clusterSlotProblems(prefix: string, eventsStream: string | undef
   const owned = [
     keys.transferPayload(sample),
     keys.tombstone(sample),
+    keys.attempts(sample),
     keys.jobRejection(sample),
     keys.active,
     keys.terminal,

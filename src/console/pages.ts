@@ -2,7 +2,7 @@ import type { TransferEvent } from '../../packages/producer/src/events.ts';
 import type { App } from '../app.ts';
 import { AuditReader, type AuditEntry } from '../operations/audit.ts';
 import { ATTENTION_REASONS, type AttentionReason, type Counts, type ListedTransfer, type TransferQueries } from '../ledger/queries.ts';
-import { TERMINAL_STATES, TransferState, type TransferRecord } from '../ledger/ledger.ts';
+import { TERMINAL_STATES, TransferState, type AttemptEntry, type TransferRecord } from '../ledger/ledger.ts';
 import { QueueName, trackJobId } from '../queues/names.ts';
 import { DASHBOARD_PATH } from '../http/dashboard.ts';
 import { redactStoredMetadata } from '../http/job-view.ts';
@@ -203,6 +203,8 @@ export interface Detail {
   stages: Stage[];
   events: Array<{ id: string; at: string; event: string; version: number; data: string }>;
   audit: AuditEntry[];
+  /** Each send attempt and each lookup made to settle a send (Keys.attempts), oldest first. */
+  attempts: Array<{ at: string; what: string; result: string; proof: string; httpStatus: string; code: string }>;
   jobs: Array<{ label: string; href: string }>;
   actions: { cancel: boolean; resolve: boolean };
 }
@@ -210,9 +212,10 @@ export interface Detail {
 export async function detail(deps: PageDeps, sequenceId: string): Promise<Detail | undefined> {
   const record = await deps.app.ledger.get(sequenceId);
   if (!record) return undefined;
-  const [events, audit] = await Promise.all([
+  const [events, audit, attempts] = await Promise.all([
     deps.app.ledger.events(sequenceId),
     new AuditReader(deps.app.redis, deps.auditKey).forTransfer(sequenceId, record.createdAt).then((found) => found.entries),
+    deps.app.ledger.attempts(sequenceId),
   ]);
   const { payload: _payload, metadata, ...rest } = record;
   const jobs = [{ label: `submit job ${record.jobId}`, href: jobHref(QueueName.SUBMIT, record.jobId) }];
@@ -223,9 +226,19 @@ export async function detail(deps: PageDeps, sequenceId: string): Promise<Detail
     stages: stages(record),
     events: events.map(eventRow),
     audit,
+    attempts: attempts.map(attemptRow),
     jobs,
     actions: possibleActions(record),
   };
+}
+
+/** One row of the sends and lookups table: a send with what its answer proved, a lookup with what it found. */
+function attemptRow(attempt: AttemptEntry) {
+  const at = iso(attempt.at) ?? '';
+  if (attempt.kind === 'lookup')
+    return { at, what: 'lookup', result: attempt.finding, proof: '', httpStatus: '', code: attempt.code ?? '' };
+  const { outcome, proof = '', httpStatus, code = '' } = attempt;
+  return { at, what: 'send', result: outcome, proof, httpStatus: httpStatus === undefined ? '' : String(httpStatus), code };
 }
 
 /** An event without its metadata: each echoes the transfer's, which the page shows once, redacted. */

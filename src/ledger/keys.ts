@@ -1,4 +1,5 @@
 import {
+  attemptsKey,
   indexKeys,
   ledgerKeys,
   tombstoneKey,
@@ -31,6 +32,12 @@ export interface Keys {
    * kept as long as a tombstone): written by the transition that stores it (transition.lua, KEYS[10..]).
    */
   claim(kind: 'record' | 'txid', id: string): string;
+  /**
+   * A transfer's send attempts and settling lookups (a list of small JSON entries, the newest 50):
+   * pushed by the transition that records each outcome (transition.lua, its last key), expiring with
+   * the record; the timeline of GET /api/v1/transfers/:sequenceId reads it.
+   */
+  attempts(sequenceId: string): string;
   /** The get-transfer record a tracker found with its txid, kept until the wallet-transaction lookup gets its slot. */
   foundTransfer(sequenceId: string): string;
   /** A rejected job whose payload had no usable sequenceId: its exactly-once record, by job id. */
@@ -115,6 +122,7 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     transfer: (sequenceId) => transferKey(prefix, sequenceId),
     transferPayload: (sequenceId) => transferPayloadKey(prefix, sequenceId),
     tombstone: (sequenceId) => tombstoneKey(prefix, sequenceId),
+    attempts: (sequenceId) => attemptsKey(prefix, sequenceId),
     claim: (kind, id) => `${prefix}:claim:${kind}:${kind === 'txid' ? canonicalTxid(id) : id}`,
     foundTransfer: (sequenceId) => `${prefix}:found-transfer:${sequenceId}`,
     jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,

@@ -5,7 +5,7 @@ import { connectionSession, replicaAcknowledgement, type ReplicaAcknowledgement 
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 import { CALLS_FIELD, NO_VIEW, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
-import { op } from './operations.ts';
+import { op, type Attempt } from './operations.ts';
 import { cancelOutcome, type CancelResult } from '../../packages/producer/src/transition.ts';
 import { NotReplicatedError, VersionMismatchError } from '../../packages/producer/src/errors.ts';
 import {
@@ -163,6 +163,9 @@ for i = 2, last do redis.call('ZREM', KEYS[i], ARGV[1]) end`;
  * REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT for a write made on an operator's behalf
  * (Ledger.writeReplicated): with `min` ≥ 1 its answer waits until the replicas have it.
  */
+/** One entry of a transfer's attempts list: what operations.ts `Attempt` says, and when (the ledger's ms). */
+export type AttemptEntry = Attempt & { at: number };
+
 export type ReplicaWait = { min: number; timeoutMs: number };
 
 /**
@@ -294,6 +297,22 @@ export class Ledger {
     for (let i = 0; i + 1 < flat.length; i += 2) hash[flat[i]!] = flat[i + 1]!;
     if (payload !== null) hash.payload = payload;
     return hash.state ? toRecord(sequenceId, hash) : undefined;
+  }
+
+  /**
+   * A transfer's send attempts and settling lookups, oldest first (the newest ATTEMPTS_CAP the list
+   * keeps, transition.lua): one LRANGE. An entry that does not read as one is left out.
+   */
+  async attempts(sequenceId: string): Promise<AttemptEntry[]> {
+    const entries = await this.#redis.lrange(this.#keys.attempts(sequenceId), 0, -1);
+    return entries.flatMap((text) => {
+      try {
+        const entry = JSON.parse(text) as AttemptEntry;
+        return typeof entry.at === 'number' && (entry.kind === 'send' || entry.kind === 'lookup') ? [entry] : [];
+      } catch {
+        return [];
+      }
+    });
   }
 
   /** Part of a transfer's record (HMGET); undefined when there is no record. */
@@ -756,8 +775,10 @@ export class Ledger {
       ...(request.claims?.txids ?? []).map((txid) => this.#keys.claim('txid', txid)),
     ];
     const indexes = this.#keys.transitionIndex(request.from, request.to);
+    // A rejected job without a usable sequenceId (no index member) gets no list: a key of its own slot, never written.
+    const attemptsKey = indexMember === '' ? `${key}:attempts` : this.#keys.attempts(indexMember);
     const reply = await commands.transferTransition(
-      9 + indexes.length + claims.length,
+      10 + indexes.length + claims.length,
       key,
       this.#keys.events,
       this.#keys.active,
@@ -769,6 +790,7 @@ export class Ledger {
       this.#keys.epoch,
       ...indexes,
       ...claims,
+      attemptsKey,
       encoded,
     );
     if (reply[0] === 1) {

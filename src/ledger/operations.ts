@@ -5,6 +5,8 @@ import { cancelRequest } from '../../packages/producer/src/transition.ts';
 import type { TransitionRequest } from './request.ts';
 import { NO_RECORD, TransferState } from './states.ts';
 import { payloadHash } from '../transfers/payload-hash.ts';
+import type { SendFailureKind } from '../transfers/classify-send.ts';
+import type { SendProof } from '../transfers/send-proof.ts';
 
 /**
  * The ledger's named operations: every change a handler, reconciliation or the CLI makes to a transfer,
@@ -74,8 +76,28 @@ function matchFields(match: LedgerMatch): Record<string, string> {
   return fields;
 }
 
+/** What a lookup made to settle a send found (port.ts TransferFinding's kinds), or `error`: no answer it could read. */
+export type LookupFinding = 'found' | 'absent' | 'ambiguous' | 'unreadable' | 'error';
+
+/**
+ * One entry of a transfer's attempts list (Keys.attempts), pushed by the transition that records its
+ * outcome (the ledger adds `at`): a send, with what its answer proved (send-proof.ts, the proof
+ * table's class) and how the worker took it (classify-send.ts), or a lookup made to settle a send and
+ * what it found. Codes and statuses only: never an answer's body, a secret or personal data.
+ */
+export type Attempt =
+  | { kind: 'send'; outcome: 'accepted' | SendFailureKind; proof?: SendProof; httpStatus?: number; code?: string }
+  | { kind: 'lookup'; finding: LookupFinding; code?: string };
+
+/** The request part of an attempt (none: nothing is pushed). */
+function attempted(attempt: Attempt | undefined): Pick<TransitionRequest, 'attempt'> {
+  return attempt === undefined ? {} : { attempt };
+}
+
 /** What a released lease may also record: the retryable error, and the sends and failures to add. */
 export interface Release {
+  /** The send attempt or lookup whose outcome this release records. */
+  attempt?: Attempt;
   lastError?: string;
   /** sendTransaction requests made beyond the one counted when the lease was taken (−1: none was made). */
   extraSends: number;
@@ -160,6 +182,7 @@ export const op = {
     owner: LeaseOwner,
     leaseMs: number,
     lookedUpAt: number | undefined,
+    lookup?: Attempt,
   ): TransitionRequest {
     return {
       from: [from],
@@ -169,6 +192,7 @@ export const op = {
       stampOnce: [FIRST_SENT],
       increment: { sends: 1 },
       sendInFlight: { lookedUpAt },
+      ...attempted(lookup),
     };
   },
 
@@ -213,6 +237,7 @@ export const op = {
       set: release.lastError === undefined ? {} : { lastError: release.lastError },
       unset: LEASE_FIELDS,
       increment: { sends: release.extraSends, failures: release.failures ?? 0 },
+      ...attempted(release.attempt),
     };
   },
 
@@ -240,8 +265,15 @@ export const op = {
   },
 
   /** Proven accepted upstream: `transfer.submitted`, the tracker recorded as pending in the same step. */
-  markSubmitted(owner: LeaseOwner, data: EventData['transfer.submitted'], match: LedgerMatch, extraSends: number): TransitionRequest {
+  markSubmitted(
+    owner: LeaseOwner,
+    data: EventData['transfer.submitted'],
+    match: LedgerMatch,
+    extraSends: number,
+    attempt?: Attempt,
+  ): TransitionRequest {
     return {
+      ...attempted(attempt),
       from: [TransferState.SUBMITTING],
       to: TransferState.SUBMITTED,
       lease: { mode: 'own', owner },
@@ -265,8 +297,9 @@ export const op = {
     match: LedgerMatch,
     extraSends: number,
     job?: { jobId: string; payload: SubmitPayload },
+    attempt?: Attempt,
   ): TransitionRequest {
-    const marked = op.markSubmitted('', data, match, extraSends);
+    const marked = op.markSubmitted('', data, match, extraSends, attempt);
     if (job === undefined)
       return { ...marked, from: [TransferState.RECEIVED, TransferState.GATED, TransferState.SUBMITTING], lease: { mode: 'proven' } };
     // A ledger that went back to before the record existed: the record again, as its job made it, but
@@ -282,8 +315,9 @@ export const op = {
   },
 
   /** `transfer.failed` by the lease owner; the ledger refuses it while a send may have gone out. */
-  fail(owner: LeaseOwner, data: EventData['transfer.failed'], extraSends: number): TransitionRequest {
+  fail(owner: LeaseOwner, data: EventData['transfer.failed'], extraSends: number, attempt?: Attempt): TransitionRequest {
     return {
+      ...attempted(attempt),
       from: [TransferState.SUBMITTING],
       to: TransferState.FAILED,
       lease: { mode: 'own', owner },
@@ -294,8 +328,9 @@ export const op = {
   },
 
   /** TRACK_DEADLINE passed while a send's outcome stayed unknown (SEND_OUTCOME_UNKNOWN), or its sequenceId in use (SEQUENCE_ID_IN_USE). */
-  expireUnsettled(owner: LeaseOwner, data: EventData['transfer.expired']): TransitionRequest {
+  expireUnsettled(owner: LeaseOwner, data: EventData['transfer.expired'], attempt?: Attempt): TransitionRequest {
     return {
+      ...attempted(attempt),
       from: [TransferState.SUBMITTING],
       to: TransferState.EXPIRED,
       lease: { mode: 'own', owner },

@@ -1,4 +1,5 @@
 import { CustodyError, CustodyErrorCode } from '../custody/errors.ts';
+import type { SendProof } from './send-proof.ts';
 
 /**
  * What a failed sendTransaction call means for the transfer:
@@ -22,6 +23,8 @@ export interface SendFailure {
   /** The error code for events and logs (CUSTODY_… or INTERNAL_ERROR). */
   code: string;
   httpStatus: number | null;
+  /** What the answer proved (send-proof.ts), when there was one the table judges. */
+  proof?: SendProof;
   /** Safe for events: our own fixed phrase plus upstream's short message, never request data. */
   message: string;
   retryAfterMs: number | undefined;
@@ -46,6 +49,7 @@ export function classifySendFailure(error: unknown, record: { unknownSince: numb
     kind,
     code: error.code,
     httpStatus: error.httpStatus ?? null,
+    proof: error.proof,
     message: error.message,
     retryAfterMs: error.retryAfterMs,
   });

@@ -123,7 +123,7 @@ describe('GET /api/v1 reads', () => {
     const legacy = await fetch(`${base}/transfers/${sequenceId}`, { headers: { authorization: basic('vera') } });
     expect(detail.body).toMatchObject((await legacy.json()) as object);
     const kinds = detail.body.timeline.map((item: { kind: string; source: string }) => `${item.source} ${item.kind}`);
-    expect(kinds).toEqual(expect.arrayContaining(['worker transfer.submitted', 'worker transfer.broadcast', 'worker send.first']));
+    expect(kinds).toEqual(expect.arrayContaining(['worker transfer.submitted', 'worker transfer.broadcast', 'worker send.attempt']));
     expect(kinds[kinds.length - 1]).toBe('operator operator.cancel');
     expect(detail.body.timeline[kinds.length - 1]).toMatchObject({ outcome: 'already-ended', user: 'otto', via: 'api', reason: REASON });
     expect(detail.body.timelineComplete).toBe(true);

@@ -214,6 +214,7 @@ describe('TransferProducer.cancel', () => {
       keys.byState('cancelled'),
       keys.byState('received'),
       keys.byState('gated'),
+      keys.attempts('seq-1'),
     ]);
   });
 

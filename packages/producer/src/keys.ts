@@ -15,6 +15,14 @@ export function tombstoneKey(prefix: string, sequenceId: string): string {
   return `${prefix}:ended:${sequenceId}`;
 }
 
+/**
+ * A transfer's attempts (a list of JSON entries): each send attempt and each lookup that settled one,
+ * pushed by the transition that recorded its outcome, kept as long as the record (transition.lua).
+ */
+export function attemptsKey(prefix: string, sequenceId: string): string {
+  return `${prefix}:attempts:${sequenceId}`;
+}
+
 /** The job payload a transfer keeps until it is submitted, apart from its ledger hash. */
 export function transferPayloadKey(prefix: string, sequenceId: string): string {
   return `${prefix}:transfer-payload:${sequenceId}`;
@@ -103,6 +111,7 @@ export function transitionKeys(prefix: string, eventsStream: string, sequenceId:
     ledger.trackerOutbox,
     ledger.epoch,
     ...transitionIndexKeys(prefix, from, to),
+    attemptsKey(prefix, sequenceId),
   ];
 }
 

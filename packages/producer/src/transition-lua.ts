@@ -44,8 +44,11 @@ export const TRANSITION_LUA_SOURCE = `--[[
              't:<txid>\\n<sequenceId>' (the txid in its canonical spelling) and 'j:<job id>\\n<sequenceId>'
     KEYS[20] the index of the state \`to\` (sorted set, score = last change ms)
     KEYS[21..20+n] the index of each state of \`from\` but '-', in \`from\`'s order
-  KEYS[21+n..] claims (strings, value = the sequenceId): one key per upstream record id or txid this
-          change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
+  KEYS[21+n..#KEYS-1] claims (strings, value = the sequenceId): one key per upstream record id or txid
+          this change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
+  KEYS[#KEYS] the transfer's attempts (a list, src/ledger/keys.ts Keys.attempts): one JSON entry per
+          send attempt or settling lookup, pushed by the transition that records its outcome (\`attempt\`
+          below), the newest ATTEMPTS_CAP kept; it expires with the record (RETENTION).
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
     seq       sequenceId for the event ('' when the payload had none)
@@ -77,6 +80,8 @@ export const TRANSITION_LUA_SOURCE = `--[[
                 before the caller looked the transfer up upstream ('' = it did not), seen = the highest
                 tick the caller saw under that epoch (text; '0' = none), writer = the caller's writer id
                 ('' = none), mine = the tick of that writer's last change under that epoch (text) }
+    attempt   what the send attempt or lookup this change concludes found (a JSON object's text, without
+              \`at\`; '' = none): pushed on KEYS[#KEYS] with \`at\` = now prepended, trimmed to ATTEMPTS_CAP
     intact    true for a change that vouches for what never happened before it (a cancel: "no send of
               this transfer was ever made"): refused ('ledger') unless KEYS[9] holds an epoch whose
               recovery window is over. A ledger without one may have lost its record of sends.
@@ -133,6 +138,8 @@ local req = cjson.decode(ARGV[1])
 -- The listing indexes' keys (see the header): the state indexes, then the claims after them.
 local stateIndex = {[req.to] = KEYS[20]}
 local firstClaim = 21
+local attemptsKey = KEYS[#KEYS]
+local lastClaim = #KEYS - 1
 for _, state in ipairs(req.from) do
   if state ~= '-' then
     stateIndex[state] = KEYS[firstClaim]
@@ -159,6 +166,8 @@ local function attentionOf(state, unresolvedAt, inUseSince, unknownSince, halted
   return nil, nil
 end
 local lease = req.lease
+-- How many attempts a transfer's list keeps (the newest); docs/contract.md section 5.
+local ATTEMPTS_CAP = 50
 
 local now
 if req.now ~= '' then
@@ -209,7 +218,7 @@ for _, field in ipairs(req.absent) do
 end
 
 -- Claims: a record id or txid another sequenceId stored is never this transfer's.
-for i = firstClaim, #KEYS do
+for i = firstClaim, lastClaim do
   local holder = redis.call('GET', KEYS[i])
   if holder and holder ~= req.seq then return refuse('claimed') end
 end
@@ -352,10 +361,17 @@ else
   redis.call('HSET', KEYS[1], 'state', req.to, 'version', tostring(version), 'updatedAt', nowText)
 end
 
+-- The attempt this change concludes: one RPUSH, and an LTRIM only once the list is over its cap.
+if req.attempt and req.attempt ~= '' then
+  local length = redis.call('RPUSH', attemptsKey, '{"at":' .. nowText .. ',' .. string.sub(req.attempt, 2))
+  if length > ATTEMPTS_CAP then redis.call('LTRIM', attemptsKey, -ATTEMPTS_CAP, -1) end
+end
+
 local member = req.member
 if req.terminal then
   redis.call('PEXPIRE', KEYS[1], req.retention)
   redis.call('PEXPIRE', KEYS[6], req.retention)
+  redis.call('PEXPIRE', attemptsKey, req.retention)
   if member ~= '' then
     redis.call('SET', KEYS[7], req.to .. ':' .. tostring(version), 'PX', req.tombstoneTtl)
     redis.call('ZREM', KEYS[3], member)
@@ -405,7 +421,7 @@ if member ~= '' then
   end
 end
 
-for i = firstClaim, #KEYS do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombstoneTtl) end
+for i = firstClaim, lastClaim do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombstoneTtl) end
 
 -- Every change advances the ledger's tick (an epoch-less ledger has none to advance).
 local tick = 0

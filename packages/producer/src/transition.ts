@@ -73,6 +73,12 @@ export interface TransitionRequest {
    * none): refused (reason `claimed`) when another sequenceId claimed one of them first.
    */
   claims?: { recordIds?: readonly string[]; txids?: readonly string[] };
+  /**
+   * The send attempt or lookup this change concludes, pushed on the transfer's attempts list (the
+   * script's last key) in the same atomic step, with `at` = the change's time: what the transfer's
+   * timeline shows (docs/contract.md section 5). Small and free of secrets: a kind, an outcome, codes.
+   */
+  attempt?: Readonly<Record<string, string | number>> & { kind: string };
 }
 
 /** Why transition.lua refused a transition (its header names each). */
@@ -186,6 +192,7 @@ export function encodeRequest(
         mine: String(target.writer?.mine ?? 0),
       } satisfies EpochCheck,
       intact: request.requireIntactLedger === true,
+      attempt: request.attempt === undefined ? '' : JSON.stringify(request.attempt),
     },
     (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value),
   );

@@ -1,5 +1,6 @@
 import type { TransferEvent } from '../../../packages/producer/src/events.ts';
 import type { ListedTransfer } from '../../ledger/queries.ts';
+import type { AttemptEntry } from '../../ledger/ledger.ts';
 import type { TransferRecord } from '../../ledger/record.ts';
 import type { StoredAuditEntry } from '../../operations/audit.ts';
 import { redactStoredMetadata } from '../job-view.ts';
@@ -53,14 +54,38 @@ function eventSource(event: TransferEvent): TimelineItem['source'] {
   return 'worker';
 }
 
+/** How many entries the attempts list keeps (transition.lua ATTEMPTS_CAP): a full list may have lost its oldest. */
+const ATTEMPTS_CAP = 50;
+
 /**
- * One transfer's timeline, oldest first: its events, its audit entries, and what the record holds
- * about its sends, lookups and provider states. The record keeps counts and the first time of each
- * fact, not every attempt: one send item (the first, with the count), the time a send's outcome became
- * unknown, the provider's halt and in-use answers, the broadcast.
+ * One transfer's timeline, oldest first: its events, its audit entries, every send attempt (with what
+ * its answer proved) and every lookup made to settle a send (with what it found), from the attempts
+ * list, and what the record holds about its provider states: the time a send's outcome became unknown,
+ * the provider's halt and in-use answers, the broadcast. Polls are counted, not listed (attemptCounts).
+ * The first send (`send.first`, with the count) is shown when the list does not cover every send
+ * counted: a record written before the list existed, a send whose outcome was never recorded (a
+ * crash), or a list past its cap.
  */
-export function timeline(record: TransferRecord, events: readonly TransferEvent[], audit: readonly StoredAuditEntry[]): TimelineItem[] {
+export function timeline(
+  record: TransferRecord,
+  events: readonly TransferEvent[],
+  audit: readonly StoredAuditEntry[],
+  attempts: readonly AttemptEntry[] = [],
+): TimelineItem[] {
   const items: TimelineItem[] = [];
+  let sends = 0;
+  for (const attempt of attempts) {
+    const when = iso(attempt.at) ?? '';
+    if (attempt.kind === 'send') {
+      sends++;
+      const { outcome, proof = null, httpStatus = null, code = null } = attempt;
+      items.push({ at: when, source: 'worker', kind: 'send.attempt', outcome, proof, httpStatus, code });
+    } else {
+      items.push({ at: when, source: 'provider', kind: 'lookup', finding: attempt.finding, code: attempt.code ?? null });
+    }
+  }
+  const covered = sends > 0 && sends >= record.sends && attempts.length < ATTEMPTS_CAP;
+  // After the attempts: at one millisecond, a send's answer comes before the event it led to.
   for (const event of events) {
     items.push({ at: event.at, source: eventSource(event), kind: event.event, version: event.version, streamId: event.id });
   }
@@ -79,7 +104,7 @@ export function timeline(record: TransferRecord, events: readonly TransferEvent[
   }
   const at = (ms: number | undefined) => iso(ms);
   const first = at(record.firstSentAt);
-  if (first) items.push({ at: first, source: 'worker', kind: 'send.first', attempts: record.sends });
+  if (first && !covered) items.push({ at: first, source: 'worker', kind: 'send.first', attempts: record.sends });
   const unknown = at(record.unknownSince);
   if (unknown) items.push({ at: unknown, source: 'worker', kind: 'send.outcome-unknown', attempts: record.sends });
   const inUse = at(record.inUseSince);

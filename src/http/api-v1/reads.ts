@@ -122,14 +122,16 @@ export const readsPlugin: FastifyPluginAsync<ReadsOptions> = async (server, { ap
 export async function transferDetail(app: App, audit: AuditReader, sequenceId: string, metadataKeys: readonly string[]) {
   const view = await transferAnswer(app, sequenceId, metadataKeys);
   if (view === TIMED_OUT) return TIMED_OUT;
-  const record = view && (await app.ledger.get(sequenceId));
-  if (!view || !record) return undefined;
+  if (!view) return undefined;
+  // Written together (one round trip): the record and its attempts list.
+  const [record, attempts] = await Promise.all([app.ledger.get(sequenceId), app.ledger.attempts(sequenceId)]);
+  if (!record) return undefined;
   const { entries, complete } = await audit.forTransfer(sequenceId, record.createdAt);
   return {
     ...view,
     counts: attemptCounts(record),
     haltedAs: record.haltedAs ?? null,
-    timeline: timeline(record, view.events, entries),
+    timeline: timeline(record, view.events, entries, attempts),
     // false: the audit stream held more entries since the transfer began than one read scans.
     timelineComplete: complete,
   };

@@ -6,7 +6,7 @@ import type { TransferFinding } from '../../../custody/port.ts';
 import { RetryLater } from '../../../queues/outcomes.ts';
 import { refused, type Run, type Step } from './context.ts';
 import { cannotTell, identify } from './lookup.ts';
-import { release, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
+import { lookupAttempt, release, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
 
 /**
  * The ledger refused a first send because it is recovering from a loss (epoch.ts): this transfer may
@@ -59,7 +59,7 @@ export async function lookFirst(
       { err: error, code },
       afterLoss ? 'lookup before a first send after the ledger was lost failed' : 'lookup before a first send failed',
     );
-    return { settled: await releaseAndRetry(run, held, { extraSends: 0 }, code) };
+    return { settled: await releaseAndRetry(run, held, { extraSends: 0, attempt: lookupAttempt('error', code) }, code) };
   }
   if (found.kind === 'found') {
     const line = afterLoss
@@ -70,7 +70,7 @@ export async function lookFirst(
   if (found.kind === 'ambiguous' || found.kind === 'unreadable') {
     run.deps.onAmbiguous?.('resolve');
     run.log.warn(cannotTell(found), 'the lookup before a first send cannot tell which record is ours: no send');
-    return { settled: await stillUnknown(run, held, 'SEND_OUTCOME_UNKNOWN', held.updatedAt, 0) };
+    return { settled: await stillUnknown(run, held, 'SEND_OUTCOME_UNKNOWN', held.updatedAt, 0, lookupAttempt(found.kind)) };
   }
   return { absent: held };
 }

@@ -7,7 +7,7 @@ import { CustodyError } from '../../../custody/errors.ts';
 import { refused, type Run, type Step } from './context.ts';
 import { cannotTell, identify, lookUp } from './lookup.ts';
 import { lookThenSend, takeAndSend } from './send.ts';
-import { expireUnsettled, fail, inUse, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
+import { expireUnsettled, fail, inUse, lookupAttempt, releaseAndRetry, stillUnknown, submittedByLookup } from './settle.ts';
 
 /**
  * Found in `submitting` (a send failed before, or a runner crashed or outlived its lease): take the
@@ -43,8 +43,9 @@ export async function resolve(run: Run, record: TransferRecord): Promise<Step> {
  */
 async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
   let taken: boolean;
+  let found: TransferFinding;
   try {
-    const found = await lookUp(run, held, BudgetClass.SEND);
+    found = await lookUp(run, held, BudgetClass.SEND);
     // A record carrying our sequenceId, readable or not, one or several: the sequenceId is in use.
     taken = found.kind === 'unreadable' || ((found.kind === 'found' || found.kind === 'ambiguous') && found.bySequenceId === true);
   } catch (error) {
@@ -59,9 +60,10 @@ async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
         held,
         { kind: 'refused', code: held.lastError ?? code, httpStatus: null, message: 'retries exhausted', retryAfterMs: undefined },
         0,
+        lookupAttempt('error', code),
       );
     }
-    return releaseAndRetry(run, held, { extraSends: 0 }, code);
+    return releaseAndRetry(run, held, { extraSends: 0, attempt: lookupAttempt('error', code) }, code);
   }
   if (taken) {
     return inUse(
@@ -75,9 +77,10 @@ async function lookBeforeResend(run: Run, held: TransferRecord): Promise<Step> {
         retryAfterMs: undefined,
       },
       0,
+      lookupAttempt(found.kind),
     );
   }
-  return takeAndSend(run, held, TransferState.SUBMITTING, held.updatedAt);
+  return takeAndSend(run, held, TransferState.SUBMITTING, held.updatedAt, found.kind);
 }
 
 /**
@@ -95,8 +98,8 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
   } catch (error) {
     const code = error instanceof CustodyError ? error.code : 'INTERNAL_ERROR';
     run.log.warn({ err: error, code }, 'lookup of a send with unknown outcome failed');
-    if (pastDeadline) return expireUnsettled(run, held, FailureCode.SEND_OUTCOME_UNKNOWN);
-    return stillUnknown(run, held, code, ledgerNow, 0);
+    if (pastDeadline) return expireUnsettled(run, held, FailureCode.SEND_OUTCOME_UNKNOWN, lookupAttempt('error', code));
+    return stillUnknown(run, held, code, ledgerNow, 0, lookupAttempt('error', code));
   }
   if (found.kind === 'found') {
     return submittedByLookup(run, held, found.transfer, { level: 'info', msg: 'earlier send found by lookup' });
@@ -106,12 +109,12 @@ async function settleUnknown(run: Run, held: TransferRecord, ledgerNow: number):
     if (!pastDeadline) {
       // One of the candidates may be ours: a resend could be a second payment, a claim a wrong one.
       run.log.warn(cannotTell(found), 'lookup cannot tell which record is ours: no resend');
-      return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
+      return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0, lookupAttempt(found.kind));
     }
   }
-  if (pastDeadline) return expireUnsettled(run, held, FailureCode.SEND_OUTCOME_UNKNOWN);
-  if (held.sends < run.deps.attempts) return takeAndSend(run, held, TransferState.SUBMITTING, held.updatedAt);
-  return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0);
+  if (pastDeadline) return expireUnsettled(run, held, FailureCode.SEND_OUTCOME_UNKNOWN, lookupAttempt(found.kind));
+  if (held.sends < run.deps.attempts) return takeAndSend(run, held, TransferState.SUBMITTING, held.updatedAt, found.kind);
+  return stillUnknown(run, held, held.lastError ?? 'SEND_OUTCOME_UNKNOWN', ledgerNow, 0, lookupAttempt(found.kind));
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { SubmitPayload } from '../../../../packages/producer/src/payload.ts';
 import { TransferState, type SendView, type TransferRecord } from '../../../ledger/ledger.ts';
-import { op } from '../../../ledger/operations.ts';
+import { op, type LookupFinding } from '../../../ledger/operations.ts';
 import { RateLimited, RetryLater } from '../../../queues/outcomes.ts';
 import { backoffDelay, sendWriteWindowMs } from '../../../timing.ts';
 import { classifySendFailure } from '../../../transfers/classify-send.ts';
@@ -8,7 +8,7 @@ import { Deadline } from '../../../custody/deadline.ts';
 import { EXACT_AMOUNT, type AcceptedSend } from '../../../custody/port.ts';
 import { REREAD, refused, storedPayload, type Run, type Step } from './context.ts';
 import { assertNever } from '../../../lib/assert-never.ts';
-import { fail, inUse, markSubmitted, release, releaseAndRetry, stillUnknown } from './settle.ts';
+import { fail, inUse, lookupAttempt, markSubmitted, release, releaseAndRetry, sendAttempt, stillUnknown } from './settle.ts';
 import { lookFirst } from './recover.ts';
 
 /**
@@ -50,10 +50,13 @@ export async function takeAndSend(
   record: TransferRecord,
   from: typeof TransferState.GATED | typeof TransferState.SUBMITTING,
   lookedUpAt?: number,
+  finding: LookupFinding = 'absent',
 ): Promise<Step> {
   const session = run.deps.ledger.session();
   const started = leaseStart(run);
-  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs, lookedUpAt));
+  // A send after a lookup records what the lookup found, with the send in flight.
+  const lookup = lookedUpAt === undefined ? undefined : lookupAttempt(finding);
+  const taken = await run.deps.ledger.transition(record.sequenceId, op.takeSend(from, run.owner, run.deps.sendLeaseMs, lookedUpAt, lookup));
   if (!taken.ok) {
     if (taken.reason === 'recovery') {
       const looked = await lookFirst(run, record, from);
@@ -139,11 +142,15 @@ export async function sendTaken(run: Run, record: SendView, payload: SubmitPaylo
   // for without it (keepRaw: false); dropped here too, whatever a custody client returns.
   const { raw: _raw, ...transfer } = accepted;
   const match = { sequenceId: record.sequenceId, destinationAddress: accepted.destinationAddress, amount: accepted[EXACT_AMOUNT] };
-  return markSubmitted(run, record, { transfer }, match, requests - 1, {
-    level: 'info',
-    msg: 'transfer submitted',
-    fields: { recordId: accepted.id },
-  });
+  return markSubmitted(
+    run,
+    record,
+    { transfer },
+    match,
+    requests - 1,
+    { level: 'info', msg: 'transfer submitted', fields: { recordId: accepted.id } },
+    { kind: 'send', outcome: 'accepted', proof: 'accepted' },
+  );
 }
 
 /**
@@ -167,14 +174,19 @@ async function sendFailed(run: Run, record: SendView, error: unknown, extraSends
     case 'in-use':
       return inUse(run, record, failure, extraSends);
     case 'accepted-earlier': {
-      return markSubmitted(run, record, { transfer: null, recoveredBy: 'duplicate' }, { sequenceId: record.sequenceId }, extraSends, {
-        level: 'warn',
-        msg: 'send answered 409: accepted earlier, treated as submitted',
-      });
+      return markSubmitted(
+        run,
+        record,
+        { transfer: null, recoveredBy: 'duplicate' },
+        { sequenceId: record.sequenceId },
+        extraSends,
+        { level: 'warn', msg: 'send answered 409: accepted earlier, treated as submitted' },
+        sendAttempt(failure),
+      );
     }
     case 'rate-limited': {
       // Not taken: release the lease (the transfer stays in `submitting`) and the queue waits Retry-After.
-      const released = await release(run, record, { lastError: failure.code, extraSends });
+      const released = await release(run, record, { lastError: failure.code, extraSends, attempt: sendAttempt(failure) });
       if (!released.ok) return refused(released);
       throw new RateLimited(failure.retryAfterMs ?? 1_000);
     }
@@ -184,7 +196,7 @@ async function sendFailed(run: Run, record: SendView, error: unknown, extraSends
       // Attempts are HTTP sends; failures count calls that never got as far as a send (token trouble).
       if (record.sends + extraSends >= run.deps.attempts || record.failures + 1 >= run.deps.attempts)
         return fail(run, record, failure, extraSends);
-      const released = await release(run, record, { lastError: failure.code, extraSends, failures: 1 });
+      const released = await release(run, record, { lastError: failure.code, extraSends, failures: 1, attempt: sendAttempt(failure) });
       if (!released.ok) return refused(released);
       const delayMs = backoffDelay(run.deps.retry, released.record.failures);
       run.log.warn({ err: error, code: failure.code, sends: released.record.sends, delayMs }, 'send not taken, retrying later');
@@ -192,7 +204,7 @@ async function sendFailed(run: Run, record: SendView, error: unknown, extraSends
     }
     case 'unknown':
       run.log.warn({ err: error, code: failure.code }, 'send outcome unknown: it may have gone out');
-      return stillUnknown(run, record, failure.code, undefined, extraSends);
+      return stillUnknown(run, record, failure.code, undefined, extraSends, sendAttempt(failure));
     default:
       return assertNever(failure.kind, 'send failure kind');
   }

@@ -1,6 +1,6 @@
 import { FailureCode, type EventData } from '../../../../packages/producer/src/events.ts';
 import { NO_VIEW, type SendView, type TransferRecord, type TransitionResult } from '../../../ledger/ledger.ts';
-import { op, type Release } from '../../../ledger/operations.ts';
+import { op, type Attempt, type LookupFinding, type Release } from '../../../ledger/operations.ts';
 import type { RefusalReason } from '../../../ledger/request.ts';
 import { TransferState } from '../../../ledger/states.ts';
 import { RetryLater } from '../../../queues/outcomes.ts';
@@ -14,6 +14,22 @@ import { changed, REREAD, refused, SUBMITTED, type Run, type Step } from './cont
  * How a send (or the lookup standing in for one) ends for the lease holder: submitted, failed, still
  * unknown, in use by another transaction, or expired. Each is one named ledger operation.
  */
+
+/** A send's entry in the attempts list: how the worker took its answer, and what the answer proved. */
+export function sendAttempt(failure: SendFailure): Attempt {
+  return {
+    kind: 'send',
+    outcome: failure.kind,
+    ...(failure.proof === undefined ? {} : { proof: failure.proof }),
+    ...(failure.httpStatus === null ? {} : { httpStatus: failure.httpStatus }),
+    code: failure.code,
+  };
+}
+
+/** A lookup's entry in the attempts list: what it found (`error`: no answer, with the error's code). */
+export function lookupAttempt(finding: LookupFinding, code?: string): Attempt {
+  return code === undefined ? { kind: 'lookup', finding } : { kind: 'lookup', finding, code };
+}
 
 /** The lease holder gives the lease up (the transfer stays in `submitting`). */
 export function release(run: Run, record: SendView, release: Release): Promise<TransitionResult> {
@@ -46,8 +62,13 @@ export async function markSubmitted(
   match: KnownTransfer,
   extraSends: number,
   line: SubmittedLine,
+  attempt: Attempt,
 ): Promise<Step> {
-  let marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markSubmitted(run.owner, data, match, extraSends), NO_VIEW);
+  let marked = await run.deps.ledger.transitionReading(
+    record.sequenceId,
+    op.markSubmitted(run.owner, data, match, extraSends, attempt),
+    NO_VIEW,
+  );
   // Refused, though upstream accepted: the ledger no longer holds this runner's lease as it left it.
   // Another runner took it over (this send outlived it), or the ledger went back in time (refused
   // 'epoch': the loss is declared before the next try). What was proven stays true: recorded from the
@@ -57,7 +78,7 @@ export async function markSubmitted(
     !marked.ok && PROVABLE.has(marked.reason) && marked.state !== TransferState.SUBMITTED && tries < PROVEN_TRIES;
     tries++
   )
-    marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markProven(data, match, extraSends, run.job), NO_VIEW);
+    marked = await run.deps.ledger.transitionReading(record.sequenceId, op.markProven(data, match, extraSends, run.job, attempt), NO_VIEW);
   if (!marked.ok) return REREAD;
   // The provider's id of the accepted record, for a webhook that names it (a hint to poll sooner only):
   // one write more per submission, made only when the provider's webhooks are taken (wakeups).
@@ -74,16 +95,27 @@ export function submittedByLookup(run: Run, held: SendView, found: ListedTransfe
   // `halted` is the adapter's reading of the record, not the provider's: tracking acts on it, events never carry it.
   const { halted: _halted, ...transaction } = found;
   const data = { transfer: null, recoveredBy: 'get-transfer' as const, transaction };
-  return markSubmitted(run, held, data, { sequenceId: held.sequenceId, transactionId: transaction.id }, 0, {
-    ...line,
-    fields: { transactionId: transaction.id, ...line.fields },
-  });
+  return markSubmitted(
+    run,
+    held,
+    data,
+    { sequenceId: held.sequenceId, transactionId: transaction.id },
+    0,
+    { ...line, fields: { transactionId: transaction.id, ...line.fields } },
+    lookupAttempt('found'),
+  );
 }
 
 /** `transfer.failed`: only by the lease owner, and the ledger refuses it while a send may have gone out. */
-export async function fail(run: Run, record: SendView, failure: SendFailure, extraSends: number): Promise<Step> {
+export async function fail(
+  run: Run,
+  record: SendView,
+  failure: SendFailure,
+  extraSends: number,
+  attempt: Attempt = sendAttempt(failure),
+): Promise<Step> {
   const data = { code: failure.code, httpStatus: failure.httpStatus, message: failure.message, attempts: record.sends + extraSends };
-  const failed = await run.deps.ledger.transition(record.sequenceId, op.fail(run.owner, data, extraSends));
+  const failed = await run.deps.ledger.transition(record.sequenceId, op.fail(run.owner, data, extraSends, attempt));
   if (failed.ok) run.log.warn({ code: failure.code, httpStatus: failure.httpStatus }, 'transfer failed: every send was refused');
   return changed(failed);
 }
@@ -98,6 +130,7 @@ export async function stillUnknown(
   code: string,
   ledgerNow: number | undefined,
   extraSends: number,
+  attempt: Attempt,
 ): Promise<never | typeof REREAD> {
   const since = record.unknownSince;
   const announce =
@@ -107,7 +140,7 @@ export async function stillUnknown(
     : undefined;
   const released = await run.deps.ledger.transition(
     record.sequenceId,
-    op.markUnknown(run.owner, { lastError: code, extraSends, failures: 1 }, unresolved),
+    op.markUnknown(run.owner, { lastError: code, extraSends, failures: 1, attempt }, unresolved),
   );
   if (!released.ok) return refused(released);
   if (announce)
@@ -123,14 +156,20 @@ export async function stillUnknown(
  * sequenceId is in use upstream by a transaction we cannot claim. `transfer.unresolved`
  * SEQUENCE_ID_IN_USE at once; no tracker, no match; the sticky `inUseSince` stops every later send.
  */
-export async function inUse(run: Run, record: SendView, failure: SendFailure, extraSends: number): Promise<never | typeof REREAD> {
+export async function inUse(
+  run: Run,
+  record: SendView,
+  failure: SendFailure,
+  extraSends: number,
+  attempt: Attempt = sendAttempt(failure),
+): Promise<never | typeof REREAD> {
   const unresolved =
     record.unresolvedAt === undefined
       ? { code: FailureCode.SEQUENCE_ID_IN_USE, attempts: record.sends + extraSends, lastError: failure.code }
       : undefined;
   const released = await run.deps.ledger.transition(
     record.sequenceId,
-    op.markInUse(run.owner, { lastError: failure.code, extraSends, failures: 1 }, unresolved),
+    op.markInUse(run.owner, { lastError: failure.code, extraSends, failures: 1, attempt }, unresolved),
   );
   if (!released.ok) return refused(released);
   run.log.error(
@@ -151,15 +190,20 @@ export async function expireUnsettled(
   run: Run,
   record: TransferRecord,
   code: typeof FailureCode.SEND_OUTCOME_UNKNOWN | typeof FailureCode.SEQUENCE_ID_IN_USE,
+  attempt?: Attempt,
 ): Promise<Step> {
   const since = (code === FailureCode.SEQUENCE_ID_IN_USE ? record.inUseSince : record.unknownSince) ?? record.updatedAt;
   const expired = await run.deps.ledger.transition(
     record.sequenceId,
-    op.expireUnsettled(run.owner, {
-      code,
-      submittedAt: new Date(since).toISOString(),
-      deadline: new Date(since + run.deps.deadlineMs).toISOString(),
-    }),
+    op.expireUnsettled(
+      run.owner,
+      {
+        code,
+        submittedAt: new Date(since).toISOString(),
+        deadline: new Date(since + run.deps.deadlineMs).toISOString(),
+      },
+      attempt,
+    ),
   );
   if (expired.ok) run.log.error({ sends: record.sends, code }, 'transfer never settled by TRACK_DEADLINE: transfer expired');
   return changed(expired);

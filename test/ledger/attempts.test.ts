@@ -1,0 +1,96 @@
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { createKeys, type Keys } from '../../src/ledger/keys.ts';
+import { Ledger, NO_RECORD, TransferState } from '../../src/ledger/ledger.ts';
+import { op } from '../../src/ledger/operations.ts';
+import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
+
+/**
+ * A transfer's attempts list (Keys.attempts): pushed by the transition that records each send's or
+ * lookup's outcome, in the same atomic step (transition.lua), capped, and expiring with the record.
+ */
+const redis = newRedis();
+let keys: Keys;
+let clock: number;
+let ledger: Ledger;
+let seq = 0;
+const id = () => `attempts-${++seq}`;
+const RETENTION_MS = 60_000;
+
+beforeEach(() => {
+  keys = createKeys(uniquePrefix('attempts'), 'events');
+  keys.events = `${keys.active}:events`;
+  clock = 1_000_000;
+  ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: RETENTION_MS, clock: () => clock });
+});
+afterAll(async () => {
+  await closeAllRedis();
+});
+
+const NOT_TAKEN = { kind: 'send', outcome: 'retry', proof: 'not-taken', httpStatus: 503, code: 'CUSTODY_UNAVAILABLE' } as const;
+
+/** A transfer in `submitting` whose send lease `owner` holds with a send in flight. */
+async function sending(sequenceId: string, owner: string) {
+  await ledger.transition(sequenceId, { from: [NO_RECORD], to: TransferState.GATED, set: { walletId: '1', coin: 'eth' } });
+  const taken = await ledger.transition(sequenceId, { ...op.takeLease(owner, 1_000, TransferState.GATED), set: { pending: 1 } });
+  expect(taken.ok).toBe(true);
+}
+
+describe('the attempts list', () => {
+  it('holds each outcome recorded, in order, with the time of its transition; a refused transition adds none', async () => {
+    const s = id();
+    await sending(s, 'a');
+    await ledger.transition(s, op.release('a', { extraSends: 0, attempt: NOT_TAKEN }));
+    // Refused: `b` does not own the lease (nobody does).
+    clock += 5;
+    const refused = await ledger.transition(s, op.release('b', { extraSends: 0, attempt: NOT_TAKEN }));
+    expect(refused.ok).toBe(false);
+    clock += 10;
+    await ledger.transition(s, { ...op.takeLease('a', 1_000), attempt: { kind: 'lookup', finding: 'absent' } });
+    expect(await ledger.attempts(s)).toEqual([
+      { at: 1_000_000, ...NOT_TAKEN },
+      { at: 1_000_015, kind: 'lookup', finding: 'absent' },
+    ]);
+    // A transition without an attempt writes no list.
+    const other = id();
+    await sending(other, 'a');
+    expect(await redis.exists(keys.attempts(other))).toBe(0);
+  });
+
+  it('keeps the newest 50 entries', async () => {
+    const s = id();
+    await sending(s, 'a');
+    for (let i = 0; i < 60; i++) {
+      clock += 1;
+      await ledger.transition(s, { ...op.takeLease('a', 1_000), attempt: { kind: 'lookup', finding: 'absent' } });
+    }
+    const kept = await ledger.attempts(s);
+    expect(kept).toHaveLength(50);
+    expect(kept[0]!.at).toBe(1_000_011);
+    expect(kept[49]!.at).toBe(1_000_060);
+  });
+
+  it('expires with the record on a terminal transition (RETENTION)', async () => {
+    const s = id();
+    await sending(s, 'a');
+    await ledger.transition(s, op.release('a', { extraSends: 0, attempt: NOT_TAKEN }));
+    expect(await redis.pttl(keys.attempts(s))).toBe(-1);
+    await ledger.transition(s, op.takeLease('a', 1_000));
+    const failed = await ledger.transition(
+      s,
+      op.fail('a', { code: 'CUSTODY_REJECTED', httpStatus: 400, message: 'refused', attempts: 2 }, 0, {
+        kind: 'send',
+        outcome: 'refused',
+        proof: 'not-taken',
+        httpStatus: 400,
+        code: 'CUSTODY_REJECTED',
+      }),
+    );
+    expect(failed.ok).toBe(true);
+    const [record, attempts] = await Promise.all([redis.pttl(keys.transfer(s)), redis.pttl(keys.attempts(s))]);
+    expect(record).toBeGreaterThan(0);
+    expect(attempts).toBeGreaterThan(0);
+    expect(attempts).toBeLessThanOrEqual(RETENTION_MS);
+    expect(Math.abs(record - attempts)).toBeLessThan(1_000);
+    expect((await ledger.attempts(s)).map((entry) => entry.kind === 'send' && entry.outcome)).toEqual(['retry', 'refused']);
+  });
+});
