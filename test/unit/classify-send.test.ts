@@ -68,6 +68,8 @@ describe('what a failed send means', () => {
       httpStatus: 429,
       message: 'sendTransaction: CUSTODY_RATE_LIMITED',
       retryAfterMs: 2_000,
+      // The proof table's class, for the transfer's attempts list (the timeline).
+      proof: 'rate-limited',
     });
     expect(classifySendFailure(new Error('secret detail'), FIRST)).toMatchObject({
       code: 'INTERNAL_ERROR',
