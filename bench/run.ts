@@ -2,9 +2,10 @@
  * `npm run bench` (docs/contract.md section 7). Wires the phases and prints the result; each phase is in its
  * own module. Processes: this one generates the load and watches the streams; the custody simulator
  * (no added latency), our worker (`src/worker.ts`) and the bare BullMQ worker each run as a child
- * process; Redis is a private redis-server (or BENCH_REDIS_URL under fresh prefixes, never flushed).
- * Phases run one after the other; within a phase, ours and the bare worker are measured in
- * alternating rounds, the idle one waiting on a paused queue.
+ * process, and in the submission phase the bare worker doing the same work (BARE_MODE=submit-same-work,
+ * BENCH_SAME_WORK); Redis is a private redis-server (or BENCH_REDIS_URL under fresh prefixes, never
+ * flushed). Phases run one after the other; within a phase, the sides are measured in alternating
+ * rounds, the idle ones waiting on a paused queue. BENCH_SUBMISSIONS_ONLY=1 ends after the submission phase.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
