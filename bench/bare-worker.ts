@@ -88,6 +88,22 @@ interface TrackData {
   coin: string;
 }
 
+/** wallet-service: a Bearer token from the client credentials, fetched once at start. */
+async function bearerAuthorization(): Promise<string> {
+  const body = { grant_type: 'client_credentials', client_id: required('BARE_CLIENT_ID'), client_secret: required('BARE_CLIENT_SECRET') };
+  const answer = JSON.parse(await post('/oauth/token', {}, JSON.stringify(body))) as { access_token: string };
+  return `Bearer ${answer.access_token}`;
+}
+
+/** wallet-service sendTransaction: the answer's text. */
+function sendTransaction(data: SubmitData, authorization: string): Promise<string> {
+  return post(
+    `/api/wallet/${data.walletId}/sendTransaction`,
+    { authorization },
+    JSON.stringify({ txHex: data.txHex, halfSigned: data.halfSigned }),
+  );
+}
+
 let processor: (job: Job, token?: string) => Promise<void>;
 let queueName: string;
 /** Closed on stop besides the worker (submit-same-work's tracking queue). */
@@ -131,20 +147,11 @@ if (provider === 'bitgo') {
     throw new DelayedError();
   };
 } else if (mode === 'submit') {
-  const clientId = required('BARE_CLIENT_ID');
-  const clientSecret = required('BARE_CLIENT_SECRET');
-  const tokenAnswer = JSON.parse(
-    await post('/oauth/token', {}, JSON.stringify({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret })),
-  ) as { access_token: string };
-  const authorization = `Bearer ${tokenAnswer.access_token}`;
+  const authorization = await bearerAuthorization();
   queueName = 'submit-transaction';
   processor = async (job) => {
     const data = job.data as SubmitData;
-    const answer = await post(
-      `/api/wallet/${data.walletId}/sendTransaction`,
-      { authorization },
-      JSON.stringify({ txHex: data.txHex, halfSigned: data.halfSigned }),
-    );
+    const answer = await sendTransaction(data, authorization);
     await redis.xadd(
       stream,
       'MAXLEN',
@@ -160,12 +167,7 @@ if (provider === 'bitgo') {
     );
   };
 } else if (mode === 'submit-same-work') {
-  const clientId = required('BARE_CLIENT_ID');
-  const clientSecret = required('BARE_CLIENT_SECRET');
-  const tokenAnswer = JSON.parse(
-    await post('/oauth/token', {}, JSON.stringify({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret })),
-  ) as { access_token: string };
-  const authorization = `Bearer ${tokenAnswer.access_token}`;
+  const authorization = await bearerAuthorization();
   redis.defineCommand('bareClaim', { numberOfKeys: 1, lua: CLAIM });
   redis.defineCommand('bareMark', { numberOfKeys: 2, lua: MARK });
   const scripts = redis as unknown as SameWorkCommands;
@@ -180,11 +182,7 @@ if (provider === 'bitgo') {
     const claim = await scripts.bareClaim(record, lease, Date.now() + LEASE_MS);
     if (claim === 'in-flight') throw new Error(`${sequenceId}: a send is in flight or in doubt; not sending again`);
     if (claim === 'claimed') {
-      const answer = await post(
-        `/api/wallet/${data.walletId}/sendTransaction`,
-        { authorization },
-        JSON.stringify({ txHex: data.txHex, halfSigned: data.halfSigned }),
-      );
+      const answer = await sendTransaction(data, authorization);
       if ((await scripts.bareMark(record, stream, lease, EVENTS_MAXLEN, sequenceId, answer)) !== 1)
         throw new Error(`${sequenceId}: the lease was lost before the answer was recorded`);
     }
