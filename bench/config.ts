@@ -12,6 +12,10 @@ export interface BenchConfig {
   redisArgs: string[];
   /** BENCH_WORKER_SCRIPT: the worker entry to measure (default src/worker.ts), e.g. a changed copy. */
   workerScript: string | undefined;
+  /** BENCH_SAME_WORK (default on; 0 turns it off): a third side in the submission rounds, bench/bare-worker.ts's submit-same-work. */
+  sameWork: boolean;
+  /** BENCH_SUBMISSIONS_ONLY=1: warm-up and submission rounds only (no latency, tracking or memory phase), a result of its own. */
+  submissionsOnly: boolean;
   /** Jobs in each measured backlog of the submission phase (ours and bare each). */
   submissions: number;
   /** Measured rounds per side (submissions and tracking), alternating ours and bare; the median counts. */
@@ -74,9 +78,14 @@ function flag(env: NodeJS.ProcessEnv, name: string): boolean {
   return ['1', 'true', 'yes'].includes((env[name] ?? '').trim().toLowerCase());
 }
 
-/** `resultsDir`: where `latest.json` goes (`quick.json` for BENCH_QUICK, so it never replaces a real run's figures). */
+/**
+ * `resultsDir`: where `latest.json` goes (`quick.json` for BENCH_QUICK, so it never replaces a real run's
+ * figures; `submissions.json` for BENCH_SUBMISSIONS_ONLY, `quick-submissions.json` for both).
+ */
 export function readBenchConfig(env: NodeJS.ProcessEnv, resultsDir: string): BenchConfig {
   const quick = flag(env, 'BENCH_QUICK');
+  const submissionsOnly = flag(env, 'BENCH_SUBMISSIONS_ONLY');
+  const resultName = [quick && 'quick', submissionsOnly && 'submissions'].filter(Boolean).join('-') || 'latest';
   const pick = (full: number, small: number) => (quick ? small : full);
   const cpuProf = env.BENCH_CPU_PROF?.trim();
   return {
@@ -84,6 +93,8 @@ export function readBenchConfig(env: NodeJS.ProcessEnv, resultsDir: string): Ben
     redisUrl: env.BENCH_REDIS_URL?.trim() || undefined,
     redisArgs: (env.BENCH_REDIS_ARGS ?? '').split(/\s+/).filter((arg) => arg !== ''),
     workerScript: env.BENCH_WORKER_SCRIPT?.trim() || undefined,
+    sameWork: !['0', 'false', 'no'].includes((env.BENCH_SAME_WORK ?? '').trim().toLowerCase()),
+    submissionsOnly,
     submissions: int(env, 'BENCH_SUBMISSIONS', pick(20_000, 300)),
     rounds: int(env, 'BENCH_ROUNDS', pick(3, 1)),
     warmup: int(env, 'BENCH_WARMUP', pick(3_000, 100)),
@@ -99,7 +110,7 @@ export function readBenchConfig(env: NodeJS.ProcessEnv, resultsDir: string): Ben
     tracked: int(env, 'BENCH_TRACKED', pick(100_000, 1_000)),
     memoryConcurrency: int(env, 'BENCH_MEMORY_CONCURRENCY', 128),
     cpuProfDir: cpuProf && cpuProf !== '0' ? (cpuProf === '1' ? join(resultsDir, 'prof') : cpuProf) : undefined,
-    resultFile: env.BENCH_RESULT_FILE?.trim() || join(resultsDir, quick ? 'quick.json' : 'latest.json'),
+    resultFile: env.BENCH_RESULT_FILE?.trim() || join(resultsDir, `${resultName}.json`),
     verbose: flag(env, 'BENCH_VERBOSE'),
   };
 }

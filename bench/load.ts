@@ -27,7 +27,7 @@ export async function settlesWithin(promise: Promise<unknown>, ms: number): Prom
 
 /** One side of the comparison: a queue to fill and the stream its `transfer.submitted` events land on. */
 export interface SubmitTarget {
-  readonly label: 'ours' | 'bare';
+  readonly label: 'ours' | 'bare' | 'bare-same-work';
   readonly prefix: string;
   readonly stream: string;
   /** The submit queue, for pause/resume and counts. */
@@ -56,11 +56,11 @@ export function oursTarget(redis: Redis, prefix: string): SubmitTarget {
   };
 }
 
-/** Bare: the same payload through a plain `Queue.add` with the same job id. */
-export function bareTarget(redis: Redis, prefix: string): SubmitTarget {
+/** Bare (either mode of bench/bare-worker.ts): the same payload through a plain `Queue.add` with the same job id. */
+export function bareTarget(redis: Redis, prefix: string, label: 'bare' | 'bare-same-work' = 'bare'): SubmitTarget {
   const queue = new Queue(SUBMIT_QUEUE, { connection: redis, prefix });
   return {
-    label: 'bare',
+    label,
     prefix,
     stream: `${prefix}:bare-events`,
     queue,

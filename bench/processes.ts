@@ -177,7 +177,9 @@ export async function startOurWorker(options: WorkerChildOptions): Promise<NodeC
 
 export interface BareWorkerOptions {
   name: string;
-  mode: 'submit' | 'track';
+  /** Label in the CPU accounting (default `bare`). */
+  role?: string;
+  mode: 'submit' | 'submit-same-work' | 'track';
   redisUrl: string;
   prefix: string;
   stream: string;
@@ -195,7 +197,7 @@ export interface BareWorkerOptions {
 export async function startBareWorker(options: BareWorkerOptions): Promise<NodeChild> {
   const child = spawnChild({
     name: options.name,
-    role: 'bare',
+    role: options.role ?? 'bare',
     script: BARE_SCRIPT,
     cpuProfDir: options.cpuProfDir,
     echo: options.echo ?? false,

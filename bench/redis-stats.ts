@@ -34,11 +34,16 @@ export async function commandWindow(redis: Redis): Promise<{ end(per: number): P
   };
 }
 
+/** Commands per job in all. */
+export function totalCommands(counts: CommandCounts | undefined): number {
+  return Object.values(counts ?? {}).reduce((sum, calls) => sum + calls, 0);
+}
+
 /** "12.0 (evalsha 6.0, hgetall 3.0, …)": total per job and the biggest commands. */
 export function describeCommands(counts: CommandCounts | undefined, top = 10): string {
   if (!counts) return 'n/a';
   const entries = Object.entries(counts);
-  const total = entries.reduce((sum, [, calls]) => sum + calls, 0);
+  const total = totalCommands(counts);
   const shown = entries
     .slice(0, top)
     .map(([command, calls]) => `${command} ${calls.toFixed(1)}`)

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, totalmem, release, platform } from 'node:os';
 import type { MemoryResult } from './memory.ts';
 import type { CpuShare } from './cpu.ts';
-import { describeCommands } from './redis-stats.ts';
+import { describeCommands, totalCommands } from './redis-stats.ts';
 import type { LatencyResult, SweepPoint, ThroughputRound } from './submissions.ts';
 import type { TrackingRound } from './tracking.ts';
 
@@ -11,6 +11,18 @@ import type { TrackingRound } from './tracking.ts';
 export interface SubmitSide {
   perSecond: number;
   rounds: ThroughputRound[];
+}
+
+/** The submission rounds: ours, the bare worker, and (BENCH_SAME_WORK) the bare worker doing the same work. */
+export interface SubmissionsResult {
+  ours: SubmitSide;
+  bare: SubmitSide;
+  /** ours ÷ bare, submissions/s. */
+  ratio: number;
+  /** bench/bare-worker.ts submit-same-work: absent when BENCH_SAME_WORK=0 (and in results from before it). */
+  sameWork?: SubmitSide;
+  /** ours ÷ sameWork, submissions/s. */
+  sameWorkRatio?: number;
 }
 
 export interface TrackSide {
@@ -41,13 +53,27 @@ export interface BenchResult {
   versions: { node: string; redis: string; bullmq: string; ioredis: string; undici: string };
   redis: { source: string };
   setup: Record<string, string | number>;
-  submissions: { ours: SubmitSide; bare: SubmitSide; ratio: number };
+  submissions: SubmissionsResult;
   latency: { ours: LatencyResult; bare: LatencyResult };
   /** Latency of both sides at several offered rates (fractions of ours' maximum), the half-load point included. */
   latencySweep: SweepPoint[];
   tracking: { ours: TrackSide; bare: TrackSide; ratio: number };
   memory: MemoryResult;
   targets: Target[];
+  notes: string[];
+}
+
+/** BENCH_SUBMISSIONS_ONLY: the setup and the submission rounds, nothing else. */
+export interface SubmissionsOnlyResult {
+  version: 1;
+  kind: 'submissions';
+  finishedAt: string;
+  quick: boolean;
+  machine: BenchResult['machine'];
+  versions: BenchResult['versions'];
+  redis: BenchResult['redis'];
+  setup: Record<string, string | number>;
+  submissions: SubmissionsResult;
   notes: string[];
 }
 
@@ -167,6 +193,81 @@ const n0 = (value: number) => Math.round(value).toLocaleString('en-US');
 const n2 = (value: number) => value.toFixed(2);
 const ms = (value: number) => value.toFixed(2);
 
+/** The sides of the submission rounds: label in the tables, process label in the CPU accounting, figures. */
+function submitSides(s: SubmissionsResult): Array<[string, string, SubmitSide]> {
+  return [
+    ['ours', 'ours', s.ours],
+    ['bare BullMQ (1 POST + 1 XADD)', 'bare', s.bare],
+    ...(s.sameWork
+      ? [['bare, same work (lease, POST, mark + XADD, tracking job)', 'bare-same-work', s.sameWork] as [string, string, SubmitSide]]
+      : []),
+  ];
+}
+
+/** The submission rounds as tables: rates, CPU per submission, Redis commands, and ours ÷ each other side. */
+export function formatSubmissions(s: SubmissionsResult): string[] {
+  const out: string[] = [];
+  const sides = submitSides(s);
+  out.push('submissions end to end: backlog enqueued into the paused queue, then resume → its last transfer.submitted; rounds alternate');
+  out.push(
+    table([
+      ['', 'jobs/round', 'rounds (per second)', 'median/s', 'other CPU'],
+      ...sides.map(([label, , side]) => [
+        label,
+        n0(side.rounds[0]?.jobs ?? 0),
+        side.rounds.map((round) => n0(round.perSecond)).join(' / '),
+        n0(side.perSecond),
+        otherCpu(side.rounds.map((round) => round.cpu)),
+      ]),
+      ['ratio ours ÷ bare', '', '', n2(s.ratio), ''],
+      ...(s.sameWorkRatio === undefined ? [] : [['ratio ours ÷ bare, same work', '', '', n2(s.sameWorkRatio), '']]),
+    ]),
+  );
+  out.push(
+    cpuPerJob(
+      'submission',
+      sides.map(([, role, side]) => [role, side.rounds]),
+      (round) => round.jobs,
+    ),
+  );
+  const commands = (side: SubmitSide) => medianRound(side.rounds, (r) => r.perSecond)?.redisCommands;
+  out.push('Redis commands per submission (median round; inside scripts included):');
+  for (const [, role, side] of sides) out.push(`  ${role} ${describeCommands(commands(side))}`);
+  // ours ÷ each other side, per submission: the cost ratios are steadier than the rates on a busy machine
+  const ours = cpuMicrosPerJob(s.ours.rounds, (round) => round.jobs);
+  const ratio = (mine: number | undefined, theirs: number | undefined) =>
+    mine !== undefined && theirs !== undefined && theirs > 0 ? n2(mine / theirs) : 'n/a';
+  const rows: string[][] = [['ours ÷', 'submissions/s', 'worker CPU per submission', 'Redis CPU', 'Redis commands']];
+  for (const [label, role, side] of sides.slice(1)) {
+    const other = cpuMicrosPerJob(side.rounds, (round) => round.jobs);
+    rows.push([
+      label,
+      n2(s.ours.perSecond / side.perSecond),
+      ratio(ours?.ours, other?.[role]),
+      ratio(ours?.['redis-server'], other?.['redis-server']),
+      ratio(totalCommands(commands(s.ours)), totalCommands(commands(side))),
+    ]);
+  }
+  out.push(table(rows));
+  return out;
+}
+
+/** BENCH_SUBMISSIONS_ONLY's result as text. */
+export function formatSubmissionsOnly(result: SubmissionsOnlyResult): string {
+  const { machine: m, versions: v } = result;
+  const out = [
+    `custody-transfer-worker benchmark, submissions only${result.quick ? ' (BENCH_QUICK: tiny sizes, figures not meaningful)' : ''}, ${result.finishedAt}`,
+    `machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`,
+    `node ${v.node}, redis ${v.redis} (${result.redis.source}), bullmq ${v.bullmq}, ioredis ${v.ioredis}, undici ${v.undici}`,
+    '',
+    table([['setting', 'value'], ...Object.entries(result.setup).map(([key, value]) => [key, String(value)])], true),
+    '',
+    ...formatSubmissions(result.submissions),
+  ];
+  if (result.notes.length > 0) out.push('', 'notes', ...result.notes.map((note) => `- ${note}`));
+  return out.join('\n');
+}
+
 export function format(result: BenchResult): string {
   const out: string[] = [];
   const { machine: m, versions: v, submissions: s, latency: l, tracking: t, memory: mem } = result;
@@ -179,39 +280,7 @@ export function format(result: BenchResult): string {
   out.push('setup');
   out.push(table([['setting', 'value'], ...Object.entries(result.setup).map(([key, value]) => [key, String(value)])], true));
   out.push('');
-  out.push('submissions end to end: backlog enqueued into the paused queue, then resume → its last transfer.submitted; rounds alternate');
-  out.push(
-    table([
-      ['', 'jobs/round', 'rounds (per second)', 'median/s', 'other CPU'],
-      ...(
-        [
-          ['ours', s.ours],
-          ['bare BullMQ (1 POST + 1 XADD)', s.bare],
-        ] as const
-      ).map(([label, side]) => [
-        label,
-        n0(side.rounds[0]?.jobs ?? 0),
-        side.rounds.map((round) => n0(round.perSecond)).join(' / '),
-        n0(side.perSecond),
-        otherCpu(side.rounds.map((round) => round.cpu)),
-      ]),
-      ['ratio ours ÷ bare', '', '', n2(s.ratio), ''],
-    ]),
-  );
-  out.push(
-    cpuPerJob(
-      'submission',
-      [
-        ['ours', s.ours.rounds],
-        ['bare', s.bare.rounds],
-      ],
-      (round) => round.jobs,
-    ),
-  );
-  out.push(
-    `Redis commands per submission (median round; inside scripts included): ours ${describeCommands(medianRound(s.ours.rounds, (r) => r.perSecond)?.redisCommands)}`,
-  );
-  out.push(`  bare ${describeCommands(medianRound(s.bare.rounds, (r) => r.perSecond)?.redisCommands)}`);
+  out.push(...formatSubmissions(s));
   out.push('');
   out.push(`latency enqueue → transfer.submitted seen on the stream, paced at half of ours' maximum (${n0(l.ours.offeredPerSecond)}/s)`);
   out.push(

@@ -2,9 +2,10 @@
  * `npm run bench` (docs/contract.md section 7). Wires the phases and prints the result; each phase is in its
  * own module. Processes: this one generates the load and watches the streams; the custody simulator
  * (no added latency), our worker (`src/worker.ts`) and the bare BullMQ worker each run as a child
- * process; Redis is a private redis-server (or BENCH_REDIS_URL under fresh prefixes, never flushed).
- * Phases run one after the other; within a phase, ours and the bare worker are measured in
- * alternating rounds, the idle one waiting on a paused queue.
+ * process, and in the submission phase the bare worker doing the same work (BARE_MODE=submit-same-work,
+ * BENCH_SAME_WORK); Redis is a private redis-server (or BENCH_REDIS_URL under fresh prefixes, never
+ * flushed). Phases run one after the other; within a phase, the sides are measured in alternating
+ * rounds, the idle ones waiting on a paused queue. BENCH_SUBMISSIONS_ONLY=1 ends after the submission phase.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -18,7 +19,19 @@ import { readBenchConfig } from './config.ts';
 import { bareTarget, oursTarget, payloads, type SubmitTarget } from './load.ts';
 import { measureMemory } from './memory.ts';
 import { startBareWorker, startOurWorker, startSimulatorProcess, type NodeChild, type WalletServiceSimulatorChild } from './processes.ts';
-import { format, machine, median, packageVersion, targets, type BenchResult } from './report.ts';
+import {
+  format,
+  formatSubmissionsOnly,
+  machine,
+  median,
+  packageVersion,
+  targets,
+  type BenchResult,
+  type SubmissionsOnlyResult,
+  type SubmissionsResult,
+  type SubmitSide,
+} from './report.ts';
+import type { CpuShare } from './cpu.ts';
 import { measureLatency, sweepPoint, throughputRound, warmUp, type SweepPoint, type ThroughputRound } from './submissions.ts';
 import { acceptTransfers, prepareBareTracking, prepareOurTracking, trackingRound, trackQueue, type TrackingRound } from './tracking.ts';
 
@@ -29,6 +42,7 @@ const log = (message: string) => process.stderr.write(`[bench ${new Date().toISO
 const SIM_ENV = { SIM_TXID_AFTER: '24h' };
 /** While submissions are measured, trackers wait far in the future so they do not compete. */
 const SUBMIT_PHASE_TRACK_POLL = '10m';
+const SUBMIT_PHASE_TRACK_POLL_MS = 10 * 60_000;
 /** Memory phase: trackers delayed for an hour, as a transfer waiting for its txid would be. */
 const MEMORY_PHASE_TRACK_POLL = '1h';
 
@@ -46,6 +60,42 @@ async function getRedis(): Promise<PrivateRedis> {
 
 async function redisVersion(redis: Redis): Promise<string> {
   return /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
+}
+
+async function versions(redis: Redis): Promise<BenchResult['versions']> {
+  return {
+    node: process.version,
+    redis: await redisVersion(redis),
+    bullmq: packageVersion('bullmq'),
+    ioredis: packageVersion('ioredis'),
+    undici: packageVersion('undici'),
+  };
+}
+
+const redisSource = (privateRedis: PrivateRedis) => (privateRedis.source === 'env' ? 'BENCH_REDIS_URL' : privateRedis.source);
+
+/** The notes every result carries about how it was measured. */
+function settingNotes(): string[] {
+  const notes: string[] = [];
+  if (config.quick) notes.push('BENCH_QUICK=1: sizes too small for the figures to mean anything; run without it to measure.');
+  if (config.redisUrl)
+    notes.push(
+      'BENCH_REDIS_URL: a Redis shared with whatever else uses it; memory is a used_memory difference and includes their changes.',
+    );
+  if (config.redisArgs.length > 0) notes.push(`redis-server started with ${config.redisArgs.join(' ')}`);
+  if (config.workerScript) notes.push(`worker measured: ${config.workerScript} (not this checkout's src/worker.ts)`);
+  if (config.cpuProfDir) notes.push(`CPU profiles of the children in ${config.cpuProfDir} (profiling slows every figure down).`);
+  return notes;
+}
+
+/** A note when other processes were busy during a measured window. */
+function busyNote(windows: Array<{ cpu: CpuShare | undefined }>): string[] {
+  const busiest = Math.max(0, ...windows.map((window) => window.cpu?.otherCores ?? 0));
+  if (busiest < 0.2) return [];
+  return [
+    `other processes on this machine used up to ${busiest.toFixed(2)} cores during a measured window (column "other CPU"): ` +
+      'figures from such windows are lower than on a quiet machine; the alternating rounds keep the ratios comparable.',
+  ];
 }
 
 /** Only for BENCH_REDIS_URL: remove what the run left under its own prefixes (UNLINK, never a flush). */
@@ -99,9 +149,16 @@ async function main(): Promise<void> {
     children.push(child);
     return child;
   };
-  const bareWorker = async (name: string, mode: 'submit' | 'track', target: SubmitTarget, concurrency: number) => {
+  const bareWorker = async (
+    name: string,
+    mode: 'submit' | 'submit-same-work' | 'track',
+    target: SubmitTarget,
+    concurrency: number,
+    trackDelayMs = config.trackPollMs,
+  ) => {
     const child = await startBareWorker({
       name,
+      role: target.label,
       mode,
       redisUrl: privateRedis.url,
       prefix: target.prefix,
@@ -109,7 +166,7 @@ async function main(): Promise<void> {
       sim: sim!,
       concurrency,
       connections: config.connections,
-      trackDelayMs: config.trackPollMs,
+      trackDelayMs,
       cpuProfDir: config.cpuProfDir,
       echo,
     });
@@ -131,30 +188,73 @@ async function main(): Promise<void> {
       TRACK_POLL_MAX: SUBMIT_PHASE_TRACK_POLL,
     };
 
-    // ---- submissions: both workers up, rounds alternate so both meet the same background load
+    // ---- submissions: every side's worker up, rounds alternate so all meet the same background load
     const ours = oursTarget(redis, `${base}-ours`);
     const bare = bareTarget(redis, `${base}-bare`);
-    targetsToClose.push(ours, bare);
+    // The same work, bare: its tracking jobs wait as ours' do during this phase (not competing).
+    const same = config.sameWork ? bareTarget(redis, `${base}-same`, 'bare-same-work') : undefined;
+    targetsToClose.push(ours, bare, ...(same ? [same] : []));
     const oursSubmit = await ourWorker('ours-submit', ours.prefix, submitEnv);
     const bareSubmit = await bareWorker('bare-submit', 'submit', bare, config.submitConcurrency);
+    const sameSubmit = same
+      ? await bareWorker('bare-same-work', 'submit-same-work', same, config.submitConcurrency, SUBMIT_PHASE_TRACK_POLL_MS)
+      : undefined;
+    const sides = [ours, bare, ...(same ? [same] : [])];
     log(
-      `submissions: ${config.warmup} warm-up, then ${config.rounds} round(s) of ${config.submissions} per side at concurrency ${config.submitConcurrency}`,
+      `submissions (${sides.map((side) => side.label).join(', ')}): ${config.warmup} warm-up, then ${config.rounds} round(s) of ${config.submissions} per side at concurrency ${config.submitConcurrency}`,
     );
-    await warmUp(redis, ours, payloads(config.warmup));
-    await warmUp(redis, bare, payloads(config.warmup));
-    const oursRounds: ThroughputRound[] = [];
-    const bareRounds: ThroughputRound[] = [];
+    for (const side of sides) await warmUp(redis, side, payloads(config.warmup));
+    const rounds = new Map<SubmitTarget, ThroughputRound[]>(sides.map((side) => [side, []]));
     for (let round = 1; round <= config.rounds; round++) {
-      oursRounds.push(await throughputRound(redis, ours, payloads(config.submissions)));
-      bareRounds.push(await throughputRound(redis, bare, payloads(config.submissions)));
-      log(`round ${round}: ours ${Math.round(oursRounds.at(-1)!.perSecond)}/s, bare ${Math.round(bareRounds.at(-1)!.perSecond)}/s`);
+      for (const side of sides) rounds.get(side)!.push(await throughputRound(redis, side, payloads(config.submissions)));
+      log(`round ${round}: ${sides.map((side) => `${side.label} ${Math.round(rounds.get(side)!.at(-1)!.perSecond)}/s`).join(', ')}`);
     }
-    const submissions = {
-      ours: { perSecond: median(oursRounds.map((round) => round.perSecond)), rounds: oursRounds },
-      bare: { perSecond: median(bareRounds.map((round) => round.perSecond)), rounds: bareRounds },
-      ratio: 0,
+    const submitSide = (target: SubmitTarget): SubmitSide => {
+      const measured = rounds.get(target)!;
+      return { perSecond: median(measured.map((round) => round.perSecond)), rounds: measured };
     };
+    const oursRounds = rounds.get(ours)!;
+    const bareRounds = rounds.get(bare)!;
+    const submissions: SubmissionsResult = { ours: submitSide(ours), bare: submitSide(bare), ratio: 0 };
     submissions.ratio = submissions.ours.perSecond / submissions.bare.perSecond;
+    if (same) {
+      submissions.sameWork = submitSide(same);
+      submissions.sameWorkRatio = submissions.ours.perSecond / submissions.sameWork.perSecond;
+      await stop(sameSubmit!);
+    }
+    if (config.submissionsOnly) {
+      const result: SubmissionsOnlyResult = {
+        version: 1,
+        kind: 'submissions',
+        finishedAt: new Date().toISOString(),
+        quick: config.quick,
+        machine: machine(),
+        versions: await versions(redis),
+        redis: { source: redisSource(privateRedis) },
+        setup: {
+          processes: 'load generator (this process), simulator, the workers under test: one Node process each; Redis',
+          simulator: 'no added latency, SIM_TXID_AFTER 24h (no txid during the run)',
+          'submit concurrency (ours SUBMIT_CONCURRENCY, bare)': config.submitConcurrency,
+          'custody connections (ours CUSTODY_CONNECTIONS, bare pool)': config.connections,
+          'tracking jobs during the submission phase (ours, bare same work)': `delayed ${SUBMIT_PHASE_TRACK_POLL} (not competing)`,
+          'warm-up jobs before the first round, per side': config.warmup,
+          'rounds per side (median counts)': config.rounds,
+          'backlog per submission round': config.submissions,
+          'ours LOG_LEVEL': 'warn',
+        },
+        submissions,
+        notes: [
+          'BENCH_SUBMISSIONS_ONLY=1: no latency, tracking or memory phase.',
+          ...settingNotes(),
+          ...busyNote(sides.flatMap((side) => rounds.get(side)!)),
+          `total run time ${Math.round((performance.now() - started) / 1000)} s`,
+        ],
+      };
+      mkdirSync(dirname(config.resultFile), { recursive: true });
+      writeFileSync(config.resultFile, `${JSON.stringify(result, null, 2)}\n`);
+      process.stdout.write(`${formatSubmissionsOnly(result)}\n\nJSON: ${config.resultFile}\n`);
+      return;
+    }
 
     // ---- latency at half of ours' maximum, then the bare worker at the same rate
     const halfRate = submissions.ours.perSecond / 2;
@@ -256,14 +356,8 @@ async function main(): Promise<void> {
     const partial = {
       quick: config.quick,
       machine: machine(),
-      versions: {
-        node: process.version,
-        redis: await redisVersion(redis),
-        bullmq: packageVersion('bullmq'),
-        ioredis: packageVersion('ioredis'),
-        undici: packageVersion('undici'),
-      },
-      redis: { source: privateRedis.source === 'env' ? 'BENCH_REDIS_URL' : privateRedis.source },
+      versions: await versions(redis),
+      redis: { source: redisSource(privateRedis) },
       setup: {
         processes: 'load generator (this process), simulator, worker under test: one Node process each; Redis',
         simulator: 'no added latency, SIM_TXID_AFTER 24h (no txid during the run)',
@@ -271,7 +365,8 @@ async function main(): Promise<void> {
         'custody connections (ours CUSTODY_CONNECTIONS, bare pool)': config.connections,
         'track concurrency (ours TRACK_CONCURRENCY, bare)': config.trackConcurrency,
         'poll interval while tracking (ours TRACK_POLL_MIN/MAX, bare re-delay)': `${config.trackPollMs} ms`,
-        'trackers during the submission phase': `delayed ${SUBMIT_PHASE_TRACK_POLL} (not competing)`,
+        'trackers during the submission phase (ours, bare same work)': `delayed ${SUBMIT_PHASE_TRACK_POLL} (not competing)`,
+        'bare same work (BENCH_SAME_WORK)': config.sameWork ? 'submission rounds only' : 'off',
         'warm-up jobs before each backlog': config.warmup,
         'latency run': `${config.seconds} s`,
         'latency sweep': config.sweep.length > 0 ? `${config.sweep.join(', ')} × ours' maximum, ${config.sweepSeconds} s each` : 'off',
@@ -288,35 +383,22 @@ async function main(): Promise<void> {
       tracking: trackingResult,
       memory,
     };
-    const notes: string[] = [];
-    if (config.quick) notes.push('BENCH_QUICK=1: sizes too small for the figures to mean anything; run without it to measure.');
-    if (config.redisUrl)
-      notes.push(
-        'BENCH_REDIS_URL: a Redis shared with whatever else uses it; memory is a used_memory difference and includes their changes.',
-      );
-    if (config.redisArgs.length > 0) notes.push(`redis-server started with ${config.redisArgs.join(' ')}`);
-    if (config.workerScript) notes.push(`worker measured: ${config.workerScript} (not this checkout's src/worker.ts)`);
-    if (config.cpuProfDir) notes.push(`CPU profiles of the children in ${config.cpuProfDir} (profiling slows every figure down).`);
+    const notes = settingNotes();
     if ([...oursTrackRounds, ...bareTrackRounds].some((round) => round.errors > 0)) {
       notes.push('get-transfer answered errors during a tracking window: see the errors column.');
     }
-    const busiest = Math.max(
-      ...[
+    notes.push(
+      ...busyNote([
         ...oursRounds,
         ...bareRounds,
+        ...(submissions.sameWork?.rounds ?? []),
         ...oursTrackRounds,
         ...bareTrackRounds,
         oursLatency,
         bareLatency,
         ...latencySweep.flatMap((point) => [point.ours, point.bare]),
-      ].map((window) => window.cpu?.otherCores ?? 0),
+      ]),
     );
-    if (busiest >= 0.2) {
-      notes.push(
-        `other processes on this machine used up to ${busiest.toFixed(2)} cores during a measured window (column "other CPU"): ` +
-          'figures from such windows are lower than on a quiet machine; the alternating rounds keep the ratios comparable.',
-      );
-    }
     notes.push(`total run time ${Math.round((performance.now() - started) / 1000)} s`);
     const result: BenchResult = { version: 1, finishedAt: new Date().toISOString(), ...partial, targets: targets(partial), notes };
 

@@ -17,6 +17,8 @@ const FIGURES = [
   'submissions.ours.perSecond',
   'submissions.bare.perSecond',
   'submissions.ratio',
+  'submissions.sameWork.perSecond',
+  'submissions.sameWorkRatio',
   'latency.ours.p50Ms',
   'latency.ours.p99Ms',
   'latency.bare.p50Ms',

@@ -10,7 +10,7 @@ import type { SizeResult as BudgetSize } from '../../bench/budget.ts';
 import { BUDGET_GOALS, SCALE_GOALS } from '../../bench/goals.ts';
 import { cpuMicrosPerJob, medianRound, type BenchResult } from '../../bench/report.ts';
 import type { SizeResult as ScaleSize } from '../../bench/scale.ts';
-import type { CommandCounts } from '../../bench/redis-stats.ts';
+import { totalCommands, type CommandCounts } from '../../bench/redis-stats.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { code, table } from './markdown.ts';
 
@@ -78,13 +78,11 @@ export function benchTargets(): string {
   return `${latestCaption(result)}\n\n${table(['target', 'goal', 'measured', ''], rows)}`;
 }
 
-const totalCommands = (counts: CommandCounts | undefined) => Object.values(counts ?? {}).reduce((sum, calls) => sum + calls, 0);
-
 /** CPU µs per job of the side's worker, of Redis and of all the benchmark's processes. */
 function cpuParts(micros: Record<string, number> | undefined, side: string): number[] | undefined {
   if (!micros) return undefined;
   const all = Object.entries(micros)
-    .filter(([label]) => label === side || !['ours', 'bare'].includes(label))
+    .filter(([label]) => label === side || !['ours', 'bare', 'bare-same-work'].includes(label))
     .reduce((sum, [, value]) => sum + value, 0);
   return [micros[side] ?? 0, micros['redis-server'] ?? 0, all];
 }
