@@ -10,6 +10,18 @@
  * wallet-transaction lookup each), upstream calls per transfer in phase 3, the provider's 429s, and
  * the share of the budget used while polls alone spend it.
  *
+ * Between 2 and 3, the wake-up figure: M = K more transfers are sent and polled with the rest, then their
+ * txids appear one at a time, WAKE_SPACING_MS apart (few enough for the budget's spare slots); per
+ * transfer, the time from the simulator showing its txid (Redis clock, just before the control call) to
+ * its `transfer.broadcast` (the stream id, Redis clock), p50 and p99, beside one budget interval 1/R.
+ * These M are not among phase 3's N+K, whose figures stay as they were.
+ *
+ * BUDGET_WEBHOOKS=1 (with BUDGET_PROVIDER=bitgo): the worker gets BITGO_WEBHOOK_SECRET (its
+ * `POST /providers/bitgo/webhook` wake-up), the simulator the same secret and a `transfer` webhook on
+ * the bench wallet pointing at the worker's loopback URL; writes budget-bitgo-webhooks.json / .svg.
+ * Run it and the plain BUDGET_PROVIDER=bitgo run back to back to compare (goal with webhooks: the
+ * wake-up's p99 ≤ 1 s + 1/R).
+ *
  * Sizes: BUDGET_SIZES="600x40x30,5000x100x100" (N x R x K). Writes bench/results/budget.json and
  * budget.svg. One worker process, a private redis-server, the simulator as a child process.
  *
@@ -29,7 +41,7 @@ import { Redis } from 'ioredis';
 import { acquireRedis } from '../tools/redis/private-redis.ts';
 import { forEachLimited, oursTarget, readStream, sleep, entryMs } from './load.ts';
 import { startOurWorker, startProviderSimulator } from './processes.ts';
-import { benchPayload, readBenchProvider, type BenchProvider } from './provider.ts';
+import { BENCH_WALLET, benchPayload, readBenchProvider, type BenchProvider } from './provider.ts';
 import { BUDGET_GOALS } from './goals.ts';
 import { machine } from './report.ts';
 import { getFreePort } from '../tools/redis/redis-server.ts';
@@ -55,10 +67,28 @@ export interface SizeResult extends Size {
   budgetUsedWhilePolling: number;
   /** Requests of the send budget class (sends, lookups before a send, tokens) per transfer of phase 1. */
   sendClassCallsPerSubmission: number;
+  /** Phase 3 (every txid at once): each transfer's txid → transfer.broadcast, p50 and p99. */
+  phase3BroadcastP50S: number;
+  phase3BroadcastP99S: number;
+  /** Whether the worker had the provider's webhook as a wake-up (BUDGET_WEBHOOKS=1). */
+  webhooks: boolean;
+  /** One budget interval, 1/R. */
+  budgetIntervalS: number;
+  /** The wake-up figure: transfers whose txids appeared one at a time, WAKE_SPACING_MS apart. */
+  wakeTransfers: number;
+  /** Their txid shown → transfer.broadcast, p50 and p99 (goal with webhooks: p99 ≤ 1 s + 1/R). */
+  wakeBroadcastP50S: number;
+  wakeBroadcastP99S: number;
 }
 
 /** BUDGET_LOOKUP_FIRST=1: the worker runs with LOOKUP_BEFORE_FIRST_SEND=1. */
 const LOOKUP_FIRST = process.env.BUDGET_LOOKUP_FIRST === '1';
+/** BUDGET_WEBHOOKS=1: the BitGo webhook wakes tracking (BUDGET_PROVIDER=bitgo only). */
+const WEBHOOKS = process.env.BUDGET_WEBHOOKS === '1';
+/** Between two txids of the wake-up figure: their 2 calls each fit in the slots sends leave. */
+const WAKE_SPACING_MS = 500;
+/** The webhook's shared secret, worker and simulator (loopback only, a bench value). */
+const BENCH_WEBHOOK_SECRET = 'bench-budget-webhook-secret-0123456789';
 
 /** A counter's value in Prometheus text (0 when absent). */
 function counter(metrics: string, series: string): number {
@@ -95,7 +125,10 @@ async function runSize(redisUrl: string, size: Size, provider: BenchProvider): P
   const { n, rps, k } = size;
   const prefix = `budget-${n}-${rps}-${Date.now()}`;
   // No txid until phase 3; BitGo's simulator needs no approval by default (approvalAfterMs 0).
-  const sim = await startProviderSimulator(provider, { SIM_TXID_AFTER: '24h' });
+  const sim = await startProviderSimulator(provider, {
+    SIM_TXID_AFTER: '24h',
+    ...(WEBHOOKS ? { SIM_BITGO_WEBHOOK_SECRET: BENCH_WEBHOOK_SECRET } : {}),
+  });
   // The provider's own request limit: 429 past R (both simulators take `maxRps` in their settings).
   const limited = await fetch(`${sim.url}/_sim/settings`, {
     method: 'PATCH',
@@ -121,8 +154,23 @@ async function runSize(redisUrl: string, size: Size, provider: BenchProvider): P
       SUBMIT_CONCURRENCY: '32',
       TRACK_CONCURRENCY: '256',
       ...(LOOKUP_FIRST ? { LOOKUP_BEFORE_FIRST_SEND: '1' } : {}),
+      ...(WEBHOOKS ? { BITGO_WEBHOOK_SECRET: BENCH_WEBHOOK_SECRET } : {}),
     },
   });
+  if (WEBHOOKS && sim.provider === 'bitgo') {
+    const { walletId, coin } = BENCH_WALLET.bitgo;
+    const registered = await fetch(`${sim.url}/api/v2/${coin}/wallet/${walletId}/webhooks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${sim.accessToken}` },
+      body: JSON.stringify({ type: 'transfer', url: `http://127.0.0.1:${httpPort}/providers/bitgo/webhook` }),
+    });
+    await registered.arrayBuffer();
+    if (registered.status !== 200) {
+      await worker.stop(5_000);
+      await sim.process.stop(5_000);
+      throw new Error(`webhook registration: HTTP ${registered.status}`);
+    }
+  }
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
   const target = oursTarget(redis, prefix);
   const submittedAt = new Map<string, number>();
@@ -162,6 +210,26 @@ async function runSize(redisUrl: string, size: Size, provider: BenchProvider): P
     await waitFor(`${k} new submitted`, 120_000, () => fresh.every((p) => submittedAt.has(p.halfSigned.sequenceId)));
     const latencies = fresh.map((p) => (submittedAt.get(p.halfSigned.sequenceId)! - tk) / 1000);
 
+    // Wake-up figure: K more, polled with the rest; then their txids one at a time.
+    const woken = Array.from({ length: k }, () => benchPayload(provider));
+    await Promise.all(woken.map((p) => target.enqueue(p)));
+    await waitFor(`${k} more submitted`, 120_000, () => woken.every((p) => submittedAt.has(p.halfSigned.sequenceId)));
+    await sleep(2_000);
+    const shownAt = new Map<string, number>();
+    for (const p of woken) {
+      const sequenceId = p.halfSigned.sequenceId;
+      shownAt.set(sequenceId, await nowMs());
+      const shown = await fetch(`${sim.url}/_sim/transfers/${encodeURIComponent(sequenceId)}/txid`, { method: 'POST' });
+      await shown.arrayBuffer();
+      if (shown.status !== 200) throw new Error(`txid of ${sequenceId}: HTTP ${shown.status}`);
+      await sleep(WAKE_SPACING_MS);
+    }
+    await waitFor(`${k} woken broadcast`, 120_000, () => woken.every((p) => broadcastAt.has(p.halfSigned.sequenceId)));
+    const wakeTimes = woken.map((p) => (broadcastAt.get(p.halfSigned.sequenceId)! - shownAt.get(p.halfSigned.sequenceId)!) / 1000);
+    log(
+      `txid → broadcast one at a time${WEBHOOKS ? ' (webhooks)' : ''}: p50 ${quantile(wakeTimes, 0.5)} s, p99 ${quantile(wakeTimes, 0.99)} s`,
+    );
+
     // 3. Every txid at once.
     const all = [...first, ...fresh];
     const before = await simStats(sim);
@@ -184,7 +252,7 @@ async function runSize(redisUrl: string, size: Size, provider: BenchProvider): P
       metrics
         .split('\n')
         .filter((line) =>
-          /^custody_budget_(used|refused)_total|^custody_worker_jobs_total\{queue="track-transfer"|^custody_track_poll_stretch_seconds_(sum|count)/.test(
+          /^custody_budget_(used|refused)_total|^custody_worker_jobs_total\{queue="track-transfer"|^custody_track_poll_stretch_seconds_(sum|count)|^custody_provider_webhooks_total/.test(
             line,
           ),
         )
@@ -210,6 +278,13 @@ async function runSize(redisUrl: string, size: Size, provider: BenchProvider): P
       provider429s: total(after, (_, outcome) => outcome === '429'),
       budgetUsedWhilePolling: pollRate / rps,
       sendClassCallsPerSubmission: sendClassCalls / n,
+      phase3BroadcastP50S: quantile(broadcastTimes, 0.5),
+      phase3BroadcastP99S: quantile(broadcastTimes, 0.99),
+      webhooks: WEBHOOKS,
+      budgetIntervalS: 1 / rps,
+      wakeTransfers: woken.length,
+      wakeBroadcastP50S: quantile(wakeTimes, 0.5),
+      wakeBroadcastP99S: quantile(wakeTimes, 0.99),
     };
   } finally {
     await reader.stop();
@@ -235,6 +310,8 @@ function format(result: SizeResult): string {
     `  provider 429s:      ${result.provider429s}   goal ${BUDGET_GOALS.provider429s}`,
     `  budget used by polls alone: ${(result.budgetUsedWhilePolling * 100).toFixed(1)} %   goal ≥ ${BUDGET_GOALS.budgetUsedWhilePolling * 100} %`,
     `  send-class calls per submission: ${result.sendClassCallsPerSubmission.toFixed(2)}${LOOKUP_FIRST ? ' (LOOKUP_BEFORE_FIRST_SEND=1)' : ''}`,
+    `  txid → broadcast, all at once: p50 ${result.phase3BroadcastP50S.toFixed(2)} s, p99 ${result.phase3BroadcastP99S.toFixed(2)} s`,
+    `  txid → broadcast, ${result.wakeTransfers} one at a time${result.webhooks ? ' (webhooks)' : ''}: p50 ${result.wakeBroadcastP50S.toFixed(2)} s, p99 ${result.wakeBroadcastP99S.toFixed(2)} s   one budget interval ${result.budgetIntervalS.toFixed(3)} s${result.webhooks ? `, goal p99 ≤ ${(BUDGET_GOALS.wakeupP99OverIntervalS + result.budgetIntervalS).toFixed(3)} s` : ''}`,
   ].join('\n');
 }
 
@@ -283,7 +360,8 @@ ${rows.join('\n')}
 
 // No AOF, as the recorded budgets were measured (the worker runs with REDIS_ALLOW_VOLATILE=1).
 const provider = readBenchProvider('BUDGET_PROVIDER');
-const resultName = `${provider === 'wallet-service' ? 'budget' : `budget-${provider}`}${LOOKUP_FIRST ? '-lookup-first' : ''}`;
+if (WEBHOOKS && provider !== 'bitgo') throw new Error('BUDGET_WEBHOOKS=1 needs BUDGET_PROVIDER=bitgo (the provider with a webhook)');
+const resultName = `${provider === 'wallet-service' ? 'budget' : `budget-${provider}`}${LOOKUP_FIRST ? '-lookup-first' : ''}${WEBHOOKS ? '-webhooks' : ''}`;
 const redis = await acquireRedis({ noContainers: true, server: { appendonly: false } });
 try {
   const results: SizeResult[] = [];

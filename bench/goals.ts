@@ -19,6 +19,8 @@ export const BUDGET_GOALS = {
   provider429s: 0,
   /** Share of R used while polls alone spend it: at least. */
   budgetUsedWhilePolling: 0.9,
+  /** With the provider's webhook: txid shown → transfer.broadcast p99, over one budget interval 1/R, in s: at most. */
+  wakeupP99OverIntervalS: 1,
 } as const;
 
 /** bench:scale, per size N, ours. */

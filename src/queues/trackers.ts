@@ -1,6 +1,15 @@
-import type { Queue } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
 import { TransferState, type Ledger } from '../ledger/ledger.ts';
 import { legacyTrackJobId, QueueName, trackJobId, trackJobOptions } from './names.ts';
+
+/**
+ * Moves a waiting job to the head of its queue's line (BullMQ's public `changePriority` with `lifo`,
+ * priority 0: out of the wait list and back in at the end jobs are taken from). A job no longer
+ * waiting (taken meanwhile, or ended) is left as it is.
+ */
+async function toHeadOfLine(job: Job): Promise<void> {
+  await job.changePriority({ priority: 0, lifo: true }).catch(() => undefined);
+}
 
 /** Job states in which a tracking job no longer tracks anything. */
 const ENDED = new Set(['missing', 'completed', 'failed', 'unknown']);
@@ -9,8 +18,8 @@ export type TrackerOutcome = 'added' | 'live';
 
 /**
  * What making a transfer's tracking poll now did: `promoted` (it waited for its next poll and runs
- * now), `polling` (it is due or running already: nothing to hurry), `added` (there was none, or it
- * had ended: a new one polls at once).
+ * now), `polling` (it is due or running already: nothing to hurry; a due one is moved up to be next),
+ * `added` (there was none, or it had ended: a new one polls at once).
  */
 export type PollNowOutcome = 'promoted' | 'polling' | 'added';
 
@@ -59,22 +68,37 @@ export class Trackers {
 
   /**
    * Makes the transfer's tracking poll now (an operator's recheck, a provider's wake-up): its job,
-   * waiting for its next poll, is promoted; one due or running is left as it is; a missing or ended
-   * one is added (as `ensure` with `replaceEnded`). The poll takes its slot in the request budget like
-   * every other. The caller checked that the transfer is submitted.
+   * waiting for its next poll, is promoted; one due already (`polling`) stays due; a running one is left
+   * as it is; a missing or ended one is added (as `ensure` with `replaceEnded`). Promoted, due or added,
+   * the job goes to the head of the queue's line. The poll then takes its slot in the
+   * request budget like every other, and decides by what the provider answers. The caller checked that
+   * the transfer is submitted.
+   *
+   * The head of the line matters when polls spend the whole budget: due jobs then queue for it, one
+   * budget interval each, and a woken job at the tail waits as long as a scheduled one (measured with
+   * `BUDGET_WEBHOOKS=1 npm run bench:budget`, bench/README.md).
    */
   async pollNow(sequenceId: string): Promise<PollNowOutcome> {
     const job = await this.#queue.getJob(trackJobId(sequenceId));
     const state = job ? await job.getState() : 'missing';
     if (job && state === 'delayed') {
       // It may have left the delayed set meanwhile (its own time came): then it is due anyway.
-      return job.promote().then(
+      const outcome = await job.promote().then(
         () => 'promoted' as const,
         () => 'polling' as const,
       );
+      await toHeadOfLine(job);
+      return outcome;
     }
-    if (state === 'waiting' || state === 'active' || state === 'prioritized' || state === 'waiting-children') return 'polling';
-    return (await this.ensure(sequenceId, { replaceEnded: true })) === 'added' ? 'added' : 'polling';
+    if (job && state === 'waiting') {
+      await toHeadOfLine(job);
+      return 'polling';
+    }
+    if (state === 'active' || state === 'prioritized' || state === 'waiting-children') return 'polling';
+    if ((await this.ensure(sequenceId, { replaceEnded: true })) !== 'added') return 'polling';
+    const added = await this.#queue.getJob(trackJobId(sequenceId));
+    if (added) await toHeadOfLine(added);
+    return 'added';
   }
 
   /**

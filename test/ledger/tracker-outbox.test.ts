@@ -126,3 +126,30 @@ describe('the tracker outbox', () => {
     expect(await outbox()).toEqual([s]);
   });
 });
+
+describe('pollNow', () => {
+  it('puts the job it hurries at the head of the line, ahead of polls due before it', async () => {
+    // Three due (no worker yet), in this order, and one waiting an hour for its next poll.
+    const [a, b, c, d] = [id(), id(), id(), id()];
+    for (const s of [a, b, c]) {
+      await submitted(s);
+      await new Trackers(track, ledger, 0).ensure(s);
+    }
+    await submitted(d);
+    await new Trackers(track, ledger, 3_600_000).ensure(d);
+    expect(await track.getJobCounts('delayed', 'waiting')).toEqual({ delayed: 1, waiting: 3 });
+
+    expect(await trackers.pollNow(c)).toBe('polling');
+    expect(await trackers.pollNow(d)).toBe('promoted');
+
+    const ran: string[] = [];
+    const worker = new Worker(QueueName.TRACK, async (j: Job) => void ran.push((j.data as { sequenceId: string }).sequenceId), {
+      connection: redis.duplicate(),
+      prefix,
+      concurrency: 1,
+    });
+    workers.push(worker);
+    await until('the four ran', 10_000, async () => (ran.length === 4 ? true : undefined));
+    expect(ran).toEqual([d, c, a, b]);
+  });
+});

@@ -345,6 +345,33 @@ export function benchBudget(): string {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// npm run bench:budget, BitGo with and without its webhook (budget-bitgo.json, budget-bitgo-webhooks.json)
+
+export function benchWakeup(): string {
+  const plain = readResult<BudgetFile>('budget-bitgo.json');
+  const hooked = readResult<BudgetFile>('budget-bitgo-webhooks.json');
+  const g = BUDGET_GOALS;
+  const rows = hooked.results.map((w) => {
+    const p = plain.results.find((r) => r.n === w.n && r.rps === w.rps && r.k === w.k);
+    if (p === undefined) throw new Error(`budget-bitgo.json has no size ${w.n}x${w.rps}x${w.k}: run both variants`);
+    const goal = g.wakeupP99OverIntervalS + w.budgetIntervalS;
+    return [
+      `N = ${n0(w.n)}, R = ${w.rps}/s, ${w.wakeTransfers} txids one at a time`,
+      `${n2(p.wakeBroadcastP50S)} / ${n2(p.wakeBroadcastP99S)} s`,
+      `${n2(w.wakeBroadcastP50S)} / ${n2(w.wakeBroadcastP99S)} s`,
+      `${n2(w.budgetIntervalS * 1000)} ms`,
+      `p99 ≤ ${goal.toFixed(3)} s`,
+      w.wakeBroadcastP99S <= goal ? 'met' : '**missed**',
+    ];
+  });
+  const caption =
+    `From [\`results/budget-bitgo.json\`](results/budget-bitgo.json) (finished ${day(plain.finishedAt)}) and ` +
+    `[\`results/budget-bitgo-webhooks.json\`](results/budget-bitgo-webhooks.json) (finished ${day(hooked.finishedAt)}), on ${machineText(hooked.machine)}; ` +
+    `txid shown → \`transfer.broadcast\`, p50 / p99:`;
+  return `${caption}\n\n${table(['size', 'without webhooks', 'with webhooks', 'one budget interval (1 ÷ R)', 'goal (1 s + 1 ÷ R)', ''], rows)}`;
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Sizing the request budget: the poll interval N ÷ P, from the configuration's default TRACK_POLL_MAX.
 
 const SIZING = { sendsAndEnrichments: 5, budgets: [10, 40, 100], waiting: [100, 1_000, 10_000, 100_000] } as const;

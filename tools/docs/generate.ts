@@ -26,7 +26,7 @@ import { CONFIG_DOCS, CONFIG_VARIABLES, type ConfigVariable } from '../../src/co
 import { createMetrics } from '../../src/metrics.ts';
 import { SEND_PROOF_TABLE, proofOfAnswer } from '../../src/transfers/send-proof.ts';
 import { BITGO_SEND_PROOF, bitgoSendProof } from '../../src/custody/bitgo/responses.ts';
-import { benchBudget, benchCapacity, benchFigures, benchMemory, benchScale, benchTargets, budgetSizing } from './bench.ts';
+import { benchBudget, benchCapacity, benchWakeup, benchFigures, benchMemory, benchScale, benchTargets, budgetSizing } from './bench.ts';
 import { code, table } from './markdown.ts';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -39,7 +39,16 @@ export const PAGES: Readonly<Record<string, readonly RegionName[]>> = {
   'docs/architecture.md': ['send-proof'],
   'docs/bitgo-api.md': ['bitgo-send-proof'],
   'docs/cli.md': ['cli-usage'],
-  'bench/README.md': ['bench-targets', 'bench-figures', 'bench-memory', 'bench-scale', 'bench-budget', 'budget-sizing', 'bench-capacity'],
+  'bench/README.md': [
+    'bench-targets',
+    'bench-figures',
+    'bench-memory',
+    'bench-scale',
+    'bench-budget',
+    'bench-wakeup',
+    'budget-sizing',
+    'bench-capacity',
+  ],
 };
 
 const REGIONS = {
@@ -55,6 +64,7 @@ const REGIONS = {
   'bench-memory': benchMemory,
   'bench-scale': benchScale,
   'bench-budget': benchBudget,
+  'bench-wakeup': benchWakeup,
   'budget-sizing': budgetSizing,
   'bench-capacity': benchCapacity,
 } as const satisfies Record<string, () => string>;
