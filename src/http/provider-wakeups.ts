@@ -92,6 +92,7 @@ async function wakeNamed(
   if (sequenceId === undefined) return { outcome: 'unknown' };
   // Only a submitted transfer is tracked: before, its submission looks it up itself; after, it ended.
   if ((await app.ledger.get(sequenceId))?.state !== TransferState.SUBMITTED) return { outcome: 'ignored', sequenceId };
-  const tracker = await trackers.pollNow(sequenceId);
+  // A call naming the hash jumps the line (the txid is there to be confirmed); one without it is due only.
+  const tracker = await trackers.pollNow(sequenceId, { headOfLine: named.txid !== undefined });
   return { outcome: tracker === 'polling' ? 'duplicate' : 'accepted', sequenceId, tracker };
 }

@@ -78,7 +78,11 @@ export class Trackers {
    * budget interval each, and a woken job at the tail waits as long as a scheduled one (measured with
    * `BUDGET_WEBHOOKS=1 npm run bench:budget`, bench/README.md).
    */
-  async pollNow(sequenceId: string): Promise<PollNowOutcome> {
+  async pollNow(sequenceId: string, options: { headOfLine?: boolean } = {}): Promise<PollNowOutcome> {
+    // Ahead of every due poll (an operator's recheck, a webhook naming the hash), or, when the call
+    // proves nothing yet (BitGo's "first seen"), due behind the others: a burst of new transfers must
+    // not push their sends' budget aside with polls that can find nothing.
+    const headOfLine = options.headOfLine ?? true;
     const job = await this.#queue.getJob(trackJobId(sequenceId));
     const state = job ? await job.getState() : 'missing';
     if (job && state === 'delayed') {
@@ -87,16 +91,16 @@ export class Trackers {
         () => 'promoted' as const,
         () => 'polling' as const,
       );
-      await toHeadOfLine(job);
+      if (headOfLine) await toHeadOfLine(job);
       return outcome;
     }
     if (job && state === 'waiting') {
-      await toHeadOfLine(job);
+      if (headOfLine) await toHeadOfLine(job);
       return 'polling';
     }
     if (state === 'active' || state === 'prioritized' || state === 'waiting-children') return 'polling';
     if ((await this.ensure(sequenceId, { replaceEnded: true })) !== 'added') return 'polling';
-    const added = await this.#queue.getJob(trackJobId(sequenceId));
+    const added = headOfLine ? await this.#queue.getJob(trackJobId(sequenceId)) : undefined;
     if (added) await toHeadOfLine(added);
     return 'added';
   }
