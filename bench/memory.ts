@@ -138,6 +138,7 @@ export async function measureMemory(redis: Redis, target: SubmitTarget, tracked:
     const shared: Array<[string, string]> = [
       ['events stream entry (EVENTS_MAXLEN bounds it)', target.stream],
       ['ledger index: active transfers (zset)', `${target.prefix}:transfers:active`],
+      ...(await listingIndexes(redis, target.prefix)),
       ['submit queue: completed (zset)', `${target.prefix}:${SUBMIT_QUEUE}:completed`],
       ['track queue: delayed (zset)', `${target.prefix}:${TRACK_QUEUE}:delayed`],
       ['submit queue: BullMQ events stream (capped ~10k)', `${target.prefix}:${SUBMIT_QUEUE}:events`],
@@ -164,6 +165,18 @@ export async function measureMemory(redis: Redis, target: SubmitTarget, tracked:
     await submitQueue.close();
     await trackQueue.close();
   }
+}
+
+/** The console's listing indexes (src/ledger/keys.ts) that this run's transfers wrote to. */
+async function listingIndexes(redis: Redis, prefix: string): Promise<Array<[string, string]>> {
+  const found: Array<[string, string]> = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:transfers:*`, 'COUNT', 5_000);
+    cursor = next;
+    for (const key of keys) if (key !== `${prefix}:transfers:active`) found.push([`listing index ${key.slice(prefix.length + 1)}`, key]);
+  } while (cursor !== '0');
+  return found.sort((a, b) => a[1].localeCompare(b[1]));
 }
 
 async function encodingOf(redis: Redis, key: string): Promise<string> {

@@ -2,7 +2,7 @@ import type { App } from './app.ts';
 import { NON_TERMINAL_STATES } from './ledger/ledger.ts';
 import type { Metrics } from './metrics.ts';
 import { QueueName } from './queues/names.ts';
-import { READY_CHECK_TIMEOUT_MS, STALE_SCAN_LIMIT, STALE_TRANSFER_AGE_MS } from './timing.ts';
+import { READY_CHECK_TIMEOUT_MS, STALE_TRANSFER_AGE_MS } from './timing.ts';
 
 /**
  * Gauges read from Redis when /metrics is scraped: queue depths and ages, the ledger's non-terminal
@@ -25,7 +25,7 @@ export async function refreshScrapeGauges(app: App, metrics: Metrics): Promise<v
 async function refresh(app: App, metrics: Metrics): Promise<void> {
   const ledgerNow = await app.ledger.now();
   const [stale, active, epoch, pausedUntil] = await Promise.all([
-    app.ledger.staleByState(ledgerNow - STALE_TRANSFER_AGE_MS, STALE_SCAN_LIMIT),
+    app.ledger.staleByState(ledgerNow - STALE_TRANSFER_AGE_MS),
     app.ledger.activeSummary(),
     app.ledger.epoch.peek(),
     app.budget.pausedUntil(),

@@ -203,8 +203,6 @@ export const ENRICH_ATTEMPTS = 3;
  * `received`, `gated` and `submitting` states, watch `submitted` against TRACK_DEADLINE.
  */
 export const STALE_TRANSFER_AGE_MS = 15 * 60_000;
-/** At most this many index entries are read per scrape to count stale transfers by state. */
-export const STALE_SCAN_LIMIT = 10_000;
 
 /** Skipped upstream records are logged at most once per endpoint per this interval (the counter counts all). */
 export const SKIPPED_RECORD_LOG_INTERVAL_MS = 60_000;

@@ -475,7 +475,7 @@ export function clusterSlotProblems(prefix: string, eventsStream: string | undef
     keys.tombstone(sample),
     keys.attempts(sample),
     keys.jobRejection(sample),
-    keys.active,
+    keys.legacyActive,
     keys.terminal,
     keys.broadcast,
     keys.trackerOutbox,

@@ -33,8 +33,8 @@ export interface Keys {
    */
   claim(kind: 'record' | 'txid', id: string): string;
   /**
-   * A transfer's send attempts and settling lookups (a list of small JSON entries, the newest 50):
-   * pushed by the transition that records each outcome (transition.lua, its last key), expiring with
+   * A transfer's send attempts and settling lookups (a string of small JSON entries, one a line, the
+   * newest 50): appended by the transition that records each outcome (transition.lua, its last key), expiring with
    * the record; the timeline of GET /api/v1/transfers/:sequenceId reads it.
    */
   attempts(sequenceId: string): string;
@@ -42,8 +42,11 @@ export interface Keys {
   foundTransfer(sequenceId: string): string;
   /** A rejected job whose payload had no usable sequenceId: its exactly-once record, by job id. */
   jobRejection(jobId: string): string;
-  /** Non-terminal transfers, score = last change (ms). */
-  active: string;
+  /**
+   * Non-terminal transfers, score = last change (ms), as workers before contract v1.4 kept them: the
+   * state indexes (byState) hold them now; Ledger.adoptLegacyActive moves what this key still holds.
+   */
+  legacyActive: string;
   /** Terminal transfers, score = when they ended (ms); drives retention clean-up. */
   terminal: string;
   /** Broadcast transfers, score = broadcast time (ms); reconciliation re-verifies recent ones. */
@@ -51,15 +54,13 @@ export interface Keys {
   /**
    * The listing indexes (transition.lua, KEYS[10..]; queries.ts reads them): transfers per state
    * (score = last change, ms), per attention reason (score = since when, ms), every sequenceId (score
-   * 0, for ZRANGEBYLEX), sequenceId by txid and by job id (hashes), txids and job ids to search by
-   * prefix (`search`: score 0, members `t:<txid>\n<sequenceId>` and `j:<job id>\n<sequenceId>`), and
-   * what retention removes of an ended transfer (a hash).
+   * 0, for ZRANGEBYLEX), txids and job ids for lookups exact and by prefix (`search`: score 0, members
+   * `t:<txid>\n<sequenceId>` and `j:<job id>\n<sequenceId>`), and what retention removes of an ended
+   * transfer (a hash).
    */
   byState(state: string): string;
   attention(reason: AttentionReason): string;
   ids: string;
-  byTxid: string;
-  byJobId: string;
   search: string;
   endedEntries: string;
   /** The listing indexes a transition from `from` to `to` passes to transition.lua, in its order. */
@@ -126,14 +127,12 @@ export function createKeys(prefix: string, eventsStream: string): Keys {
     claim: (kind, id) => `${prefix}:claim:${kind}:${kind === 'txid' ? canonicalTxid(id) : id}`,
     foundTransfer: (sequenceId) => `${prefix}:found-transfer:${sequenceId}`,
     jobRejection: (jobId) => `${prefix}:rejected-job:${jobId}`,
-    active: ledger.active,
+    legacyActive: ledger.legacyActive,
     terminal: ledger.terminal,
     broadcast: ledger.broadcast,
     byState: index.state,
     attention: index.attention,
     ids: index.ids,
-    byTxid: index.byTxid,
-    byJobId: index.byJobId,
     search: index.search,
     endedEntries: index.endedEntries,
     transitionIndex: (from, to) => transitionIndexKeys(prefix, from, to),

@@ -124,7 +124,7 @@ const FORGET_ENDED_LUA = `
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 if #members == 0 then return 0 end
 local index = {}
-for i = 7, #KEYS do index[ARGV[i - 4]] = KEYS[i] end
+for i = 5, #KEYS do index[ARGV[i - 2]] = KEYS[i] end
 for _, member in ipairs(members) do
   local text = redis.call('HGET', KEYS[2], member)
   if text then
@@ -133,10 +133,8 @@ for _, member in ipairs(members) do
     if state then redis.call('ZREM', state, member) end
     local attention = index['attention:' .. entry.attention]
     if attention then redis.call('ZREM', attention, member) end
-    if entry.txid ~= '' and redis.call('HGET', KEYS[4], entry.txid) == member then redis.call('HDEL', KEYS[4], entry.txid) end
-    if entry.jobId ~= '' and redis.call('HGET', KEYS[5], entry.jobId) == member then redis.call('HDEL', KEYS[5], entry.jobId) end
-    if entry.txid ~= '' then redis.call('ZREM', KEYS[6], 't:' .. entry.txid .. '\\n' .. member) end
-    if entry.jobId ~= '' then redis.call('ZREM', KEYS[6], 'j:' .. entry.jobId .. '\\n' .. member) end
+    if entry.txid ~= '' then redis.call('ZREM', KEYS[4], 't:' .. entry.txid .. '\\n' .. member) end
+    if entry.jobId ~= '' then redis.call('ZREM', KEYS[4], 'j:' .. entry.jobId .. '\\n' .. member) end
   end
 end
 redis.call('HDEL', KEYS[2], unpack(members))
@@ -148,16 +146,33 @@ return #members`;
 const FORGET_ENDED_BATCH = 500;
 
 /**
- * KEYS[1] a transfer's record, KEYS[2] the active index, KEYS[3..] the indexes of the non-terminal
- * states, then (when the record is gone) every attention index and every sequenceId; ARGV[1] the
- * member, ARGV[2] how many keys of KEYS[3..] are state indexes. Drops its entries from what a record
- * that expired or vanished leaves behind; an ended record's own entries stay (retention takes them).
+ * KEYS[1] a transfer's record, KEYS[2..] the indexes of the non-terminal states, then (when the
+ * record is gone) every attention index and every sequenceId; ARGV[1] the member, ARGV[2] how many
+ * keys of KEYS[2..] are state indexes. Drops its entries from what a record that expired or vanished
+ * leaves behind; an ended record's own entries stay (retention takes them).
  */
 const DROP_ACTIVE_LUA = `
 local gone = redis.call('EXISTS', KEYS[1]) == 0
 local last = #KEYS
-if not gone then last = 2 + tonumber(ARGV[2]) end
+if not gone then last = 1 + tonumber(ARGV[2]) end
 for i = 2, last do redis.call('ZREM', KEYS[i], ARGV[1]) end`;
+
+/**
+ * One entry of the index of non-terminal transfers that workers before contract v1.4 kept
+ * (Keys.legacyActive), moved into the state index of its record's state (kept if already there) and
+ * the sequenceId index. KEYS[1] that index, KEYS[2] the record, KEYS[3] every sequenceId, KEYS[4..]
+ * the non-terminal state indexes; ARGV[1] the member, ARGV[2] its score, ARGV[3..] the states of
+ * KEYS[4..]. An entry whose record is gone or ended is dropped (reconciliation's stale entry).
+ */
+const ADOPT_LEGACY_ACTIVE_LUA = `
+local state = redis.call('HGET', KEYS[2], 'state')
+for i = 4, #KEYS do
+  if ARGV[i - 1] == state then
+    redis.call('ZADD', KEYS[i], 'NX', ARGV[2], ARGV[1])
+    redis.call('ZADD', KEYS[3], 'NX', 0, ARGV[1])
+  end
+end
+redis.call('ZREM', KEYS[1], ARGV[1])`;
 
 /**
  * REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT for a write made on an operator's behalf
@@ -207,6 +222,7 @@ interface LedgerCommands {
   reconcileRetry(key: string, max: number, ttlMs: number): Promise<[number, number]>;
   forgetEnded(numberOfKeys: number, ...keysAndArgs: Array<string | number>): Promise<number>;
   dropActive(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
+  adoptLegacyActive(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
   recordWorkerSettings(key: string, mode: 'replace' | 'if-absent', clock: string, ...fields: string[]): Promise<string[]>;
   systemEventOnce(
     stream: string,
@@ -281,6 +297,7 @@ export class Ledger {
       redis.defineCommand('recordWorkerSettings', { numberOfKeys: 1, lua: RECORD_SETTINGS_LUA });
       redis.defineCommand('forgetEnded', { lua: FORGET_ENDED_LUA });
       redis.defineCommand('dropActive', { lua: DROP_ACTIVE_LUA });
+      redis.defineCommand('adoptLegacyActive', { lua: ADOPT_LEGACY_ACTIVE_LUA });
     }
   }
 
@@ -300,12 +317,13 @@ export class Ledger {
   }
 
   /**
-   * A transfer's send attempts and settling lookups, oldest first (the newest ATTEMPTS_CAP the list
-   * keeps, transition.lua): one LRANGE. An entry that does not read as one is left out.
+   * A transfer's send attempts and settling lookups, oldest first (the newest ATTEMPTS_CAP the text
+   * keeps, one JSON entry a line, transition.lua): one GET. An entry that does not read as one is left out.
    */
   async attempts(sequenceId: string): Promise<AttemptEntry[]> {
-    const entries = await this.#redis.lrange(this.#keys.attempts(sequenceId), 0, -1);
-    return entries.flatMap((text) => {
+    const text = (await this.#redis.get(this.#keys.attempts(sequenceId))) ?? '';
+    return text.split('\n').flatMap((text) => {
+      if (text === '') return [];
       try {
         const entry = JSON.parse(text) as AttemptEntry;
         return typeof entry.at === 'number' && (entry.kind === 'send' || entry.kind === 'lookup') ? [entry] : [];
@@ -350,12 +368,12 @@ export class Ledger {
    * ioredis routes the ledger's slot to (every ledger key shares one hash tag), the one that wrote.
    */
   async replicated(session: string, minReplicas: number, timeoutMs: number): Promise<ReplicaAcknowledgement> {
-    return replicaAcknowledgement(this.#redis, this.#keys.active, minReplicas, timeoutMs, session);
+    return replicaAcknowledgement(this.#redis, this.#keys.epoch, minReplicas, timeoutMs, session);
   }
 
   /** Names the ledger's connection now (connectionSession): taken before a write that `replicated` must cover. */
   session(): string {
-    return connectionSession(this.#redis, this.#keys.active);
+    return connectionSession(this.#redis, this.#keys.epoch);
   }
 
   /** The ledger's clock, ms: Redis's TIME (or the test clock). Leases and time guards are judged by it. */
@@ -524,50 +542,87 @@ export class Ledger {
   }
 
   /**
-   * Non-terminal transfers last changed at or before `cutoff`, oldest first, in pages. Paged by score,
-   * not by offset: the caller's own transitions move entries to a later score (out of range) or out of
-   * the index while it walks, which an offset would turn into skipped entries. Scores only grow, so a
-   * cursor on the score (finishing every member of the boundary score) sees each due entry once.
+   * Non-terminal transfers last changed at or before `cutoff`, state by state (the state indexes),
+   * each state's oldest first, in pages. Paged by score, not by offset: the caller's own transitions
+   * move entries to a later score (out of range) or to another index while it walks, which an offset
+   * would turn into skipped entries. Scores only grow, so a cursor on the score (finishing every member
+   * of the boundary score) sees each due entry of a state once; an entry that moves to a state walked
+   * later has a score after `cutoff` by then.
    */
   async *staleActive(cutoff: number, page: number): AsyncGenerator<string> {
-    let min = '-inf';
-    for (;;) {
-      const flat = await this.#redis.zrangebyscore(this.#keys.active, min, cutoff, 'WITHSCORES', 'LIMIT', 0, page);
-      if (flat.length === 0) return;
-      const members: string[] = [];
-      for (let i = 0; i + 1 < flat.length; i += 2) members.push(flat[i]!);
-      const last = flat[flat.length - 1]!;
-      if (members.length === page) {
-        // Entries sharing the last score may continue past this page: take them all now.
-        const tied = await this.#redis.zrangebyscore(this.#keys.active, last, last);
-        for (const member of tied) if (!members.includes(member)) members.push(member);
+    for (const state of NON_TERMINAL_STATES) {
+      const key = this.#keys.byState(state);
+      let min = '-inf';
+      for (;;) {
+        const flat = await this.#redis.zrangebyscore(key, min, cutoff, 'WITHSCORES', 'LIMIT', 0, page);
+        if (flat.length === 0) break;
+        const members: string[] = [];
+        for (let i = 0; i + 1 < flat.length; i += 2) members.push(flat[i]!);
+        const last = flat[flat.length - 1]!;
+        if (members.length === page) {
+          // Entries sharing the last score may continue past this page: take them all now.
+          const tied = await this.#redis.zrangebyscore(key, last, last);
+          for (const member of tied) if (!members.includes(member)) members.push(member);
+        }
+        yield* members;
+        if (members.length < page) break;
+        min = `(${last}`;
       }
-      yield* members;
-      if (members.length < page) return;
-      min = `(${last}`;
     }
   }
 
   /**
-   * Non-terminal transfers last changed before `cutoff`, counted by state (at most `limit` read,
-   * oldest first): what the stale-transfers gauge shows.
+   * Moves what the index of non-terminal transfers of workers before contract v1.4 still holds
+   * (Keys.legacyActive) into the state indexes, in pages; returns how many entries it took. Run by
+   * every reconciliation, so that transfers last changed by an older worker (during a rolling upgrade
+   * too) are walked, listed and counted like the others.
    */
-  async staleByState(cutoff: number, limit: number): Promise<Record<string, number>> {
-    const members = await this.#redis.zrangebyscore(this.#keys.active, '-inf', `(${cutoff}`, 'LIMIT', 0, limit);
-    const counts: Record<string, number> = {};
-    if (members.length === 0) return counts;
-    const states = await Promise.all(members.map((member) => this.#redis.hget(this.#keys.transfer(member), 'state')));
-    for (const state of states) if (state && !TERMINAL_STATES.has(state as TransferState)) counts[state] = (counts[state] ?? 0) + 1;
-    return counts;
+  async adoptLegacyActive(page = 500): Promise<number> {
+    const states = NON_TERMINAL_STATES;
+    const commands = this.#redis as unknown as LedgerCommands;
+    let adopted = 0;
+    for (;;) {
+      const flat = await this.#redis.zrange(this.#keys.legacyActive, '0', String(page - 1), 'WITHSCORES');
+      if (flat.length === 0) return adopted;
+      for (let i = 0; i + 1 < flat.length; i += 2) {
+        const member = flat[i]!;
+        const keys = [
+          this.#keys.legacyActive,
+          this.#keys.transfer(member),
+          this.#keys.ids,
+          ...states.map((state) => this.#keys.byState(state)),
+        ];
+        await commands.adoptLegacyActive(keys.length, ...keys, member, flat[i + 1]!, ...states);
+        adopted++;
+      }
+    }
+  }
+
+  /**
+   * Non-terminal transfers last changed before `cutoff`, counted by state: what the stale-transfers
+   * gauge shows (one ZCOUNT per state).
+   */
+  async staleByState(cutoff: number): Promise<Record<string, number>> {
+    const counts = await Promise.all(
+      NON_TERMINAL_STATES.map((state) => this.#redis.zcount(this.#keys.byState(state), '-inf', `(${cutoff}`)),
+    );
+    return Object.fromEntries(NON_TERMINAL_STATES.map((state, i) => [state, counts[i]!]));
   }
 
   /** How many transfers are not terminal, and the last change of the least recently changed one (ms, Redis time). */
   async activeSummary(): Promise<{ count: number; oldestChangeAt: number | undefined }> {
-    const [count, oldest] = await Promise.all([
-      this.#redis.zcard(this.#keys.active),
-      this.#redis.zrange(this.#keys.active, '0', '0', 'WITHSCORES'),
-    ]);
-    return { count, oldestChangeAt: oldest[1] === undefined ? undefined : Number(oldest[1]) };
+    const perState = await Promise.all(
+      NON_TERMINAL_STATES.map(async (state) => {
+        const key = this.#keys.byState(state);
+        const [count, oldest] = await Promise.all([this.#redis.zcard(key), this.#redis.zrange(key, '0', '0', 'WITHSCORES')]);
+        return { count, oldest: oldest[1] === undefined ? undefined : Number(oldest[1]) };
+      }),
+    );
+    const oldest = perState.flatMap((part) => (part.oldest === undefined ? [] : [part.oldest]));
+    return {
+      count: perState.reduce((sum, part) => sum + part.count, 0),
+      oldestChangeAt: oldest.length === 0 ? undefined : Math.min(...oldest),
+    };
   }
 
   /**
@@ -643,15 +698,14 @@ export class Ledger {
   }
 
   /**
-   * Drops an active-index entry whose record expired or ended without the index following, and, when
-   * the record is gone, its listing entries (the lookups by txid and job id, which need the record to
-   * be found, stay until their transfer's sequenceId is taken again).
+   * Drops the non-terminal state index entries of a record that expired or ended without the index
+   * following, and, when the record is gone, its listing entries (the lookups by txid and job id,
+   * which need the record to be found, stay until their transfer's sequenceId is taken again).
    */
   async dropActive(sequenceId: string): Promise<void> {
     const states = NON_TERMINAL_STATES.map((state) => this.#keys.byState(state));
     const keys = [
       this.#keys.transfer(sequenceId),
-      this.#keys.active,
       ...states,
       ...ATTENTION_REASONS.map((reason) => this.#keys.attention(reason)),
       this.#keys.ids,
@@ -678,15 +732,7 @@ export class Ledger {
       ...[...TERMINAL_STATES].map((state) => [`state:${state}`, this.#keys.byState(state)] as const),
       ...ATTENTION_REASONS.map((reason) => [`attention:${reason}`, this.#keys.attention(reason)] as const),
     ];
-    const keys = [
-      this.#keys.terminal,
-      this.#keys.endedEntries,
-      this.#keys.ids,
-      this.#keys.byTxid,
-      this.#keys.byJobId,
-      this.#keys.search,
-      ...named.map(([, key]) => key),
-    ];
+    const keys = [this.#keys.terminal, this.#keys.endedEntries, this.#keys.ids, this.#keys.search, ...named.map(([, key]) => key)];
     const names = named.map(([name]) => name);
     let forgotten = 0;
     for (;;) {
@@ -778,10 +824,9 @@ export class Ledger {
     // A rejected job without a usable sequenceId (no index member) gets no list: a key of its own slot, never written.
     const attemptsKey = indexMember === '' ? `${key}:attempts` : this.#keys.attempts(indexMember);
     const reply = await commands.transferTransition(
-      10 + indexes.length + claims.length,
+      9 + indexes.length + claims.length,
       key,
       this.#keys.events,
-      this.#keys.active,
       this.#keys.terminal,
       this.#keys.broadcast,
       payloadKey,

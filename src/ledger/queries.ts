@@ -1,4 +1,5 @@
 import { ATTENTION_REASONS, type AttentionReason } from '../../packages/producer/src/keys.ts';
+import { sequenceIdOfJobId } from '../../packages/producer/src/job-id.ts';
 import { canonicalTxid } from '../lib/txid.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
@@ -259,14 +260,33 @@ export class TransferQueries {
     };
   }
 
-  /** The sequenceId whose transfer has this txid (any spelling of a hex txid); undefined when none. */
+  /**
+   * The sequenceId whose transfer has this txid (any spelling of a hex txid); undefined when none. From
+   * the search index, else from the txid's claim (a record last changed before the index existed).
+   */
   async byTxid(txid: string): Promise<string | undefined> {
-    return (await this.#redis.hget(this.#keys.byTxid, canonicalTxid(txid))) ?? undefined;
+    const canonical = canonicalTxid(txid);
+    return (
+      (await this.#exact(`${SEARCH_KIND.txid}${canonical}\n`)) ?? (await this.#redis.get(this.#keys.claim('txid', canonical))) ?? undefined
+    );
   }
 
   /** The sequenceId of the transfer this job owns now; undefined when none. */
   async byJobId(jobId: string): Promise<string | undefined> {
-    return (await this.#redis.hget(this.#keys.byJobId, jobId)) ?? undefined;
+    return this.#exact(`${SEARCH_KIND.job}${jobId}\n`);
+  }
+
+  /** The sequenceId of the first search entry `<kind><value>\n<sequenceId>` (one ZRANGEBYLEX). */
+  async #exact(head: string): Promise<string | undefined> {
+    const [member] = await this.#redis.zrangebylex(
+      this.#keys.search,
+      `[${head}`,
+      Buffer.concat([Buffer.from(`(${head}`), PREFIX_END]),
+      'LIMIT',
+      0,
+      1,
+    );
+    return member === undefined ? undefined : member.slice(head.length);
   }
 
   /**
@@ -281,10 +301,10 @@ export class TransferQueries {
     const now = cursor ? undefined : await this.#now();
     const items: ListedTransfer[] = [];
     const txidPrefix = canonicalTxid(q);
+    if (!cursor) items.push(...(await this.#unindexed(query, q, txidPrefix, now)).slice(0, limit));
     const listedBefore = (record: ListedTransfer, phase: SearchPhase) =>
       (phase !== 'txid' && record.txid !== undefined && canonicalTxid(record.txid).startsWith(txidPrefix)) ||
       (phase === 'sequenceId' && record.jobId.startsWith(q));
-    if (!cursor) items.push(...(await this.#unindexed(query, q, txidPrefix, now)).slice(0, limit));
     // As a listing's batches: twice what the page still needs only when a filter may leave entries out.
     const filtered = [query.state, query.attention, query.walletId, query.coin, query.since, query.until].some(
       (value) => value !== undefined,
@@ -324,20 +344,24 @@ export class TransferQueries {
 
   /**
    * The transfer whose txid, or job id, is exactly `q` but has no entry in the search index (a record
-   * last changed before the index existed): listed first, on the first page, from the lookups by txid
-   * and job id. Later walks leave it out (its txid, or job id, begins with `q`).
+   * last changed before the index existed): listed first, on the first page, found by the txid's claim
+   * or, for a job id made by jobIdFor, by the sequenceId it names. Later walks leave it out (its txid,
+   * or job id, begins with `q`).
    */
   async #unindexed(query: ListQuery, q: string, txid: string, now: number | undefined): Promise<ListedTransfer[]> {
-    const found = await Promise.all([
-      this.byTxid(q).then((id) => (id === undefined ? undefined : { id, member: `${SEARCH_KIND.txid}${txid}\n${id}` })),
-      this.byJobId(q).then((id) => (id === undefined ? undefined : { id, member: `${SEARCH_KIND.job}${q}\n${id}` })),
-    ]);
+    const candidates = [(await this.#redis.get(this.#keys.claim('txid', txid))) ?? undefined, sequenceIdOfJobId(q)];
     const ids: string[] = [];
-    for (const hit of found) {
-      if (hit && !ids.includes(hit.id) && (await this.#redis.zscore(this.#keys.search, hit.member)) === null) ids.push(hit.id);
-    }
+    for (const id of candidates) if (id !== undefined && !ids.includes(id)) ids.push(id);
     const items: ListedTransfer[] = [];
-    for (const record of await this.#records(ids)) if (record && (await this.#searchMatches(record, query, now))) items.push(record);
+    for (const record of await this.#records(ids)) {
+      if (!record) continue;
+      const byTxid = record.txid !== undefined && canonicalTxid(record.txid) === txid;
+      const byJob = record.jobId === q;
+      const indexed =
+        (byTxid && (await this.#redis.zscore(this.#keys.search, `${SEARCH_KIND.txid}${txid}\n${record.sequenceId}`)) !== null) ||
+        (byJob && (await this.#redis.zscore(this.#keys.search, `${SEARCH_KIND.job}${q}\n${record.sequenceId}`)) !== null);
+      if ((byTxid || byJob) && !indexed && (await this.#searchMatches(record, query, now))) items.push(record);
+    }
     return items;
   }
 

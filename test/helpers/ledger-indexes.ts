@@ -74,9 +74,7 @@ export async function indexProblems(redis: RedisClient, keys: Keys, prefix: stri
   const byState: Record<string, Record<string, number>> = Object.fromEntries(Object.values(TransferState).map((state) => [state, {}]));
   const attention: Record<string, Record<string, number>> = Object.fromEntries(ATTENTION_REASONS.map((reason) => [reason, {}]));
   const ids: Record<string, number> = {};
-  const txids: Record<string, string> = {};
-  const jobs: Record<string, string> = {};
-  // The search index (transition.lua, KEYS[19]): each record's txid and job id, by prefix.
+  // The search index (transition.lua, KEYS[17]): each record's txid and job id, exact and by prefix.
   const search: Record<string, number> = {};
   const ended: Record<string, unknown> = {};
   for (const record of records.values()) {
@@ -84,8 +82,6 @@ export async function indexProblems(redis: RedisClient, keys: Keys, prefix: stri
     ids[record.sequenceId] = 0;
     const needs = expectedAttention(record);
     if (needs) attention[needs.reason]![record.sequenceId] = needs.since;
-    if (record.txid !== undefined) txids[canonicalTxid(record.txid)] = record.sequenceId;
-    if (record.jobId !== '') jobs[record.jobId] = record.sequenceId;
     if (record.txid !== undefined) search[`t:${canonicalTxid(record.txid)}\n${record.sequenceId}`] = 0;
     if (record.jobId !== '') search[`j:${record.jobId}\n${record.sequenceId}`] = 0;
     if (TERMINAL_STATES.has(record.state)) {
@@ -105,8 +101,6 @@ export async function indexProblems(redis: RedisClient, keys: Keys, prefix: stri
     problems.push(...differences(`attention ${reason}`, await sortedSet(redis, keys.attention(reason)), attention[reason]!));
   }
   problems.push(...differences('ids', await sortedSet(redis, keys.ids), ids));
-  problems.push(...differences('by txid', await redis.hgetall(keys.byTxid), txids));
-  problems.push(...differences('by job id', await redis.hgetall(keys.byJobId), jobs));
   problems.push(...differences('search', await sortedSet(redis, keys.search), search));
   const entries = await redis.hgetall(keys.endedEntries);
   const decoded = Object.fromEntries(

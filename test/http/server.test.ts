@@ -113,12 +113,12 @@ describe('HTTP server', () => {
     const keys = createKeys(h.prefix, h.config.queue.eventsStream);
     const [seconds] = await h.redis.time();
     await h.redis.hset(keys.transfer('stale-probe'), 'state', 'received');
-    await h.redis.zadd(keys.active, Number(seconds) * 1000 - 20 * 60_000, 'stale-probe');
+    await h.redis.zadd(keys.byState('received'), Number(seconds) * 1000 - 20 * 60_000, 'stale-probe');
     const text = await (await fetch(`${base}/metrics`)).text();
     expect(text).toMatch(/custody_upstream_skipped_records_total\{endpoint="lookup",ours="false"\} [1-9]/);
     expect(text).toMatch(/custody_transfers_stale\{state="received"\} 1\n/);
     expect(text).toMatch(/custody_transfers_stale\{state="submitting"\} 0\n/);
-    await h.redis.zrem(keys.active, 'stale-probe');
+    await h.redis.zrem(keys.byState('received'), 'stale-probe');
     await h.redis.del(keys.transfer('stale-probe'));
   });
 

@@ -211,7 +211,8 @@ describeProfiles('reconcile', (profile) => {
       const keys = createKeys(r.prefix, r.config.queue.eventsStream);
       expect(await r.redis.exists(keys.transfer(sequenceId))).toBe(1);
       expect(await r.redis.zscore(keys.terminal, sequenceId)).not.toBeNull();
-      expect(await r.redis.zscore(keys.active, sequenceId)).toBeNull();
+      expect(await r.redis.zscore(keys.byState('received'), sequenceId)).toBeNull();
+      expect(await r.redis.zscore(keys.byState('gated'), sequenceId)).toBeNull();
 
       await new Promise((resolve) => setTimeout(resolve, 1_200));
       expect(await r.redis.exists(keys.transfer(sequenceId))).toBe(0);

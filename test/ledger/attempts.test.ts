@@ -18,7 +18,7 @@ const RETENTION_MS = 60_000;
 
 beforeEach(() => {
   keys = createKeys(uniquePrefix('attempts'), 'events');
-  keys.events = `${keys.active}:events`;
+  keys.events = `${keys.terminal}:events`;
   clock = 1_000_000;
   ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: RETENTION_MS, clock: () => clock });
 });

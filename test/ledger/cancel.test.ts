@@ -179,7 +179,7 @@ describe('cancel: every state → outcome', () => {
     expect(await redis.pttl(keys.transfer(s))).toBeGreaterThan(0);
     expect(await redis.pttl(keys.transfer(s))).toBeLessThanOrEqual(60_000);
     expect(await redis.exists(keys.transferPayload(s))).toBe(0);
-    expect(await redis.zscore(keys.active, s)).toBeNull();
+    expect(await redis.zscore(keys.byState('received'), s)).toBeNull();
     expect(await redis.zscore(keys.terminal, s)).not.toBeNull();
 
     // A second cancel: already ended, nothing more published.

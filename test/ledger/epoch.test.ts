@@ -40,7 +40,7 @@ function ledger(
 beforeEach(() => {
   prefix = uniquePrefix('epoch');
   keys = createKeys(prefix, 'events');
-  keys.events = `${keys.active}:events`;
+  keys.events = `${keys.terminal}:events`;
   clock = 1_700_000_000_000;
 });
 afterAll(async () => {

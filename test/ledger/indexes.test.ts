@@ -255,12 +255,13 @@ describe('listing indexes kept with the record', () => {
     // The other filters apply to what a prefix finds.
     expect((await walk({ q: 'job', state: TransferState.BROADCAST, limit: 2 })).sort()).toEqual([...broadcast, both].sort());
     expect(await indexProblems(redis, keys, prefix)).toEqual([]);
-    // A record last changed before the search index existed has no entry there: its exact txid and
-    // job id still find it (the lookups by txid and by job id), once.
+    // A record last changed before the search index existed has no entry there: its exact txid still
+    // finds it (by the txid's claim), once, and so does its lookup by txid.
     const old = records.get(broadcast[1]!)!;
     await redis.zrem(keys.search, `t:${old.txid!.toLowerCase()}\n${old.sequenceId}`, `j:${old.jobId}\n${old.sequenceId}`);
     expect(await walk({ q: old.txid!, limit: 1 })).toEqual([old.sequenceId]);
-    expect(await walk({ q: old.jobId, limit: 1 })).toEqual([old.sequenceId]);
+    expect(await queries.byTxid(old.txid!.toUpperCase())).toBe(old.sequenceId);
+    expect(await walk({ q: old.jobId, limit: 1 })).toEqual([]);
   });
 
   it('are removed by retention together with the ended records', async () => {
@@ -283,14 +284,38 @@ describe('listing indexes kept with the record', () => {
     expect(await redis.zcard(keys.terminal)).toBe(0);
   });
 
+  it("takes over what an older worker's index of non-terminal transfers holds", async () => {
+    // Records last changed by a worker before contract v1.4: in its index (transfers:active), in no
+    // state index. One still submitting, one submitted, one whose record is gone, one that ended.
+    const [submitting, submitted, gone, ended] = [id('legacy'), id('legacy'), id('legacy'), id('legacy')];
+    await redis.hset(keys.transfer(submitting), 'state', 'submitting', 'updatedAt', '1000');
+    await redis.hset(keys.transfer(submitted), 'state', 'submitted', 'updatedAt', '2000');
+    await redis.hset(keys.transfer(ended), 'state', 'broadcast', 'updatedAt', '3000');
+    await redis.zadd(keys.legacyActive, 1000, submitting, 2000, submitted, 500, gone, 3000, ended);
+    expect(await ledger.adoptLegacyActive(2)).toBe(4);
+    expect(await redis.exists(keys.legacyActive)).toBe(0);
+    expect(await redis.zscore(keys.byState('submitting'), submitting)).toBe('1000');
+    expect(await redis.zscore(keys.byState('submitted'), submitted)).toBe('2000');
+    expect(await redis.zscore(keys.ids, submitted)).toBe('0');
+    for (const state of Object.values(TransferState)) {
+      expect(await redis.zscore(keys.byState(state), gone)).toBeNull();
+      expect(await redis.zscore(keys.byState(state), ended)).toBeNull();
+    }
+    // Reconciliation's walk finds them as any other stale transfer, state by state.
+    const stale: string[] = [];
+    for await (const member of ledger.staleActive(2500, 1)) stale.push(member);
+    expect(stale).toEqual(expect.arrayContaining([submitting, submitted]));
+    expect(await ledger.adoptLegacyActive()).toBe(0);
+    await redis.del(keys.transfer(submitting), keys.transfer(submitted), keys.transfer(ended));
+    for (const member of [submitting, submitted]) await ledger.dropActive(member);
+  });
+
   it('every listing key shares the prefix hash tag (one Cluster slot)', () => {
     const slot = keySlot(keys.transfer('x'));
     const listing = [
       ...Object.values(TransferState).map((state) => keys.byState(state)),
       ...ATTENTION_REASONS.map((reason) => keys.attention(reason)),
       keys.ids,
-      keys.byTxid,
-      keys.byJobId,
       keys.search,
       keys.endedEntries,
       ...keys.transitionIndex(['-', 'received', 'gated'], 'cancelled'),

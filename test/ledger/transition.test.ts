@@ -18,7 +18,7 @@ const id = () => `seq-${++seq}`;
 
 beforeEach(() => {
   keys = createKeys(uniquePrefix('ledger'), 'events');
-  keys.events = `${keys.active}:events`;
+  keys.events = `${keys.terminal}:events`;
   clock = 1_000_000;
   ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 60_000, clock: () => clock });
 });
@@ -278,7 +278,7 @@ describe('the transition script', () => {
     await ledger.transition(s, { from: [NO_RECORD], to: TransferState.SUBMITTED });
     await ledger.transition(s, { from: [TransferState.SUBMITTED], to: TransferState.BROADCAST, set: { txid: '0xab' } });
     expect(await ledger.dueBroadcasts(clock, 60_000, 10)).toEqual([s]);
-    expect(await redis.zscore(keys.active, s)).toBeNull();
+    expect(await redis.zscore(keys.byState('submitted'), s)).toBeNull();
   });
 
   it('judges leases by Redis TIME when no clock is given', async () => {

@@ -91,7 +91,7 @@ describe('TransferProducer.cancel', () => {
     // Indexed as the worker's own terminal transitions are: terminal, not active.
     const keys = createKeys(h.prefix, h.config.queue.eventsStream);
     expect(await h.redis.zscore(keys.terminal, sequenceId)).not.toBeNull();
-    expect(await h.redis.zscore(keys.active, sequenceId)).toBeNull();
+    expect(await h.redis.zscore(keys.byState('received'), sequenceId)).toBeNull();
     expect(await cancel(sequenceId, 'second ask')).toEqual({ outcome: 'already-ended', state: 'cancelled' });
     // Once RETENTION removed the record, the tombstone answers.
     await h.redis.del(createKeys(h.prefix, h.config.queue.eventsStream).transfer(sequenceId));
@@ -194,15 +194,12 @@ describe('TransferProducer.cancel', () => {
     expect(transitionKeys(h.prefix, h.config.queue.eventsStream, 'seq-1', ['-', 'received', 'gated'], 'cancelled')).toEqual([
       keys.transfer('seq-1'),
       keys.events,
-      keys.active,
       keys.terminal,
       keys.broadcast,
       keys.transferPayload('seq-1'),
       keys.tombstone('seq-1'),
       keys.trackerOutbox,
       keys.epoch,
-      keys.byTxid,
-      keys.byJobId,
       keys.ids,
       keys.endedEntries,
       keys.attention('unresolved'),

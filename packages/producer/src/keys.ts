@@ -16,8 +16,9 @@ export function tombstoneKey(prefix: string, sequenceId: string): string {
 }
 
 /**
- * A transfer's attempts (a list of JSON entries): each send attempt and each lookup that settled one,
- * pushed by the transition that recorded its outcome, kept as long as the record (transition.lua).
+ * A transfer's attempts (a string, one JSON entry a line): each send attempt and each lookup that
+ * settled one, appended by the transition that recorded its outcome, kept as long as the record
+ * (transition.lua).
  */
 export function attemptsKey(prefix: string, sequenceId: string): string {
   return `${prefix}:attempts:${sequenceId}`;
@@ -33,7 +34,11 @@ export function transferPayloadKey(prefix: string, sequenceId: string): string {
  * worker's src/ledger/keys.ts derives its keys from these.
  */
 export function ledgerKeys(prefix: string): {
-  active: string;
+  /**
+   * The index of non-terminal transfers that workers before contract v1.4 kept (a sorted set): the
+   * state indexes took its place. A worker moves what it still holds into them (Ledger.adoptLegacyActive).
+   */
+  legacyActive: string;
   terminal: string;
   broadcast: string;
   trackerOutbox: string;
@@ -41,7 +46,7 @@ export function ledgerKeys(prefix: string): {
   workerSettings: string;
 } {
   return {
-    active: `${prefix}:transfers:active`,
+    legacyActive: `${prefix}:transfers:active`,
     terminal: `${prefix}:transfers:terminal`,
     broadcast: `${prefix}:transfers:broadcast`,
     trackerOutbox: `${prefix}:trackers:pending`,
@@ -52,16 +57,14 @@ export function ledgerKeys(prefix: string): {
 
 /**
  * Why a transfer needs an operator's attention (transition.lua, attentionOf), in the order of its
- * KEYS[14..17]: unresolved (SEND_OUTCOME_UNKNOWN or SEQUENCE_ID_IN_USE), a send whose outcome is
- * unknown, halted upstream, expired with SEND_OUTCOME_UNKNOWN.
+ * KEYS[11..15]: unresolved (SEND_OUTCOME_UNKNOWN or SEQUENCE_ID_IN_USE), a send whose outcome is
+ * unknown, halted upstream, expired with SEND_OUTCOME_UNKNOWN, waiting for an approval.
  */
 export const ATTENTION_REASONS = ['unresolved', 'send-unknown', 'halted', 'expired-unknown', 'approval'] as const;
 export type AttentionReason = (typeof ATTENTION_REASONS)[number];
 
-/** The listing indexes the transition script keeps with every record (its header, KEYS[10..19]). */
+/** The listing indexes the transition script keeps with every record (its header, KEYS[9..17]). */
 export function indexKeys(prefix: string): {
-  byTxid: string;
-  byJobId: string;
   ids: string;
   endedEntries: string;
   search: string;
@@ -69,8 +72,6 @@ export function indexKeys(prefix: string): {
   state(state: string): string;
 } {
   return {
-    byTxid: `${prefix}:transfers:by-txid`,
-    byJobId: `${prefix}:transfers:by-job`,
     ids: `${prefix}:transfers:ids`,
     endedEntries: `${prefix}:transfers:ended-entries`,
     search: `${prefix}:transfers:search`,
@@ -80,14 +81,12 @@ export function indexKeys(prefix: string): {
 }
 
 /**
- * KEYS[10..20+n] of transition.lua for a transition from `from` to `to` (see its header): the listing
+ * KEYS[9..17+n] of transition.lua for a transition from `from` to `to` (see its header): the listing
  * indexes, then the index of `to` and of each state of `from` but '-' (no record yet).
  */
 export function transitionIndexKeys(prefix: string, from: readonly string[], to: string): string[] {
   const index = indexKeys(prefix);
   return [
-    index.byTxid,
-    index.byJobId,
     index.ids,
     index.endedEntries,
     ...ATTENTION_REASONS.map((reason) => index.attention(reason)),
@@ -103,7 +102,6 @@ export function transitionKeys(prefix: string, eventsStream: string, sequenceId:
   return [
     transferKey(prefix, sequenceId),
     eventsStream,
-    ledger.active,
     ledger.terminal,
     ledger.broadcast,
     transferPayloadKey(prefix, sequenceId),

@@ -10,20 +10,19 @@ export const TRANSITION_LUA_SOURCE = `--[[
 
   KEYS[1] ledger hash of the transfer (or of a rejected job without a usable sequenceId)
   KEYS[2] events stream
-  KEYS[3] index of non-terminal transfers (sorted set, score = last change ms)
-  KEYS[4] index of terminal transfers (sorted set, score = terminal time ms)
-  KEYS[5] index of broadcast transfers still to verify (sorted set, score = broadcast time ms)
-  KEYS[6] the transfer's payload (string), kept apart from the hash: the hash then never holds a value
+  KEYS[3] index of terminal transfers (sorted set, score = terminal time ms)
+  KEYS[4] index of broadcast transfers still to verify (sorted set, score = broadcast time ms)
+  KEYS[5] the transfer's payload (string), kept apart from the hash: the hash then never holds a value
           over 64 bytes and stays in the compact listpack encoding. To the caller it is the record's
           \`payload\` field: set, deleted (unset) and returned ('*') like one. A record written before
           the payload moved out may still hold it as a hash field: deleting \`payload\` drops both.
-  KEYS[7] the transfer's tombstone (string '<terminal state>:<version>'): written by the terminal
+  KEYS[6] the transfer's tombstone (string '<terminal state>:<version>'): written by the terminal
           transition with a TTL of RETENTION + TOMBSTONE_RETENTION, so that once the hash is gone a
           transfer with this sequenceId is never created again (refused: 'ended').
 
-  KEYS[8] the tracker outbox (sorted set, score = when its entry was recorded, ms): the ledger's own
+  KEYS[7] the tracker outbox (sorted set, score = when its entry was recorded, ms): the ledger's own
           key; this script writes no key of BullMQ's.
-  KEYS[9] the ledger's epoch (hash: id, recoveryUntil, tick, ...; see epoch.ts): read by every
+  KEYS[8] the ledger's epoch (hash: id, recoveryUntil, tick, ...; see epoch.ts): read by every
           transition; written here: \`tick\` (every change advances it by one), the caller's \`w:<writer>\`
           (that tick, when the caller names a writer) and \`behind\` (see the rules below). Every event
           carries its id; a transition that records a send in flight needs it to be the epoch the
@@ -31,24 +30,26 @@ export const TRANSITION_LUA_SOURCE = `--[[
           refused: 'recovery'). Any transition whose caller saw a higher tick under the same epoch is
           refused ('epoch'): the ledger went back in time (a lagging replica promoted, a snapshot or a
           backup restored) and may have forgotten sends.
-  KEYS[10..20+n] the listing indexes (docs/architecture.md "Listing transfers"), kept with the record
-          so they never disagree with it; written only for a transition with an index member:
-    KEYS[10] sequenceId by txid (hash, the txid in its canonical spelling)
-    KEYS[11] sequenceId by job id (hash, the job that owns the transfer now)
-    KEYS[12] every sequenceId (sorted set, score 0: prefix search by ZRANGEBYLEX)
-    KEYS[13] what retention removes of an ended transfer (hash, sequenceId -> JSON {state, jobId,
+  KEYS[9..17+n] the listing indexes (docs/architecture.md "Listing transfers"), kept with the record
+          so they never disagree with it; written only for a transition with an index member. The
+          state indexes of the non-terminal states are also the ledger's index of what is not over
+          (reconciliation walks them):
+    KEYS[9]  every sequenceId (sorted set, score 0: prefix search by ZRANGEBYLEX)
+    KEYS[10] what retention removes of an ended transfer (hash, sequenceId -> JSON {state, jobId,
              txid, attention}): the record expires by its TTL, so retention cannot read it any more
-    KEYS[14..18] needs attention, one sorted set per reason (score = since when, ms): unresolved,
+    KEYS[11..15] needs attention, one sorted set per reason (score = since when, ms): unresolved,
              send-unknown, halted, expired-unknown, approval (in that order; attentionOf below says when)
-    KEYS[19] txids and job ids to search by prefix (sorted set, score 0: ZRANGEBYLEX), members
-             't:<txid>\\n<sequenceId>' (the txid in its canonical spelling) and 'j:<job id>\\n<sequenceId>'
-    KEYS[20] the index of the state \`to\` (sorted set, score = last change ms)
-    KEYS[21..20+n] the index of each state of \`from\` but '-', in \`from\`'s order
-  KEYS[21+n..#KEYS-1] claims (strings, value = the sequenceId): one key per upstream record id or txid
+    KEYS[16] txids and job ids, for lookups exact and by prefix (sorted set, score 0: ZRANGEBYLEX),
+             members 't:<txid>\\n<sequenceId>' (the txid in its canonical spelling) and
+             'j:<job id>\\n<sequenceId>' (the job that owns the transfer now)
+    KEYS[17] the index of the state \`to\` (sorted set, score = last change ms)
+    KEYS[18..17+n] the index of each state of \`from\` but '-', in \`from\`'s order
+  KEYS[18+n..#KEYS-1] claims (strings, value = the sequenceId): one key per upstream record id or txid
           this change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
-  KEYS[#KEYS] the transfer's attempts (a list, src/ledger/keys.ts Keys.attempts): one JSON entry per
-          send attempt or settling lookup, pushed by the transition that records its outcome (\`attempt\`
-          below), the newest ATTEMPTS_CAP kept; it expires with the record (RETENTION).
+  KEYS[#KEYS] the transfer's attempts (a string of JSON entries, one per line; src/ledger/keys.ts
+          Keys.attempts): one entry per send attempt or settling lookup, appended by the transition that
+          records its outcome (\`attempt\` below), the newest ATTEMPTS_CAP kept; it expires with the
+          record (RETENTION).
 
   ARGV[1] the request, one JSON object (cjson), encoded by the ledger (src/ledger/request.ts):
     seq       sequenceId for the event ('' when the payload had none)
@@ -67,9 +68,9 @@ export const TRANSITION_LUA_SOURCE = `--[[
     unset     fields to delete;   incr: { field = n };   absent: fields that must not exist (else 'present')
     stamp     fields set to now;   stampOnce: fields set to now only when absent
     read      what to return of the record after the change: '*' all of it (HGETALL, and the payload),
-              else a list of hash fields (HMGET, in that order; empty = nothing)
+              else a list of hash fields (their values after the change, in that order; empty = nothing)
     payload   the payload to keep ('' = leave it as it is)
-    tracker   true to record the transfer in the tracker outbox (KEYS[8]) with this change: the
+    tracker   true to record the transfer in the tracker outbox (KEYS[7]) with this change: the
               \`submitted\` transition does, so a submitted transfer is never without either its tracking
               job or the record that it still needs one (the caller adds the job with BullMQ's own
               Queue.add and removes the entry; a sweep adds what a crash left)
@@ -81,9 +82,9 @@ export const TRANSITION_LUA_SOURCE = `--[[
                 tick the caller saw under that epoch (text; '0' = none), writer = the caller's writer id
                 ('' = none), mine = the tick of that writer's last change under that epoch (text) }
     attempt   what the send attempt or lookup this change concludes found (a JSON object's text, without
-              \`at\`; '' = none): pushed on KEYS[#KEYS] with \`at\` = now prepended, trimmed to ATTEMPTS_CAP
+              \`at\`; '' = none): appended to KEYS[#KEYS] with \`at\` = now prepended, trimmed to ATTEMPTS_CAP
     intact    true for a change that vouches for what never happened before it (a cancel: "no send of
-              this transfer was ever made"): refused ('ledger') unless KEYS[9] holds an epoch whose
+              this transfer was ever made"): refused ('ledger') unless KEYS[8] holds an epoch whose
               recovery window is over. A ledger without one may have lost its record of sends.
 
   Rules that hold whatever the caller passes:
@@ -110,14 +111,15 @@ export const TRANSITION_LUA_SOURCE = `--[[
     however far other writers advanced the tick since), or \`behind\` already set by such a refusal
     (then set until a loss is declared, so that nobody changes the older copy before that); the
     refusal carries the ledger's epoch id;
-  - an upstream record id or txid (KEYS[10..]) is claimed by one sequenceId only: a change that
+  - an upstream record id or txid (the claims' keys) is claimed by one sequenceId only: a change that
     would store one another sequenceId claimed is refused ('claimed'); the claim lives as long as a
     tombstone (tombstoneTtl), so a record once ours is never taken for another transfer's.
 
-  Every read of the record before the first write is one HMGET, and consecutive writes of the same
-  kind are one command: a call from Lua costs Redis more than the field it touches. The order of the
-  writes is the order of the steps below, so a field written by several steps ends as it did when each
-  step was its own command.
+  The record is read once (one HMGET of every field any step needs, before any write) and written
+  once (one HSET, and one HDEL for what is unset): a call from Lua costs Redis more than the field it
+  touches. The steps below change a copy of the record (\`rec\`) in their order, so a field changed by
+  several steps ends as it did when each step was its own command; what the script returns and what
+  the indexes see is that copy after the change.
 
   Returns {1, version, streamId, fields, tick, epochId} on success, fields being what \`read\` asked for
   of the record after the change (field, value pairs for '*'; values, false for an absent field, for a
@@ -127,17 +129,42 @@ export const TRANSITION_LUA_SOURCE = `--[[
   '<state>:<version>', only with 'ended'; with 'epoch' the ledger's epoch id instead, false if none).
 ]]
 --[[iso time]]
--- Everything the checks read, in one call and before any write (so every check sees the record as
--- it was when the script started, as it always did).
-local before = redis.call('HMGET', KEYS[1], 'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince', 'lastEventAt',
-  'unresolvedAt', 'haltedAs', 'haltedSince', 'jobId', 'txid', 'approvalSince')
-local current = before[1] or '-'
-
 local req = cjson.decode(ARGV[1])
 
+-- The record, read once before any write (so every check sees it as it was when the script started):
+-- what the checks, the event and the indexes need, and whatever the request's steps and \`read\` name.
+local FIELDS = {'state', 'leaseOwner', 'leaseUntil', 'pending', 'unknownSince', 'inUseSince', 'lastEventAt',
+  'unresolvedAt', 'haltedAs', 'haltedSince', 'jobId', 'txid', 'approvalSince', 'expiredCode', 'version',
+  'walletId', 'coin', 'metadata', 'events'}
+local fieldList = {}
+local listed = {}
+local function want(field)
+  if not listed[field] then
+    listed[field] = true
+    fieldList[#fieldList + 1] = field
+  end
+end
+for _, field in ipairs(FIELDS) do want(field) end
+for _, field in ipairs(req.absent) do want(field) end
+for _, field in ipairs(req.stampOnce) do want(field) end
+for field in pairs(req.incr) do want(field) end
+for _, field in ipairs(req.unset) do want(field) end
+if req.read ~= '*' then
+  for _, field in ipairs(req.read) do want(field) end
+end
+local values = redis.call('HMGET', KEYS[1], unpack(fieldList))
+-- \`old\`: the record before the change; \`rec\`: the copy the steps change (false = absent).
+local old, rec = {}, {}
+for i, field in ipairs(fieldList) do
+  old[field] = values[i] or false
+  rec[field] = old[field]
+end
+local current = old.state or '-'
+
 -- The listing indexes' keys (see the header): the state indexes, then the claims after them.
-local stateIndex = {[req.to] = KEYS[20]}
-local firstClaim = 21
+local IDS, ENDED_ENTRIES, SEARCH = KEYS[9], KEYS[10], KEYS[16]
+local stateIndex = {[req.to] = KEYS[17]}
+local firstClaim = 18
 local attemptsKey = KEYS[#KEYS]
 local lastClaim = #KEYS - 1
 for _, state in ipairs(req.from) do
@@ -146,27 +173,27 @@ for _, state in ipairs(req.from) do
     firstClaim = firstClaim + 1
   end
 end
-local attentionIndex = {['unresolved'] = KEYS[14], ['send-unknown'] = KEYS[15], ['halted'] = KEYS[16], ['expired-unknown'] = KEYS[17], ['approval'] = KEYS[18]}
+local attentionIndex = {['unresolved'] = KEYS[11], ['send-unknown'] = KEYS[12], ['halted'] = KEYS[13], ['expired-unknown'] = KEYS[14], ['approval'] = KEYS[15]}
 
 -- Why a transfer needs an operator's attention, and since when (ms), from its record's fields; nil
 -- when it does not. The console's time bounds (longer than UNRESOLVED_AFTER, within the last 7 days)
 -- are applied when reading, by score, so that time passing costs no write. The one rule, here only.
-local function attentionOf(state, unresolvedAt, inUseSince, unknownSince, haltedAs, haltedSince, expiredCode, at, approvalSince)
+local function attentionOf(state, r, at)
   if state == 'submitting' then
-    if unresolvedAt or inUseSince then return 'unresolved', tonumber(unresolvedAt or inUseSince) end
-    if unknownSince then return 'send-unknown', tonumber(unknownSince) end
+    if r.unresolvedAt or r.inUseSince then return 'unresolved', tonumber(r.unresolvedAt or r.inUseSince) end
+    if r.unknownSince then return 'send-unknown', tonumber(r.unknownSince) end
   elseif state == 'submitted' or state == 'halted' then
     -- A record written before haltedSince existed: since this change (at), or unknown before it (nil).
-    if haltedAs or state == 'halted' then return 'halted', (haltedSince and tonumber(haltedSince)) or at end
+    if r.haltedAs or state == 'halted' then return 'halted', (r.haltedSince and tonumber(r.haltedSince)) or at end
     -- Waiting for the provider's approval since approvalSince (the console's bound: CONSOLE_APPROVAL_WAIT).
-    if state == 'submitted' and approvalSince then return 'approval', tonumber(approvalSince) end
-  elseif state == 'expired' and expiredCode == 'SEND_OUTCOME_UNKNOWN' then
+    if state == 'submitted' and r.approvalSince then return 'approval', tonumber(r.approvalSince) end
+  elseif state == 'expired' and at and r.expiredCode == 'SEND_OUTCOME_UNKNOWN' then
     return 'expired-unknown', at
   end
   return nil, nil
 end
 local lease = req.lease
--- How many attempts a transfer's list keeps (the newest); docs/contract.md section 5.
+-- How many attempts a transfer keeps (the newest); docs/contract.md section 5.
 local ATTEMPTS_CAP = 50
 
 local now
@@ -180,14 +207,14 @@ end
 local nowText = tostring(now)
 
 local function refuse(reason)
-  return {0, current, reason, before[3] or '0', nowText}
+  return {0, current, reason, old.leaseUntil or '0', nowText}
 end
 
 -- The epoch, read by every transition (one HMGET): a ledger below the tick its caller saw under the
 -- same epoch went back in time, and whatever it forgot (this transfer's send, its last event) it
 -- cannot be trusted to have kept. Refused before any check that could read the older record as fact.
 local writerField = 'w:' .. req.epoch.writer
-local epoch = redis.call('HMGET', KEYS[9], 'id', 'recoveryUntil', 'lostAt', 'tick', 'behind', writerField)
+local epoch = redis.call('HMGET', KEYS[8], 'id', 'recoveryUntil', 'lostAt', 'tick', 'behind', writerField)
 if req.epoch.id ~= '' and epoch[1] == req.epoch.id then
   -- Behind the caller: below the tick it saw, or without its own last change (however far other
   -- writers advanced the tick since), or found so before and not yet declared lost. Marked in the
@@ -195,15 +222,15 @@ if req.epoch.id ~= '' and epoch[1] == req.epoch.id then
   local mine = tonumber(req.epoch.mine)
   local wentBack = tonumber(epoch[4] or '0') < tonumber(req.epoch.seen)
     or (req.epoch.writer ~= '' and mine > 0 and tonumber(epoch[6] or '0') < mine)
-  if wentBack and not epoch[5] then redis.call('HSET', KEYS[9], 'behind', '1') end
-  if wentBack or epoch[5] then return {0, current, 'epoch', before[3] or '0', nowText, epoch[1]} end
+  if wentBack and not epoch[5] then redis.call('HSET', KEYS[8], 'behind', '1') end
+  if wentBack or epoch[5] then return {0, current, 'epoch', old.leaseUntil or '0', nowText, epoch[1]} end
 end
 
 -- The contract's terminal states, put in by the ledger when it loads this script (catalog.ts).
 local terminal = {--[[catalog: terminal states]]}
 if terminal[current] then return refuse('terminal') end
 if current == '-' then
-  local tombstone = redis.call('GET', KEYS[7])
+  local tombstone = redis.call('GET', KEYS[6])
   if tombstone then return {0, current, 'ended', '0', nowText, tombstone} end
 end
 
@@ -214,7 +241,7 @@ end
 if not allowed then return refuse('state') end
 
 for _, field in ipairs(req.absent) do
-  if redis.call('HEXISTS', KEYS[1], field) == 1 then return refuse('present') end
+  if old[field] then return refuse('present') end
 end
 
 -- Claims: a record id or txid another sequenceId stored is never this transfer's.
@@ -224,8 +251,8 @@ for i = firstClaim, lastClaim do
 end
 
 local mode = lease.mode
-local owner = before[2] or ''
-local leaseUntil = tonumber(before[3] or '0')
+local owner = old.leaseOwner or ''
+local leaseUntil = tonumber(old.leaseUntil or '0')
 local live = owner ~= '' and leaseUntil > now
 -- 'proven': the transfer was proven accepted upstream by the caller's own send's answer (or its
 -- lookup's finding), and the ledger no longer holds the caller's lease as it left it (another runner
@@ -242,16 +269,16 @@ elseif mode == 'free' then
   if live then return refuse('lease') end
 end
 
-local pendingOfOther = before[4] == '1' and owner ~= lease.owner
+local pendingOfOther = old.pending == '1' and owner ~= lease.owner
 if req.to == 'failed' and not req.operator then
-  if before[5] or before[6] or pendingOfOther then return refuse('unknown') end
+  if old.unknownSince or old.inUseSince or pendingOfOther then return refuse('unknown') end
   if current == 'submitting' and tonumber(epoch[2] or '0') > now then
     -- The ledger recovers from a loss: a send of this transfer it forgot (a runner's, made between the
     -- copy it went back to and the loss) may have been accepted, whatever this send was answered. From
     -- now on the send's outcome is unknown (sticky), and the refusal sends the caller that way.
     if redis.call('HSETNX', KEYS[1], 'unknownSince', nowText) == 1 and req.member ~= '' then
       -- Neither unknownSince nor inUseSince was set (checked above), so it needed no attention before.
-      redis.call('ZADD', KEYS[15], nowText, req.member)
+      redis.call('ZADD', attentionIndex['send-unknown'], nowText, req.member)
     end
     return refuse('unknown')
   end
@@ -264,7 +291,7 @@ local recovering = false
 if req.epoch.check then
   -- A ledger that no longer holds the caller's epoch was lost (or replaced): what it forgot may
   -- include this very transfer's earlier send.
-  if epoch[1] ~= req.epoch.id or req.epoch.id == '' then return {0, current, 'epoch', before[3] or '0', nowText, epoch[1]} end
+  if epoch[1] ~= req.epoch.id or req.epoch.id == '' then return {0, current, 'epoch', old.leaseUntil or '0', nowText, epoch[1]} end
   if tonumber(epoch[2] or '0') > now then
     local lookedUpAt = tonumber(req.epoch.lookedUpAt)
     if not lookedUpAt or lookedUpAt < tonumber(epoch[3] or '0') + tonumber(lease.ms) then return refuse('recovery') end
@@ -278,169 +305,198 @@ if req.intact then
   if not epoch[1] or tonumber(epoch[2] or '0') > now then return refuse('ledger') end
 end
 
--- Field, value pairs for the next HSET: consecutive sets go out as one command.
-local sets = {}
-local function flush()
-  if #sets > 0 then
-    redis.call('HSET', KEYS[1], unpack(sets))
-    sets = {}
+-- Every check passed: from here on the steps change \`rec\`, in their order, and the record is written
+-- once at the end (changed fields in the order first changed: one HSET, one HDEL).
+local changed, changeOrder = {}, {}
+local function put(field, value)
+  if not changed[field] then
+    changed[field] = true
+    changeOrder[#changeOrder + 1] = field
   end
+  rec[field] = value
 end
 
 if mode == 'take' then
   -- The previous holder sent and never said how it went (crashed, or outlived its lease): from now on
   -- that send may have been accepted, whatever happens to later ones.
   if pendingOfOther then
-    redis.call('HSETNX', KEYS[1], 'unknownSince', nowText)
-    redis.call('HDEL', KEYS[1], 'pending')
+    if not rec.unknownSince then put('unknownSince', nowText) end
+    put('pending', false)
   end
-  sets[#sets + 1] = 'leaseOwner'
-  sets[#sets + 1] = lease.owner
-  sets[#sets + 1] = 'leaseUntil'
-  sets[#sets + 1] = tostring(now + tonumber(lease.ms))
+  put('leaseOwner', lease.owner)
+  put('leaseUntil', tostring(now + tonumber(lease.ms)))
 end
 
-if req.payload ~= '' then redis.call('SET', KEYS[6], req.payload) end
-for _, value in ipairs(req.set) do sets[#sets + 1] = value end
-for _, field in ipairs(req.stamp) do
-  sets[#sets + 1] = field
-  sets[#sets + 1] = nowText
+if req.payload ~= '' then redis.call('SET', KEYS[5], req.payload) end
+for i = 1, #req.set, 2 do put(req.set[i], req.set[i + 1]) end
+for _, field in ipairs(req.stamp) do put(field, nowText) end
+for _, field in ipairs(req.stampOnce) do
+  if not rec[field] then put(field, nowText) end
 end
-flush()
-for _, field in ipairs(req.stampOnce) do redis.call('HSETNX', KEYS[1], field, nowText) end
-if recovering then redis.call('HSETNX', KEYS[1], 'unknownSince', nowText) end
-for field, by in pairs(req.incr) do redis.call('HINCRBY', KEYS[1], field, by) end
-if #req.unset > 0 then
-  local dropsLong = false
-  local fields = {}
-  for _, field in ipairs(req.unset) do
-    if field == 'payload' then
-      redis.call('DEL', KEYS[6])
-      if not dropsLong and redis.call('HEXISTS', KEYS[1], 'payload') == 1 then dropsLong = true end
-    end
-    fields[#fields + 1] = field
+if recovering and not rec.unknownSince then put('unknownSince', nowText) end
+for field, by in pairs(req.incr) do
+  local was = tonumber(rec[field] or '0')
+  if not was or was ~= math.floor(was) then return redis.error_reply('ERR hash value is not an integer') end
+  put(field, string.format('%d', was + by))
+end
+local dropsLong = false
+for _, field in ipairs(req.unset) do
+  if field == 'payload' then
+    redis.call('DEL', KEYS[5])
+    -- A record written before the payload moved out of the hash holds it as a field.
+    if old.payload then dropsLong = true end
   end
-  if #fields > 0 then redis.call('HDEL', KEYS[1], unpack(fields)) end
-  if dropsLong then
-    -- A hash that once held a long value (the job payload, before it moved to KEYS[6]) keeps the large
-    -- hashtable encoding for good; written anew it takes the compact listpack encoding again.
-    local all = redis.call('HGETALL', KEYS[1])
-    local ttl = redis.call('PTTL', KEYS[1])
-    redis.call('DEL', KEYS[1])
-    if #all > 0 then redis.call('HSET', KEYS[1], unpack(all)) end
-    if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
-  end
+  put(field, false)
 end
 
--- What the indexes need of the record after the change, read with what the step reads anyway.
-local INDEXED = {'unresolvedAt', 'inUseSince', 'unknownSince', 'haltedAs', 'haltedSince', 'expiredCode', 'jobId', 'txid', 'approvalSince'}
-local after
 local streamId = ''
 local version
 if req.event ~= '' then
-  after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events', unpack(INDEXED))
-  version = tonumber(after[1] or '0') + 1
+  version = tonumber(rec.version or '0') + 1
   local versionText = tostring(version)
-  local atMs = math.max(now, tonumber(before[7] or '0'))
+  local atMs = math.max(now, tonumber(old.lastEventAt or '0'))
   streamId = redis.call('XADD', KEYS[2], 'MAXLEN', '~', req.maxLen, '*',
     'event', req.event,
     'sequenceId', req.seq,
-    'walletId', after[2] or '',
-    'coin', after[3] or '',
+    'walletId', rec.walletId or '',
+    'coin', rec.coin or '',
     'version', versionText,
     'at', isoTime(atMs),
     'data', req.data,
-    'metadata', after[4] or '',
+    'metadata', rec.metadata or '',
     'epoch', epoch[1] or '')
-  local ids = after[5]
+  local ids = rec.events
   if ids then ids = ids .. ',' .. streamId else ids = streamId end
-  redis.call('HSET', KEYS[1], 'events', ids, 'state', req.to, 'version', versionText, 'updatedAt', nowText, 'lastEventAt', tostring(atMs))
+  put('events', ids)
+  put('state', req.to)
+  put('version', versionText)
+  put('updatedAt', nowText)
+  put('lastEventAt', tostring(atMs))
 else
-  after = redis.call('HMGET', KEYS[1], 'version', 'walletId', 'coin', 'metadata', 'events', unpack(INDEXED))
-  version = tonumber(after[1] or '0')
-  redis.call('HSET', KEYS[1], 'state', req.to, 'version', tostring(version), 'updatedAt', nowText)
+  version = tonumber(rec.version or '0')
+  put('state', req.to)
+  put('version', tostring(version))
+  put('updatedAt', nowText)
 end
 
--- The attempt this change concludes: one RPUSH, and an LTRIM only once the list is over its cap.
+-- The record's one write.
+local sets, dels = {}, {}
+for _, field in ipairs(changeOrder) do
+  local value = rec[field]
+  if value then
+    sets[#sets + 1] = field
+    sets[#sets + 1] = value
+  else
+    dels[#dels + 1] = field
+  end
+end
+if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end
+if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
+if dropsLong then
+  -- A hash that once held a long value (the job payload, before it moved to KEYS[5]) keeps the large
+  -- hashtable encoding for good; written anew it takes the compact listpack encoding again.
+  local all = redis.call('HGETALL', KEYS[1])
+  local ttl = redis.call('PTTL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  if #all > 0 then redis.call('HSET', KEYS[1], unpack(all)) end
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+end
+
+-- The attempt this change concludes: one APPEND (a line of JSON), and the oldest lines dropped only
+-- once the text may hold more than ATTEMPTS_CAP of them (no entry is shorter than 24 bytes).
 if req.attempt and req.attempt ~= '' then
-  local length = redis.call('RPUSH', attemptsKey, '{"at":' .. nowText .. ',' .. string.sub(req.attempt, 2))
-  if length > ATTEMPTS_CAP then redis.call('LTRIM', attemptsKey, -ATTEMPTS_CAP, -1) end
+  local line = '{"at":' .. nowText .. ',' .. string.sub(req.attempt, 2) .. '\\n'
+  local length = redis.call('APPEND', attemptsKey, line)
+  if length > ATTEMPTS_CAP * 24 then
+    local text = redis.call('GET', attemptsKey)
+    local starts = {}
+    local at = 1
+    while at <= #text do
+      starts[#starts + 1] = at
+      local nl = string.find(text, '\\n', at, true)
+      if not nl then break end
+      at = nl + 1
+    end
+    if #starts > ATTEMPTS_CAP then
+      local ttl = redis.call('PTTL', attemptsKey)
+      redis.call('SET', attemptsKey, string.sub(text, starts[#starts - ATTEMPTS_CAP + 1]))
+      if ttl > 0 then redis.call('PEXPIRE', attemptsKey, ttl) end
+    end
+  end
 end
 
 local member = req.member
 if req.terminal then
   redis.call('PEXPIRE', KEYS[1], req.retention)
-  redis.call('PEXPIRE', KEYS[6], req.retention)
+  redis.call('PEXPIRE', KEYS[5], req.retention)
   redis.call('PEXPIRE', attemptsKey, req.retention)
   if member ~= '' then
-    redis.call('SET', KEYS[7], req.to .. ':' .. tostring(version), 'PX', req.tombstoneTtl)
-    redis.call('ZREM', KEYS[3], member)
-    redis.call('ZREM', KEYS[8], member)
-    redis.call('ZADD', KEYS[4], nowText, member)
-    if req.to == 'broadcast' then redis.call('ZADD', KEYS[5], nowText, member) end
+    redis.call('SET', KEYS[6], req.to .. ':' .. tostring(version), 'PX', req.tombstoneTtl)
+    redis.call('ZREM', KEYS[7], member)
+    redis.call('ZADD', KEYS[3], nowText, member)
+    if req.to == 'broadcast' then redis.call('ZADD', KEYS[4], nowText, member) end
   end
-elseif member ~= '' then
-  redis.call('ZADD', KEYS[3], nowText, member)
 end
 
-if req.tracker and member ~= '' then redis.call('ZADD', KEYS[8], nowText, member) end
+if req.tracker and member ~= '' then redis.call('ZADD', KEYS[7], nowText, member) end
 
 -- The listing indexes: one ZADD for most changes (the state index's score), a few more when the
 -- state, the attention, the job or the txid changes, or the transfer is created or ends.
 if member ~= '' then
   if current ~= req.to and stateIndex[current] then redis.call('ZREM', stateIndex[current], member) end
   redis.call('ZADD', stateIndex[req.to], nowText, member)
-  if current == '-' then redis.call('ZADD', KEYS[12], 0, member) end
-  local was, wasSince = attentionOf(current, before[8], before[6], before[5], before[9], before[10], nil, nil, before[13])
-  local is, isSince = attentionOf(req.to, after[6], after[7], after[8], after[9], after[10], after[11], now, after[14])
+  if current == '-' then redis.call('ZADD', IDS, 0, member) end
+  local was, wasSince = attentionOf(current, old, nil)
+  local is, isSince = attentionOf(req.to, rec, now)
   if was and was ~= is then redis.call('ZREM', attentionIndex[was], member) end
   if is and (is ~= was or isSince ~= wasSince) then redis.call('ZADD', attentionIndex[is], isSince, member) end
-  local jobId = after[12]
-  if jobId and jobId ~= before[11] then
-    if before[11] then
-      redis.call('HDEL', KEYS[11], before[11])
-      redis.call('ZREM', KEYS[19], 'j:' .. before[11] .. '\\n' .. member)
-    end
-    redis.call('HSET', KEYS[11], jobId, member)
-    redis.call('ZADD', KEYS[19], 0, 'j:' .. jobId .. '\\n' .. member)
+  local jobId = rec.jobId
+  if jobId and jobId ~= old.jobId then
+    if old.jobId then redis.call('ZREM', SEARCH, 'j:' .. old.jobId .. '\\n' .. member) end
+    redis.call('ZADD', SEARCH, 0, 'j:' .. jobId .. '\\n' .. member)
   end
   -- One spelling per txid, as Keys.claim (src/lib/txid.ts): hex in lower case, with or without 0x.
   local function canonical(txid)
     if txid and (string.match(txid, '^0[xX]%x+$') or string.match(txid, '^%x+$')) then return string.lower(txid) end
     return txid
   end
-  local txid = canonical(after[13])
-  local txidBefore = canonical(before[12])
+  local txid = canonical(rec.txid)
+  local txidBefore = canonical(old.txid)
   if txid and txid ~= txidBefore then
-    redis.call('HSET', KEYS[10], txid, member)
-    if txidBefore then redis.call('ZREM', KEYS[19], 't:' .. txidBefore .. '\\n' .. member) end
-    redis.call('ZADD', KEYS[19], 0, 't:' .. txid .. '\\n' .. member)
+    if txidBefore then redis.call('ZREM', SEARCH, 't:' .. txidBefore .. '\\n' .. member) end
+    redis.call('ZADD', SEARCH, 0, 't:' .. txid .. '\\n' .. member)
   end
   if req.terminal then
-    redis.call('HSET', KEYS[13], member, cjson.encode({state = req.to, jobId = jobId or '', txid = txid or '', attention = is or ''}))
+    redis.call('HSET', ENDED_ENTRIES, member, cjson.encode({state = req.to, jobId = jobId or '', txid = txid or '', attention = is or ''}))
   end
 end
 
 for i = firstClaim, lastClaim do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombstoneTtl) end
 
--- Every change advances the ledger's tick (an epoch-less ledger has none to advance).
+-- Every change advances the ledger's tick (an epoch-less ledger has none to advance): one HSET, the
+-- caller's \`w:<writer>\` with it. The script runs alone, so the tick it read is the tick to advance.
 local tick = 0
 if epoch[1] then
-  tick = redis.call('HINCRBY', KEYS[9], 'tick', 1)
-  if req.epoch.writer ~= '' then redis.call('HSET', KEYS[9], writerField, tick) end
+  tick = tonumber(epoch[4] or '0') + 1
+  local tickText = string.format('%d', tick)
+  if req.epoch.writer ~= '' then
+    redis.call('HSET', KEYS[8], 'tick', tickText, writerField, tickText)
+  else
+    redis.call('HSET', KEYS[8], 'tick', tickText)
+  end
 end
 
 -- Decoding a whole record costs the caller more than the change itself: it names what it reads.
 local reply = {}
 if req.read == '*' then
   reply = redis.call('HGETALL', KEYS[1])
-  local payload = redis.call('GET', KEYS[6])
+  local payload = redis.call('GET', KEYS[5])
   if payload then
     reply[#reply + 1] = 'payload'
     reply[#reply + 1] = payload
   end
 elseif #req.read > 0 then
-  reply = redis.call('HMGET', KEYS[1], unpack(req.read))
+  for i, field in ipairs(req.read) do reply[i] = rec[field] end
 end
 return {1, version, streamId, reply, tick, epoch[1] or false}
 `;

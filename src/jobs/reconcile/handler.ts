@@ -101,6 +101,8 @@ export function createReconcileHandler(deps: ReconcileDeps) {
         counts.trackersRestored++;
         log.warn({ sequenceId }, 'tracking job added from the tracker outbox');
       }
+      // What a worker before contract v1.4 left in its index of non-terminal transfers, first.
+      await ledger.adoptLegacyActive();
       await repairActive(started, counts, log, stop);
       if (!stop()) await retryFailedWithoutRecord(counts, log, stop);
       if (!stop()) await verifyBroadcasts(started, counts, log, stop);
