@@ -31,6 +31,8 @@ export interface App {
   /** The provider's request budget, shared in Redis (and the pause a provider's 429 imposed). */
   readonly budget: RequestBudget;
   readonly queues: Record<QueueName, Queue>;
+  /** The one Trackers of the process (on the track queue): the subsystems', the wake-ups' and the operator actions'. */
+  readonly trackers: Trackers;
   readonly workers: Worker[];
   readonly metrics: Metrics;
   /** The error events of the workers, queues and Redis client, and the readiness write probe. */
@@ -243,6 +245,7 @@ export async function createApp(
     custody,
     budget,
     queues,
+    trackers,
     workers: workers.workers,
     metrics,
     redisErrors,

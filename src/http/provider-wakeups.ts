@@ -16,8 +16,7 @@ import type { Keys } from '../ledger/keys.ts';
 import { TransferState } from '../ledger/ledger.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { QueueName } from '../queues/names.ts';
-import { Trackers } from '../queues/trackers.ts';
+import type { Trackers } from '../queues/trackers.ts';
 import { WAKEUP_ANSWER_MS, WAKEUP_SEEN_MS } from '../timing.ts';
 import { TIMED_OUT, withinBudget } from './within-budget.ts';
 
@@ -36,7 +35,6 @@ export const providerWakeupsPlugin: FastifyPluginAsync<WakeupsPluginOptions> = a
   // This plugin's own scope: the raw bytes, whatever the content type, since the signature is over them.
   server.removeAllContentTypeParsers();
   server.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: WAKEUP_BODY_LIMIT }, (_request, body, done) => done(null, body));
-  const trackers = new Trackers(app.queues[QueueName.TRACK], app.ledger, 0);
   const log = logger.child({ component: 'provider-wakeups', provider: wakeups.provider });
   const count = (outcome: WakeupOutcome) => metrics.providerWebhooks.inc({ provider: wakeups.provider, outcome });
 
@@ -47,7 +45,7 @@ export const providerWakeupsPlugin: FastifyPluginAsync<WakeupsPluginOptions> = a
       count('forged');
       return reply.code(401).send({ error: 'bad signature' });
     }
-    const answered = await withinBudget(wake(app, trackers, keys, wakeups.provider, body, wakeup), WAKEUP_ANSWER_MS).catch(
+    const answered = await withinBudget(wake(app, app.trackers, keys, wakeups.provider, body, wakeup), WAKEUP_ANSWER_MS).catch(
       (error: unknown) => {
         log.warn({ err: error instanceof Error ? error.message : String(error) }, 'webhook call not handled (Redis), answered 503');
         return undefined;

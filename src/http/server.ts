@@ -90,6 +90,7 @@ export async function createHttpServer({
     ledger: app.ledger,
     audit: new AuditLog(app.redis, keys.audit, config.audit.retentionMs),
     queuePrefix: config.queue.prefix,
+    trackers: app.trackers,
     replicas: { min: config.redis.minReplicas, timeoutMs: config.redis.replicaTimeoutMs },
     // The worker's own port: a resolve's provider check takes its slots in the worker's request budget.
     custody: {

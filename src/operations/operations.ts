@@ -117,6 +117,11 @@ export interface OperationsOptions {
   audit: AuditLog;
   /** QUEUE_PREFIX: where a resolved transfer's tracking job goes. */
   queuePrefix: string;
+  /**
+   * The process's one Trackers (the worker's, App.trackers). Without it (the CLI, which runs no
+   * queue) each recheck or resolve adds its tracking job through a queue of queuePrefix of its own.
+   */
+  trackers?: Trackers;
   /** REDIS_MIN_REPLICAS and REDIS_REPLICA_TIMEOUT: every answer waits until the replicas hold it. */
   replicas: ReplicaWait;
   /**
@@ -279,7 +284,7 @@ export class Operations {
    */
   async recheck(actor: Actor, sequenceId: string, reason: string): Promise<Rechecked> {
     return this.#audited('recheck', actor, { sequenceId, reason, forced: false }, async () => {
-      const { redis, ledger, queuePrefix } = this.#options;
+      const { ledger } = this.#options;
       const record = await ledger.get(sequenceId);
       if (!record) throw new RecheckRefusedError('NOT_FOUND', `no transfer with sequenceId ${sequenceId}`);
       if (record.state !== TransferState.SUBMITTED) {
@@ -289,13 +294,8 @@ export class Operations {
           { state: record.state },
         );
       }
-      const queue = new Queue(QueueName.TRACK, { connection: redis, prefix: queuePrefix });
-      try {
-        const outcome = await new Trackers(queue, ledger, 0).pollNow(sequenceId);
-        return { outcome, value: { sequenceId, outcome, trackJobId: trackJobId(sequenceId) } };
-      } finally {
-        await queue.close();
-      }
+      const outcome = await this.#withTrackers((trackers) => trackers.pollNow(sequenceId));
+      return { outcome, value: { sequenceId, outcome, trackJobId: trackJobId(sequenceId) } };
     });
   }
 
@@ -382,12 +382,21 @@ export class Operations {
    * resolution was recorded (with its tracker outbox entry), reconciliation adds it on its next run.
    */
   async #addTracker(sequenceId: string, version: number): Promise<void> {
-    const { redis, ledger, queuePrefix } = this.#options;
-    const queue = new Queue(QueueName.TRACK, { connection: redis, prefix: queuePrefix });
     try {
-      await new Trackers(queue, ledger, 0).ensure(sequenceId, { replaceEnded: true });
+      await this.#withTrackers((trackers) => trackers.ensure(sequenceId, { replaceEnded: true, atOnce: true }));
     } catch (error) {
       throw new TrackerNotAddedError(sequenceId, version, error);
+    }
+  }
+
+  /** Runs `use` with the process's Trackers, or (the CLI) with one on a queue opened for it and closed after. */
+  async #withTrackers<T>(use: (trackers: Trackers) => Promise<T>): Promise<T> {
+    const { redis, ledger, queuePrefix, trackers } = this.#options;
+    if (trackers) return use(trackers);
+    const queue = new Queue(QueueName.TRACK, { connection: redis, prefix: queuePrefix });
+    try {
+      // Every use of it polls at once (atOnce): the first poll's delay is never read.
+      return await use(new Trackers(queue, ledger, 0));
     } finally {
       await queue.close();
     }

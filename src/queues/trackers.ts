@@ -48,9 +48,10 @@ export class Trackers {
    * Adds the transfer's tracking job unless it exists, then clears its outbox entry. With
    * `replaceEnded`, a job of that id that ended (completed or failed: a tracker that gave up, or was
    * removed by hand) is replaced, and a live one under the former id counts as present: what
-   * reconciliation and an operator's resolution need.
+   * reconciliation and an operator's resolution need. With `atOnce`, a job it adds polls at once rather
+   * than after the first poll's delay (an operator's resolution, a recheck, a wake-up: each polls now).
    */
-  async ensure(sequenceId: string, options: { replaceEnded?: boolean } = {}): Promise<TrackerOutcome> {
+  async ensure(sequenceId: string, options: { replaceEnded?: boolean; atOnce?: boolean } = {}): Promise<TrackerOutcome> {
     if (options.replaceEnded) {
       const job = await this.#queue.getJob(trackJobId(sequenceId));
       const state = job ? await job.getState() : 'missing';
@@ -61,7 +62,7 @@ export class Trackers {
       }
       if (job) await job.remove();
     }
-    await this.#queue.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, this.#firstPollMs));
+    await this.#queue.add(QueueName.TRACK, { sequenceId }, trackJobOptions(sequenceId, options.atOnce ? 0 : this.#firstPollMs));
     await this.#ledger.trackerAdded(sequenceId);
     return 'added';
   }
@@ -99,7 +100,7 @@ export class Trackers {
       return 'polling';
     }
     if (state === 'active' || state === 'prioritized' || state === 'waiting-children') return 'polling';
-    if ((await this.ensure(sequenceId, { replaceEnded: true })) !== 'added') return 'polling';
+    if ((await this.ensure(sequenceId, { replaceEnded: true, atOnce: true })) !== 'added') return 'polling';
     const added = headOfLine ? await this.#queue.getJob(trackJobId(sequenceId)) : undefined;
     if (added) await toHeadOfLine(added);
     return 'added';

@@ -108,6 +108,13 @@ import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
 const RUNS = Number(process.env.EXPLORE_RUNS ?? 2_000);
 /**
+ * Each provider's test may take a fixed allowance (start-up, a loaded machine) plus this per schedule,
+ * several times what one takes on two shared cores (bench/README.md, "The schedule explorer"): a deep
+ * run is stopped by a hang, never by its own length.
+ */
+const SCHEDULE_MS = 250;
+const TIMEOUT_MS = 600_000 + RUNS * SCHEDULE_MS;
+/**
  * Whose answers the scripted upstream gives: the first provider's, or BitGo's (the same draws, judged
  * by BITGO_SEND_PROOF: a duplicate is a 400 DuplicateSequenceIdError, a 503 may have been processed).
  * EXPLORE_PROVIDERS picks (default both).
@@ -272,6 +279,33 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc
 const redis = newRedis();
 const log = createLogger({ level: 'silent' });
 
+/**
+ * Every schedule's keys live under a prefix of its own, `<FAMILY>-<n>`: the ledger's, the epoch's,
+ * the events' and BullMQ's queues' alike. They are removed when the schedule ends, or the keyspace
+ * grows with every schedule and each wipe or rollback (KEYS under the prefix) walks all of it.
+ */
+const FAMILY = uniquePrefix('explore');
+let schedulePrefixes = 0;
+
+/** Every key whose name starts with `start` (taken literally), by SCAN: never a KEYS over the whole keyspace. */
+async function keysStartingWith(start: string): Promise<string[]> {
+  const match = `${start.replace(/[*?[\]\\]/g, '\\$&')}*`;
+  const found = new Set<string>();
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', match, 'COUNT', 1_000);
+    for (const name of batch) found.add(name);
+    cursor = next;
+  } while (cursor !== '0');
+  return [...found];
+}
+
+/** Removes everything a schedule left under its prefix (ledger, epoch, events, BullMQ's queues). */
+async function dropSchedule(prefix: string): Promise<void> {
+  const names = await keysStartingWith(`${prefix}:`);
+  for (let at = 0; at < names.length; at += 500) await redis.unlink(...names.slice(at, at + 500));
+}
+
 afterAll(async () => {
   await closeAllRedis();
 });
@@ -341,8 +375,7 @@ interface Life {
   missedBeforeFirstSend: boolean;
 }
 
-async function runSchedule(s: fc.Scheduler, scenario: Scenario): Promise<RunReport> {
-  const prefix = uniquePrefix('explore');
+async function runSchedule(s: fc.Scheduler, scenario: Scenario, prefix: string): Promise<RunReport> {
   const keys = createKeys(prefix, `${prefix}:events`);
   let clock = 1_700_000_000_000;
   let lateDraw = 0;
@@ -1045,55 +1078,63 @@ describe.each(PROVIDERS)('one transfer under explored schedules, %s answers', (a
       };
       await fc.assert(
         fc.asyncProperty(fc.scheduler(), scenarioArb, async (s, scenario) => {
-          const report = await runSchedule(s, scenario);
-          seen.schedules++;
-          if (scenario.foreign) seen.foreign++;
-          if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
-          if (report.wiped) seen.wiped++;
-          if (report.windowShut > 0) seen.windowShut++;
-          if (report.rollback === 'lived-on') seen.rolledBackLivedOn++;
-          if (report.rollback === 'restarted') seen.rolledBackRestarted++;
-          if (report.rollback === 'lived-on' && report.ticksLost) seen.ticksLost++;
-          if (report.rollback === 'lived-on') seen.declared += report.declared;
-          for (const { at, result } of report.cancels) {
-            seen.cancels++;
-            seen.cancelAt[at]++;
-            if (result.outcome === 'cancelled') seen.cancelled++;
-            else if (result.outcome === 'too-late') seen.tooLate++;
-            else seen.alreadyEnded++;
-          }
-          const types = report.events.map((event) => event.event);
-          if (types.includes('transfer.submitted')) seen.submitted++;
-          if (types.includes('transfer.failed')) seen.failed++;
-          if (types.includes('transfer.unresolved')) seen.unresolved++;
-          if (
-            report.events.some(
-              (event) => event.event === 'transfer.unresolved' && (event.data as { code: string }).code === 'SEQUENCE_ID_IN_USE',
+          const prefix = `${FAMILY}-${++schedulePrefixes}`;
+          try {
+            const report = await runSchedule(s, scenario, prefix);
+            seen.schedules++;
+            if (scenario.foreign) seen.foreign++;
+            if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
+            if (report.wiped) seen.wiped++;
+            if (report.windowShut > 0) seen.windowShut++;
+            if (report.rollback === 'lived-on') seen.rolledBackLivedOn++;
+            if (report.rollback === 'restarted') seen.rolledBackRestarted++;
+            if (report.rollback === 'lived-on' && report.ticksLost) seen.ticksLost++;
+            if (report.rollback === 'lived-on') seen.declared += report.declared;
+            for (const { at, result } of report.cancels) {
+              seen.cancels++;
+              seen.cancelAt[at]++;
+              if (result.outcome === 'cancelled') seen.cancelled++;
+              else if (result.outcome === 'too-late') seen.tooLate++;
+              else seen.alreadyEnded++;
+            }
+            const types = report.events.map((event) => event.event);
+            if (types.includes('transfer.submitted')) seen.submitted++;
+            if (types.includes('transfer.failed')) seen.failed++;
+            if (types.includes('transfer.unresolved')) seen.unresolved++;
+            if (
+              report.events.some(
+                (event) => event.event === 'transfer.unresolved' && (event.data as { code: string }).code === 'SEQUENCE_ID_IN_USE',
+              )
             )
-          )
-            seen.inUse++;
-          if (types.includes('transfer.expired')) seen.expired++;
-          if (!types.some((type) => TERMINAL_EVENTS.has(type)) && !types.includes('transfer.submitted')) seen.open++;
-          // Whatever the schedule did (exempt ones included), the listing indexes are the records'.
-          if (report.indexes.length > 0) throw new Error(`listing indexes differ from the records:\n${report.indexes.join('\n')}`);
-          if (report.exempt) {
-            // Counted and reported, never judged: nothing on our side can tell (docs/architecture.md "Limits").
-            seen.exempt++;
-            return;
-          }
-          const problems = invariantProblems(report);
-          if (problems.length > 0) {
-            throw new Error(
-              `${problems.join('\n')}\nevents: ${types.join(', ')}; accepted ${report.accepted}; sends ${report.sends}; final state ${report.finalState}\n${s
-                .report()
-                .map((task) => task.label)
-                .join(' → ')}`,
-            );
+              seen.inUse++;
+            if (types.includes('transfer.expired')) seen.expired++;
+            if (!types.some((type) => TERMINAL_EVENTS.has(type)) && !types.includes('transfer.submitted')) seen.open++;
+            // Whatever the schedule did (exempt ones included), the listing indexes are the records'.
+            if (report.indexes.length > 0) throw new Error(`listing indexes differ from the records:\n${report.indexes.join('\n')}`);
+            if (report.exempt) {
+              // Counted and reported, never judged: nothing on our side can tell (docs/architecture.md "Limits").
+              seen.exempt++;
+              return;
+            }
+            const problems = invariantProblems(report);
+            if (problems.length > 0) {
+              throw new Error(
+                `${problems.join('\n')}\nevents: ${types.join(', ')}; accepted ${report.accepted}; sends ${report.sends}; final state ${report.finalState}\n${s
+                  .report()
+                  .map((task) => task.label)
+                  .join(' → ')}`,
+              );
+            }
+          } finally {
+            // Pass or fail: the checks above judge the report, which runSchedule read from Redis before it returned.
+            await dropSchedule(prefix);
           }
         }),
         { numRuns: RUNS, seed: SEED, endOnFailure: true, ...(process.env.EXPLORE_PATH ? { path: process.env.EXPLORE_PATH } : {}) },
       );
-      console.log(`[explore] ${answers} answers, seed ${SEED}: ${JSON.stringify(seen)}`);
+      console.log(`[explore] ${answers} answers, seed ${SEED}: ${JSON.stringify(seen)}; dbsize ${await redis.dbsize()}`);
+      // No schedule left a key behind: the keyspace each wipe and rollback walks stays as small as one schedule's.
+      expect(await keysStartingWith(FAMILY)).toEqual([]);
       // The exploration must reach every kind of ending, or it explores less than it claims.
       expect(seen.submitted).toBeGreaterThan(0);
       expect(seen.failed).toBeGreaterThan(0);
@@ -1112,6 +1153,6 @@ describe.each(PROVIDERS)('one transfer under explored schedules, %s answers', (a
         expect(seen.ticksLost).toBeGreaterThan(0);
       }
     },
-    Math.max(1_800_000, RUNS * 60),
+    TIMEOUT_MS,
   );
 });

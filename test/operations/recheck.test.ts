@@ -10,9 +10,9 @@ import { loadLedgerConfig } from '../../src/config/config.ts';
 import { cliOperations } from '../../src/cli/operator.ts';
 import { cliLedger } from '../../src/cli/redis-run.ts';
 import type { Ledger } from '../../src/ledger/ledger.ts';
-import type { Actor } from '../../src/operations/audit.ts';
+import { AuditLog, type Actor } from '../../src/operations/audit.ts';
 import { RecheckRefusedError } from '../../src/operations/errors.ts';
-import type { Operations } from '../../src/operations/operations.ts';
+import { Operations } from '../../src/operations/operations.ts';
 import { QueueName, trackJobId } from '../../src/queues/names.ts';
 import { Trackers } from '../../src/queues/trackers.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
@@ -85,6 +85,27 @@ describe('recheck', () => {
     await expect(operations.recheck(OPERATOR, 'no-such-transfer', REASON)).rejects.toMatchObject({ code: 'NOT_FOUND' });
     expect(await auditOf(sequenceId)).toMatchObject([{ action: 'recheck', outcome: 'wrong-state', forced: 'false' }]);
     expect(await auditOf('no-such-transfer')).toMatchObject([{ action: 'recheck', outcome: 'not-found' }]);
+  });
+
+  it("with the worker's own Trackers (its first poll waits TRACK_POLL_MIN), still adds jobs that poll at once", async () => {
+    // The worker passes its one Trackers (App.trackers), built with the first poll's delay of a new
+    // submission: a recheck's or a resolve's job must not wait for it.
+    const config = loadLedgerConfig({ REDIS_URL: testRedisUrl(), QUEUE_PREFIX: h.prefix });
+    const worker = new Operations({
+      redis: h.redis,
+      ledger,
+      audit: new AuditLog(h.redis, `${h.prefix}:audit`, config.audit.retentionMs),
+      queuePrefix: h.prefix,
+      replicas: config.replicas,
+      trackers: new Trackers(queue, ledger, 3_600_000),
+    });
+    const resolved = await strandTransfer(ledger);
+    await worker.resolve(OPERATOR, resolved, { outcome: 'submitted', force: true }, REASON);
+    expect(await (await queue.getJob(trackJobId(resolved)))!.getState()).toBe('waiting');
+
+    const sequenceId = await submitted(undefined);
+    expect((await worker.recheck(OPERATOR, sequenceId, REASON)).outcome).toBe('added');
+    expect(await (await queue.getJob(trackJobId(sequenceId)))!.getState()).toBe('waiting');
   });
 
   it('is refused to a viewer', async () => {
