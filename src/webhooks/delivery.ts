@@ -48,8 +48,8 @@ export class EndpointDispatcher {
   #wake: (() => void) | undefined;
   /** Outcomes waiting for the next settling, each with its caller's promise. */
   #unsettled: Array<{ outcome: TryOutcome; resolve: (next: QueuedDelivery | undefined) => void; reject: (error: unknown) => void }> = [];
-  /** The settling under way, if any: the next one waits for it, to take what ended meanwhile. */
-  #settling: Promise<void> | undefined;
+  /** A settling is under way: what ends meanwhile waits for the next one, after it. */
+  #settling = false;
   readonly done: Promise<void>;
 
   constructor(options: DispatcherOptions) {
@@ -206,7 +206,9 @@ export class EndpointDispatcher {
   #settle(outcome: TryOutcome): Promise<QueuedDelivery | undefined> {
     return new Promise((resolve, reject) => {
       this.#unsettled.push({ outcome, resolve, reject });
-      this.#settling ??= (async () => {
+      if (this.#settling) return;
+      this.#settling = true;
+      void (async () => {
         // Whatever else ends in this turn of the event loop comes along.
         await new Promise<void>((ready) => setImmediate(ready));
         while (this.#unsettled.length > 0) {
@@ -228,7 +230,7 @@ export class EndpointDispatcher {
             for (const waiting of batch) waiting.reject(error);
           }
         }
-        this.#settling = undefined;
+        this.#settling = false;
       })();
     });
   }

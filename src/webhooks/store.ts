@@ -10,7 +10,8 @@ import type { RedisClient } from '../redis.ts';
  * - `due`: a sorted set of lanes whose head is due, scored by when (ms). A lane a process is trying is
  *   leased: its score moved past the try's time-out, so a process that dies mid-try leaves it due again.
  * - `delivery:<entry id>`: the body, the type, the lane and the tries made so far.
- * - `backlog`: every queued entry id, scored by the event's time (ms), for the age of the oldest.
+ * - `backlog`: every queued entry id, scored by the event's time (ms), for the age of the oldest; an
+ *   entry is queued while it is here (it comes and goes with its `delivery` hash).
  * - `disabled`: set when the endpoint answered 410 (JSON: when, which entry), until
  *   `npm run cli -- webhooks enable <endpoint>` (enable below).
  * - `dead`: the dead-letter stream: deliveries whose tries ran out.
@@ -102,23 +103,25 @@ end
 return queued`;
 
 /**
- * Shared by the claim and the settling: `lease(lanes)` with KEYS[1] due, KEYS[5] the events stream and
- * ARGV[1] key base, ARGV[2] lease end (ms), ARGV[3] hold-back time (ms), ARGV[4] the endpoint's group
- * (empty: no stream to look at). For each lane: its head, when it has one. A lane left empty is
- * dropped from due. A transfer whose earlier event is read from the stream by a consumer of the group
- * but not yet queued (pending: its reader died, or another consumer read it first and queues it a
- * moment later) is held back: due again at the hold-back time, no try spent; queued, that event takes
- * its place before the head (ENQUEUE_LUA). An entry is queued before it is acknowledged, so it is
- * always pending or queued (or delivered), and one script sees both at once. Any other head is leased
- * (due at the lease end), its try counted before it is made (so a process dying mid-try still spends
- * it), and returned: lane, entry id, body, type, tries with this one.
+ * Shared by the claim and the settling: `lease(lanes, known)` with KEYS[1] due, KEYS[5] the events
+ * stream and ARGV[1] key base, ARGV[2] lease end (ms), ARGV[3] hold-back time (ms), ARGV[4] the
+ * endpoint's group (empty: no stream to look at); `known`, when given, the lanes' heads as the caller
+ * read them (false: none). For each lane: its head, when it has one. A lane left empty is dropped
+ * from due. A transfer whose earlier event is read from the stream by a consumer of the group but not
+ * yet queued (pending: its reader died, or another consumer read it first and queues it a moment
+ * later) is held back: due again at the hold-back time, no try spent; queued, that event takes its
+ * place before the head (ENQUEUE_LUA). An entry is queued before it is acknowledged, so it is always
+ * pending or queued (or delivered), and one script sees both at once. Any other head is leased (due at
+ * the lease end), its try counted before it is made (so a process dying mid-try still spends it), and
+ * returned: lane, entry id, body, type, tries with this one.
  */
 const LEASE_LUA = `${ID_ORDER_LUA}
 local base = ARGV[1]
-local function lease(lanes)
+local function lease(lanes, known)
   local heads, newest = {}, nil
   for i, lane in ipairs(lanes) do
-    local head = redis.call('LINDEX', base .. ':lane:' .. lane, 0)
+    local head
+    if known then head = known[i] else head = redis.call('LINDEX', base .. ':lane:' .. lane, 0) end
     if head then
       heads[i] = head
       if ARGV[4] ~= '' and string.sub(lane, 1, 1) ~= '@' and (newest == nil or older(newest, head)) then newest = head end
@@ -199,12 +202,14 @@ return {0, oldest, lease(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[5], '
 const SETTLE_LUA = `${LEASE_LUA}
 local now = ARGV[5]
 local disabled = redis.call('EXISTS', KEYS[2]) == 1
-local goOn = {}
+local goOn, nextHeads = {}, {}
 local a = 7
 for _ = 1, tonumber(ARGV[6]) do
   local what, id, lane, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
   local list, delivery = base .. ':lane:' .. lane, base .. ':delivery:' .. id
-  if redis.call('LINDEX', list, 0) == id then
+  -- The head and the one after it.
+  local first = redis.call('LRANGE', list, 0, 1)
+  if first[1] == id then
     if what == 'retry' then
       redis.call('HSET', delivery, 'last', ARGV[a + 5])
       redis.call('ZADD', KEYS[1], 'XX', ARGV[a + 4], lane)
@@ -215,7 +220,8 @@ for _ = 1, tonumber(ARGV[6]) do
       redis.call('ZREM', KEYS[3], id)
       if what == 'next' and not disabled then
         goOn[#goOn + 1] = lane
-      elseif redis.call('EXISTS', list) == 1 then
+        nextHeads[#goOn] = first[2] or false
+      elseif first[2] then
         redis.call('ZADD', KEYS[1], now, lane)
       else
         redis.call('ZREM', KEYS[1], lane)
@@ -224,7 +230,7 @@ for _ = 1, tonumber(ARGV[6]) do
   end
   a = a + 4 + n
 end
-return lease(goOn)`;
+return lease(goOn, nextHeads)`;
 
 /** The scripts, sent by SHA (EVALSHA) once Redis knows them. */
 interface StoreCommands {

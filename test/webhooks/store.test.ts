@@ -73,7 +73,7 @@ describe('EndpointStore', () => {
 
   it('goes on with a delivered lane under the same lease, but not past a pending earlier event', async () => {
     const { redis, store, stream, group, read, publish, queue } = await setUp();
-    const [v1, v2, v3, v4] = [await publish('t', 1), await publish('t', 2), await publish('t', 3), await publish('t', 4)];
+    const [v1, v2, _v3, v4] = [await publish('t', 1), await publish('t', 2), await publish('t', 3), await publish('t', 4)];
     await read(4);
     // v3 is read and not yet queued; the others are queued and acknowledged.
     expect(await store.enqueueAll([queue(v1, 't'), queue(v2, 't'), queue(v4, 't')], 0)).toBe(3);
