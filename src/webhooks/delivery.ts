@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics.ts';
 import { classifyFailure, classifyStatus, nextTryDelay, type TryResult } from './answer.ts';
 import type { WebhookEndpoint } from './endpoints.ts';
 import { webhookHeaders } from './message.ts';
-import type { EndpointStore, QueuedDelivery } from './store.ts';
+import type { EndpointStore, QueuedDelivery, TryOutcome } from './store.ts';
 
 /** Transfers whose events one process delivers to one endpoint at once (each transfer one at a time). */
 export const WEBHOOK_CONCURRENCY = 8;
@@ -27,16 +27,29 @@ export interface DispatcherOptions {
 }
 
 /**
+ * Tries of one lane made in a row under one lease, a try that delivers its head going straight on to
+ * the next event of the transfer; then the lane goes back among the due ones, so that one busy
+ * transfer does not keep a slot from the others.
+ */
+export const WEBHOOK_TRIES_PER_LEASE = 16;
+
+/**
  * Delivers one endpoint's queued events: every WEBHOOK_POLL_MS (or when woken) it leases the lanes
- * that are due, up to WEBHOOK_CONCURRENCY tried at once, and tries the head of each. Every step is
- * safe to repeat after a crash: a lease that ends without an outcome makes the lane due again, and the
- * try is made again under the same webhook-id (at least once).
+ * that are due, up to WEBHOOK_CONCURRENCY tried at once, and tries the head of each; a delivered head
+ * is followed by the lane's next event under the same lease. The outcomes of tries that end together
+ * are settled in one step (store.settle). Every step is safe to repeat after a crash: a lease that ends
+ * without an outcome makes the lane due again, and the try is made again under the same webhook-id
+ * (at least once).
  */
 export class EndpointDispatcher {
   readonly #o: DispatcherOptions;
   readonly #inFlight = new Set<Promise<void>>();
   readonly #stop = new AbortController();
   #wake: (() => void) | undefined;
+  /** Outcomes waiting for the next settling, each with its caller's promise. */
+  #unsettled: Array<{ outcome: TryOutcome; resolve: (next: QueuedDelivery | undefined) => void; reject: (error: unknown) => void }> = [];
+  /** A settling is under way: what ends meanwhile waits for the next one, after it. */
+  #settling = false;
   readonly done: Promise<void>;
 
   constructor(options: DispatcherOptions) {
@@ -60,35 +73,35 @@ export class EndpointDispatcher {
     await Promise.allSettled([...this.#inFlight]);
   }
 
+  get #leaseMs(): number {
+    return this.#o.timeoutMs + LEASE_MARGIN_MS;
+  }
+
   async #run(): Promise<void> {
     const { endpoint, store, logger, metrics } = this.#o;
     let redisWarnedAt = 0;
+    let roundAt = 0;
     while (!this.#stop.signal.aborted) {
       try {
         const free = WEBHOOK_CONCURRENCY - this.#inFlight.size;
         const now = Date.now();
+        // Every slot busy: nothing to lease until one frees (it wakes this), the gauges aside.
+        if (free <= 0 && now - roundAt < WEBHOOK_POLL_MS) {
+          await this.#pause(WEBHOOK_POLL_MS - (now - roundAt));
+          continue;
+        }
+        roundAt = now;
         // One round: the endpoint's state for the gauges, and (unless disabled) the lanes due; a
         // transfer whose earlier event is not yet queued waits a round (store.claim).
-        const { disabled, oldestAt, claimed } = await store.claim(
-          now,
-          now + this.#o.timeoutMs + LEASE_MARGIN_MS,
-          free,
-          now + WEBHOOK_POLL_MS,
-        );
+        const { disabled, oldestAt, claimed } = await store.claim(now, now + this.#leaseMs, free, now + WEBHOOK_POLL_MS);
         metrics.webhookDisabled.set({ endpoint: endpoint.name }, disabled ? 1 : 0);
         metrics.webhookOldestAge.set({ endpoint: endpoint.name }, oldestAt === undefined ? 0 : Math.max(0, Date.now() - oldestAt) / 1000);
         if (claimed.length > 0) {
           for (const delivery of claimed) {
-            const attempt = this.#attempt(delivery).catch((err: unknown) =>
-              // The lease ends and the lane is due again: nothing is lost.
-              logger.warn(
-                { endpoint: endpoint.name, entryId: delivery.entryId, err },
-                'webhook delivery bookkeeping failed, tried again later',
-              ),
-            );
-            this.#inFlight.add(attempt);
-            void attempt.finally(() => {
-              this.#inFlight.delete(attempt);
+            const lane = this.#lane(delivery);
+            this.#inFlight.add(lane);
+            void lane.finally(() => {
+              this.#inFlight.delete(lane);
               this.wake();
             });
           }
@@ -116,21 +129,40 @@ export class EndpointDispatcher {
     });
   }
 
-  /** One try of the lane's head and what follows from it: delivered, retried, disabled or dead-lettered. */
-  async #attempt(delivery: QueuedDelivery): Promise<void> {
+  /** A leased lane: its head tried, then while delivered (and within the lease's tries) its next event. */
+  async #lane(first: QueuedDelivery): Promise<void> {
+    let delivery: QueuedDelivery | undefined = first;
+    for (let tries = 1; delivery !== undefined; tries++) {
+      const current: QueuedDelivery = delivery;
+      delivery = await this.#attempt(current, tries < WEBHOOK_TRIES_PER_LEASE).catch((err: unknown) => {
+        // The lease ends and the lane is due again: nothing is lost.
+        this.#o.logger.warn(
+          { endpoint: this.#o.endpoint.name, entryId: current.entryId, err },
+          'webhook delivery bookkeeping failed, tried again later',
+        );
+        return undefined;
+      });
+    }
+  }
+
+  /**
+   * One try of the lane's head and what follows from it: delivered, retried, disabled or
+   * dead-lettered. Resolves with the lane's next delivery when it goes on under the same lease.
+   */
+  async #attempt(delivery: QueuedDelivery, mayGoOn: boolean): Promise<QueuedDelivery | undefined> {
     const { endpoint, store, logger, metrics } = this.#o;
-    const tries = await store.countTry(delivery.entryId);
+    const { tries } = delivery;
     const { result, status, retryAfterMs } = await this.#send(delivery);
     // Shutting down: no outcome is recorded; the lease ends and the try is made again.
-    if (this.#stop.signal.aborted && result !== 'delivered') return;
+    if (this.#stop.signal.aborted && result !== 'delivered') return undefined;
     metrics.webhookAttempts.inc({ endpoint: endpoint.name, result });
     const log = { endpoint: endpoint.name, entryId: delivery.entryId, type: delivery.type, tries, result, status };
     const now = Date.now();
     if (result === 'delivered') {
-      await store.finish(delivery, now);
+      const next = await this.#settle({ delivery, kind: 'delivered', goOn: mayGoOn && !this.#stop.signal.aborted });
       metrics.webhookDeliveries.inc({ endpoint: endpoint.name, outcome: 'delivered' });
       logger.debug(log, 'webhook delivered');
-      return;
+      return next;
     }
     if (result === 'gone') {
       await store.disable(delivery, now);
@@ -139,27 +171,68 @@ export class EndpointDispatcher {
         log,
         'webhook endpoint answered 410 gone: disabled until `npm run cli -- webhooks enable <endpoint>` (docs/operations.md, webhooks)',
       );
-      return;
+      return undefined;
     }
     const delay = nextTryDelay(tries, this.#o.retryScheduleMs, retryAfterMs);
     if (delay === undefined) {
-      await store.finish(delivery, now, {
-        entryId: delivery.entryId,
-        endpoint: endpoint.name,
-        type: delivery.type,
-        sequenceId: delivery.lane.startsWith('@') ? '' : delivery.lane,
-        tries: String(tries),
-        lastResult: result,
-        lastStatus: status === undefined ? '' : String(status),
-        at: new Date(now).toISOString(),
-        body: delivery.body,
+      await this.#settle({
+        delivery,
+        kind: 'dead',
+        deadLetter: {
+          entryId: delivery.entryId,
+          endpoint: endpoint.name,
+          type: delivery.type,
+          sequenceId: delivery.lane.startsWith('@') ? '' : delivery.lane,
+          tries: String(tries),
+          lastResult: result,
+          lastStatus: status === undefined ? '' : String(status),
+          at: new Date(now).toISOString(),
+          body: delivery.body,
+        },
       });
       metrics.webhookDeliveries.inc({ endpoint: endpoint.name, outcome: 'dead-lettered' });
       logger.error(log, 'webhook delivery dead-lettered: its tries ran out');
-      return;
+      return undefined;
     }
-    await store.retryAt(delivery, now + delay, result);
+    await this.#settle({ delivery, kind: 'retry', dueAt: now + delay, result });
     logger.warn({ ...log, nextTryInMs: delay }, 'webhook delivery failed, tried again later');
+    return undefined;
+  }
+
+  /**
+   * Settles an outcome together with the others that end before the settling starts (one step for
+   * them all, store.settle); resolves with the lane's next delivery when it goes on.
+   */
+  #settle(outcome: TryOutcome): Promise<QueuedDelivery | undefined> {
+    return new Promise((resolve, reject) => {
+      this.#unsettled.push({ outcome, resolve, reject });
+      if (this.#settling) return;
+      this.#settling = true;
+      void (async () => {
+        // Whatever else ends in this turn of the event loop comes along.
+        await new Promise<void>((ready) => setImmediate(ready));
+        while (this.#unsettled.length > 0) {
+          const batch = this.#unsettled;
+          this.#unsettled = [];
+          const now = Date.now();
+          try {
+            const next = await this.#o.store.settle(
+              batch.map((waiting) => waiting.outcome),
+              now,
+              now + this.#leaseMs,
+              now + WEBHOOK_POLL_MS,
+            );
+            const byLane = new Map(next.map((delivery) => [delivery.lane, delivery]));
+            for (const { outcome: settled, resolve: done } of batch) {
+              done(settled.kind === 'delivered' && settled.goOn ? byLane.get(settled.delivery.lane) : undefined);
+            }
+          } catch (error) {
+            for (const waiting of batch) waiting.reject(error);
+          }
+        }
+        this.#settling = false;
+      })();
+    });
   }
 
   /** The POST; its answer read up to WEBHOOK_MAX_ANSWER_BYTES and dropped. Never throws. */

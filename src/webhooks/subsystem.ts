@@ -1,6 +1,5 @@
 import { hostname } from 'node:os';
-import { TransferEvents } from '../../packages/producer/src/consumer.ts';
-import type { TransferEvent } from '../../packages/producer/src/events.ts';
+import { TransferEvents, type BatchedTransferEvent } from '../../packages/producer/src/consumer.ts';
 import type { Config } from '../config/config.ts';
 import type { Logger } from '../logger.ts';
 import { zeroWebhookSeries, type Metrics } from '../metrics.ts';
@@ -21,12 +20,11 @@ import { endpointGroup, EndpointStore } from './store.ts';
 export const WEBHOOK_CLAIM_IDLE_MS = 10_000;
 
 /**
- * Consumers of each endpoint's group in one process. A consumer hands its events to the handler one at
- * a time, each a round trip to queue it and one to acknowledge it, so one consumer reads no faster than
- * two round trips per event (bench/README.md, "Webhooks"); several read apart batches side by side. The
- * order of a transfer's events does not depend on who reads them: the store queues each in stream order
- * and holds a transfer back while an earlier event of it is read and not yet queued (store.ts), as for
- * several processes.
+ * Consumers of each endpoint's group in one process. A consumer queues each batch it reads in one step
+ * and acknowledges it in one more; several read apart batches side by side, so that one waiting on its
+ * round trips does not hold the reading up. The order of a transfer's events does not depend on who
+ * reads them: the store queues each in stream order and holds a transfer back while an earlier event
+ * of it is read and not yet queued (store.ts), as for several processes.
  */
 export const WEBHOOK_READERS = 4;
 
@@ -80,7 +78,7 @@ export function startWebhooks(options: WebhooksOptions): Webhooks {
     const wanted = new Set<string>(endpoint.events);
     const group = endpointGroup(endpoint.name);
     for (let reader = 1; reader <= WEBHOOK_READERS; reader++) {
-      events.consume(
+      events.consumeBatches(
         {
           group,
           consumer: `${hostname()}-${process.pid}-${reader}`,
@@ -109,10 +107,13 @@ export function startWebhooks(options: WebhooksOptions): Webhooks {
               'webhook: a transfer started a new life after the ledger was lost',
             ),
         },
-        async (event: TransferEvent, entryId: string) => {
-          if (!wanted.has(event.event)) return;
-          const queued = await store.enqueue(queuedEvent(event, entryId, options.metadataKeys, Date.now() + firstDelayMs));
-          if (queued) dispatcher.wake();
+        async (batch: BatchedTransferEvent[]) => {
+          const now = Date.now();
+          const events = batch
+            .filter(({ event }) => wanted.has(event.event))
+            .map(({ event, entryId }) => queuedEvent(event, entryId, options.metadataKeys, now + firstDelayMs));
+          // A read's events in one step, in stream order; acknowledged once it is done.
+          if ((await store.enqueueAll(events, now + firstDelayMs)) > 0) dispatcher.wake();
         },
       );
     }

@@ -304,6 +304,72 @@ describe('TransferEvents', () => {
   });
 });
 
+describe('TransferEvents.consumeBatches', () => {
+  it("hands each read's events at once, in stream order, each (sequenceId, version) once; acknowledges them together", async () => {
+    const { redis, events, stream } = consumerSetUp('consumer-batches');
+    const published: string[] = [];
+    // 60 distinct transfer events, a copy right after one of them (same read) and one a read later.
+    for (let t = 0; t < 30; t++) {
+      for (const version of [1, 2]) published.push(await publish(redis, stream, `seq-${t}`, version));
+      if (t === 5) published.push(await publish(redis, stream, 'seq-5', 2));
+    }
+    published.push(await publish(redis, stream, 'seq-1', 1));
+    const batches: string[][] = [];
+    const errors: ConsumeErrorInfo[] = [];
+    track(
+      events.consumeBatches(
+        { group: 'g', consumer: 'c', from: '0', batch: 25, onError: (_e, info) => errors.push(info) },
+        async (batch) => {
+          expect(batch.every(({ event, entryId }) => event.id === entryId)).toBe(true);
+          batches.push(batch.map(({ entryId }) => entryId));
+        },
+      ),
+    );
+    await expect
+      .poll(async () => (await lag(redis, stream, 'g')) === 0 && (await pendingCount(redis, stream, 'g')) === 0, { timeout: 10_000 })
+      .toBe(true);
+    expect(errors).toEqual([]);
+    expect(batches.every((batch) => batch.length > 1 && batch.length <= 25)).toBe(true);
+    // Every event but the two copies, in stream order.
+    expect(batches.flat()).toEqual(published.filter((_, i) => i !== 12 && i !== published.length - 1));
+  });
+
+  it('a batch whose handler throws: each of its events reported and tried again, then recorded', async () => {
+    const { redis, events, stream } = consumerSetUp('consumer-batch-fails');
+    const ids = [
+      await publish(redis, stream, 'seq-a', 1),
+      await publish(redis, stream, 'seq-b', 1),
+      await publish(redis, stream, 'seq-a', 2),
+    ];
+    const errors: ConsumeErrorInfo[] = [];
+    const calls: string[][] = [];
+    track(
+      events.consumeBatches(
+        { group: 'g', consumer: 'c', from: '0', blockMs: 50, claimIdleMs: 200, onError: (_e, info) => errors.push(info) },
+        async (batch) => {
+          calls.push(batch.map(({ event }) => keyOf(event)));
+          if (calls.length === 1) throw new Error('downstream unavailable');
+        },
+      ),
+    );
+    await expect.poll(() => calls.length, { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => pendingCount(redis, stream, 'g'), { timeout: 5_000 }).toBe(0);
+    expect(calls).toEqual([
+      ['seq-a:1', 'seq-b:1', 'seq-a:2'],
+      ['seq-a:1', 'seq-b:1', 'seq-a:2'],
+    ]);
+    expect(errors.map(({ stage, entryId, deliveries }) => [stage, entryId, deliveries])).toEqual(ids.map((id) => ['handler', id, 1]));
+    // Recorded: copies published now are acknowledged without the handler.
+    await publish(redis, stream, 'seq-b', 1);
+    await publish(redis, stream, 'seq-a', 2);
+    await expect
+      .poll(async () => (await lag(redis, stream, 'g')) === 0 && (await pendingCount(redis, stream, 'g')) === 0, { timeout: 10_000 })
+      .toBe(true);
+    expect(calls).toHaveLength(2);
+    expect(errors).toHaveLength(3);
+  });
+});
+
 describe('TransferEvents and the ledger epoch', () => {
   /** Waits until every entry of the stream was delivered to the group and acknowledged. */
   async function drained(redis: Redis, stream: string, group: string): Promise<void> {
