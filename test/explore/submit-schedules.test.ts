@@ -1082,6 +1082,9 @@ describe.each(PROVIDERS)('one transfer under explored schedules, %s answers', (a
           try {
             const report = await runSchedule(s, scenario, prefix);
             seen.schedules++;
+            // A deep run's progress, so that one stopped early still says how far it got.
+            if (seen.schedules % 5_000 === 0)
+              console.error(`[explore] ${answers} answers, seed ${SEED}: ${seen.schedules} schedules passed`);
             if (scenario.foreign) seen.foreign++;
             if (report.foreignAfterLostAnswer) seen.foreignAfterLostAnswer++;
             if (report.wiped) seen.wiped++;
