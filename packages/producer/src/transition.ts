@@ -308,6 +308,12 @@ end
 `;
 
 /**
+ * How many entries a transfer's attempts keep, the newest (transition.lua's ATTEMPTS_CAP, which
+ * assembleTransitionScript checks against this): a full set may have lost its oldest.
+ */
+export const ATTEMPTS_CAP = 50;
+
+/**
  * The transition script as Redis runs it: transition.lua with the contract's terminal states put in
  * where it says `{--[[catalog: terminal states]]}` (one fact, one place: the catalog), and isoTime.
  */
@@ -316,6 +322,8 @@ export function assembleTransitionScript(lua: string): string {
   const iso = '--[[iso time]]';
   if (!lua.includes(marker)) throw new Error(`transition.lua lacks ${marker}`);
   if (!lua.includes(iso)) throw new Error(`transition.lua lacks ${iso}`);
+  const cap = /^local ATTEMPTS_CAP = (\d+)$/m.exec(lua);
+  if (!cap || Number(cap[1]) !== ATTEMPTS_CAP) throw new Error(`transition.lua's ATTEMPTS_CAP is not ${ATTEMPTS_CAP}`);
   return lua.replace(marker, `{ ${TERMINAL_STATES.map((state) => `['${state}'] = true`).join(', ')} }`).replace(iso, ISO_TIME_LUA);
 }
 

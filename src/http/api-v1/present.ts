@@ -1,3 +1,4 @@
+import { ATTEMPTS_CAP } from '../../../packages/producer/src/transition.ts';
 import type { TransferEvent } from '../../../packages/producer/src/events.ts';
 import type { ListedTransfer } from '../../ledger/queries.ts';
 import type { AttemptEntry } from '../../ledger/ledger.ts';
@@ -53,9 +54,6 @@ function eventSource(event: TransferEvent): TimelineItem['source'] {
     return 'operator';
   return 'worker';
 }
-
-/** How many entries the attempts list keeps (transition.lua ATTEMPTS_CAP): a full list may have lost its oldest. */
-const ATTEMPTS_CAP = 50;
 
 /**
  * One transfer's timeline, oldest first: its events, its audit entries, every send attempt (with what
