@@ -1,6 +1,7 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import type { EventData } from '../../packages/producer/src/events.ts';
 import { parseSubmitPayload, type SubmitPayload } from '../../packages/producer/src/payload.ts';
+import { jobIdFor } from '../../packages/producer/src/job-id.ts';
 import { keySlot } from '../../packages/producer/src/redis-slot.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
 import { Ledger, TERMINAL_STATES, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
@@ -262,6 +263,11 @@ describe('listing indexes kept with the record', () => {
     expect(await walk({ q: old.txid!, limit: 1 })).toEqual([old.sequenceId]);
     expect(await queries.byTxid(old.txid!.toUpperCase())).toBe(old.sequenceId);
     expect(await walk({ q: old.jobId, limit: 1 })).toEqual([]);
+    // A job id made by jobIdFor names its sequenceId: such a record is found by it, once, without an entry.
+    const derived = id('derived');
+    await must(derived, op.create(jobIdFor(derived), payloadOf(derived)));
+    await redis.zrem(keys.search, `j:${jobIdFor(derived)}\n${derived}`);
+    expect(await walk({ q: jobIdFor(derived), limit: 1 })).toEqual([derived]);
   });
 
   it('are removed by retention together with the ended records', async () => {
