@@ -370,7 +370,10 @@ interface Life {
   lookedUpBeforeFirstSend: boolean | undefined;
   /**
    * A lookup of this life before its first send did not list a send the provider had accepted (the
-   * draw `empty`): the stated residual "a send of the lost life the provider does not list yet".
+   * draw `empty`), or listed it only without its sequenceId (`found-without-sequence-id`: to a ledger
+   * whose every send was answered "not taken", such a record is another transfer of the wallet,
+   * lookBeforeResend in src/jobs/submit-transaction/steps/resolve.ts): the stated residual "a send of
+   * the lost life the provider does not show as ours".
    */
   missedBeforeFirstSend: boolean;
 }
@@ -679,7 +682,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario, prefix: string):
       // life's first send.
       const missed = (listed: Transaction[] | undefined) => {
         const deadInFlight = [...inFlightSends].some((flight) => flight.caller.dead);
-        const lists = listed?.some((tx) => tx.id === transaction.id) ?? false;
+        // Shown as ours only with our sequenceId: nothing else ties a record to a send the ledger forgot.
+        const lists = listed?.some((tx) => tx.id === transaction.id && tx.sequenceId === transaction.sequenceId) ?? false;
         if (caller.lookedUpBeforeFirstSend === undefined && ((accepted > 0 && !lists) || deadInFlight)) caller.missedBeforeFirstSend = true;
         return listed ?? [];
       };
@@ -917,7 +921,8 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario, prefix: string):
   // default configuration (no LOOKUP_BEFORE_FIRST_SEND: the explorer never sets it), and either a
   // provider that accepts a reused sequenceId (the lookups the worker makes for its own reasons are no
   // guard: a send of the lost life may not be listed yet, or still be in flight), or lookups before the
-  // new life's first send that could not list the lost life's send: with a provider that refuses reuse
+  // new life's first send that could not show the lost life's send as ours (not listed, or listed
+  // without its sequenceId): with a provider that refuses reuse
   // nothing is sent twice, but a refusal of the new life's send for another reason can end `failed` a
   // transfer whose lost send was accepted.
   const exempt = rolledBack && scenario.rollback!.restart && (!scenario.rollback!.refusesReuse || life.missedBeforeFirstSend);
