@@ -1,5 +1,5 @@
 import { ATTENTION_REASONS, type AttentionReason } from '../../packages/producer/src/keys.ts';
-import { sequenceIdOfJobId } from '../../packages/producer/src/job-id.ts';
+import { JOB_ID_PREFIX, sequenceIdOfJobId } from '../../packages/producer/src/job-id.ts';
 import { canonicalTxid } from '../lib/txid.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
@@ -109,8 +109,18 @@ type Cursor = ScoreCursor | SearchCursor;
  */
 const PREFIX_END = Buffer.from([0xff]);
 
-/** The search index's member kinds (transition.lua, KEYS[19]): `t:<txid>\n<sequenceId>`, `j:<job id>\n<sequenceId>`. */
+/**
+ * The search index's member kinds (transition.lua, KEYS[16]): `t:<txid>\n<sequenceId>`, `j:<job
+ * id>\n<sequenceId>`. A job id made by jobIdFor (`transfer-<sequenceId>`) has no entry: the index of
+ * every sequenceId stands for it (impliedJobMember), which saves an entry per transfer.
+ */
 const SEARCH_KIND = { txid: 't:', job: 'j:' } as const;
+
+/** The search member a jobIdFor job id would have: where the job walk puts that transfer. */
+const impliedJobMember = (sequenceId: string) => `${SEARCH_KIND.job}${JOB_ID_PREFIX}${sequenceId}\n${sequenceId}`;
+
+/** Byte order, as ZRANGEBYLEX compares members. */
+const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 function encodeCursor(cursor: Cursor): string {
   return Buffer.from(JSON.stringify(cursor)).toString('base64url');
@@ -273,7 +283,12 @@ export class TransferQueries {
 
   /** The sequenceId of the transfer this job owns now; undefined when none. */
   async byJobId(jobId: string): Promise<string | undefined> {
-    return this.#exact(`${SEARCH_KIND.job}${jobId}\n`);
+    const found = await this.#exact(`${SEARCH_KIND.job}${jobId}\n`);
+    if (found !== undefined) return found;
+    // A jobIdFor job id has no entry of its own: the transfer it names, if that job owns it.
+    const sequenceId = sequenceIdOfJobId(jobId);
+    if (sequenceId === undefined) return undefined;
+    return (await this.#redis.hget(this.#keys.transfer(sequenceId), 'jobId')) === jobId ? sequenceId : undefined;
   }
 
   /** The sequenceId of the first search entry `<kind><value>\n<sequenceId>` (one ZRANGEBYLEX). */
@@ -312,19 +327,10 @@ export class TransferQueries {
     let scanned = 0;
     for (let p = SEARCH_PHASES.indexOf(cursor?.phase ?? 'txid'); p < SEARCH_PHASES.length; p++) {
       const phase = SEARCH_PHASES[p]!;
-      const key = phase === 'sequenceId' ? this.#keys.ids : this.#keys.search;
-      const start = phase === 'sequenceId' ? q : `${SEARCH_KIND[phase]}${phase === 'txid' ? txidPrefix : q}`;
       let after = cursor?.phase === phase && cursor.after !== '' ? cursor.after : undefined;
       for (;;) {
         const batch = Math.min(MAX_PAGE, Math.max(1, limit - items.length) * (filtered ? 2 : 1));
-        const members = await this.#redis.zrangebylex(
-          key,
-          after === undefined ? `[${start}` : `(${after}`,
-          Buffer.concat([Buffer.from(`(${start}`), PREFIX_END]),
-          'LIMIT',
-          0,
-          batch,
-        );
+        const { members, exhausted } = await this.#walk(phase, phase === 'txid' ? txidPrefix : q, after, batch);
         const ids = phase === 'sequenceId' ? members : members.map((member) => member.slice(member.lastIndexOf('\n') + 1));
         const records = await this.#records(ids);
         for (let i = 0; i < members.length; i++) {
@@ -332,14 +338,83 @@ export class TransferQueries {
           after = members[i]!;
           scanned++;
           const record = records[i];
-          if (record && !listedBefore(record, phase) && (await this.#searchMatches(record, query, now))) items.push(record);
+          // A jobIdFor job id's place stands for the transfer only while that job owns it.
+          const owned = phase !== 'job' || record?.jobId === members[i]!.slice(SEARCH_KIND.job.length, members[i]!.lastIndexOf('\n'));
+          if (record && owned && !listedBefore(record, phase) && (await this.#searchMatches(record, query, now))) items.push(record);
         }
-        if (members.length < batch) break;
+        if (exhausted) break;
         if (items.length === limit || scanned >= MAX_SCANNED)
           return { items, next: encodeCursor({ kind: 'search', phase, after: after! }) };
       }
     }
     return { items, next: null };
+  }
+
+  /**
+   * The next members (about `n`) of a search walk after `after` whose txid, job id or sequenceId begins with
+   * `prefix`, in member order. The job walk merges the search index's job entries with the places of
+   * jobIdFor job ids (impliedJobMember, read from the index of every sequenceId: one place per
+   * sequenceId, in the same order); `exhausted`: nothing is left after the last one.
+   */
+  async #walk(
+    phase: SearchPhase,
+    prefix: string,
+    after: string | undefined,
+    n: number,
+  ): Promise<{ members: string[]; exhausted: boolean }> {
+    const range = async (key: string, start: string, from: string | undefined) =>
+      this.#redis.zrangebylex(
+        key,
+        from === undefined ? `[${start}` : from,
+        Buffer.concat([Buffer.from(`(${start}`), PREFIX_END]),
+        'LIMIT',
+        0,
+        n,
+      );
+    if (phase === 'sequenceId') {
+      const members = await range(this.#keys.ids, prefix, after === undefined ? undefined : `(${after}`);
+      return { members, exhausted: members.length < n };
+    }
+    const start = `${SEARCH_KIND[phase]}${prefix}`;
+    const explicit = await range(this.#keys.search, start, after === undefined ? undefined : `(${after}`);
+    if (phase === 'txid') return { members: explicit, exhausted: explicit.length < n };
+    const implied = (await this.#impliedJobSequenceIds(prefix, after, n, range)).map(impliedJobMember);
+    // Members at or before the lower of the full lists' last ones are all known.
+    const lasts = [explicit, implied].filter((list) => list.length === n).map((list) => list[n - 1]!);
+    const frontier = lasts.sort(byteOrder)[0];
+    const members = [...new Set([...explicit, ...implied])]
+      .sort(byteOrder)
+      .filter((member) => frontier === undefined || byteOrder(member, frontier) <= 0);
+    return { members, exhausted: frontier === undefined };
+  }
+
+  /**
+   * The sequenceIds whose jobIdFor job id begins with `prefix` and whose place (impliedJobMember)
+   * comes after `after`, the first `n` in order: none unless `prefix` and JOB_ID_PREFIX agree as far as
+   * the shorter goes.
+   */
+  async #impliedJobSequenceIds(
+    prefix: string,
+    after: string | undefined,
+    n: number,
+    range: (key: string, start: string, from: string | undefined) => Promise<string[]>,
+  ): Promise<string[]> {
+    let start: string;
+    if (prefix.startsWith(JOB_ID_PREFIX)) start = prefix.slice(JOB_ID_PREFIX.length);
+    else if (JOB_ID_PREFIX.startsWith(prefix)) start = '';
+    else return [];
+    let from: string | undefined;
+    if (after !== undefined) {
+      const jobId = after.slice(SEARCH_KIND.job.length, after.lastIndexOf('\n'));
+      if (jobId.startsWith(JOB_ID_PREFIX)) {
+        // Places follow sequenceIds' order; of those from this one on, only its own can lie at or before `after`.
+        const sequenceId = jobId.slice(JOB_ID_PREFIX.length);
+        from = `${byteOrder(impliedJobMember(sequenceId), after) <= 0 ? '(' : '['}${sequenceId}`;
+      } else if (byteOrder(jobId, JOB_ID_PREFIX) > 0) {
+        return []; // every place lies before `after`
+      }
+    }
+    return range(this.#keys.ids, start, from);
   }
 
   /**
@@ -359,7 +434,8 @@ export class TransferQueries {
       const byJob = record.jobId === q;
       const indexed =
         (byTxid && (await this.#redis.zscore(this.#keys.search, `${SEARCH_KIND.txid}${txid}\n${record.sequenceId}`)) !== null) ||
-        (byJob && (await this.#redis.zscore(this.#keys.search, `${SEARCH_KIND.job}${q}\n${record.sequenceId}`)) !== null);
+        (byJob && (await this.#redis.zscore(this.#keys.search, `${SEARCH_KIND.job}${q}\n${record.sequenceId}`)) !== null) ||
+        (byJob && q === JOB_ID_PREFIX + record.sequenceId && (await this.#redis.zscore(this.#keys.ids, record.sequenceId)) !== null);
       if ((byTxid || byJob) && !indexed && (await this.#searchMatches(record, query, now))) items.push(record);
     }
     return items;

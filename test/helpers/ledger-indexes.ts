@@ -4,6 +4,7 @@
  * difference is reported. Tests only: the worker never scans.
  */
 import { ATTENTION_REASONS, type AttentionReason } from '../../packages/producer/src/keys.ts';
+import { JOB_ID_PREFIX } from '../../packages/producer/src/job-id.ts';
 import { canonicalTxid } from '../../src/lib/txid.ts';
 import type { Keys } from '../../src/ledger/keys.ts';
 import { TERMINAL_STATES, toRecord, TransferState, type TransferRecord } from '../../src/ledger/ledger.ts';
@@ -83,7 +84,8 @@ export async function indexProblems(redis: RedisClient, keys: Keys, prefix: stri
     const needs = expectedAttention(record);
     if (needs) attention[needs.reason]![record.sequenceId] = needs.since;
     if (record.txid !== undefined) search[`t:${canonicalTxid(record.txid)}\n${record.sequenceId}`] = 0;
-    if (record.jobId !== '') search[`j:${record.jobId}\n${record.sequenceId}`] = 0;
+    // A jobIdFor job id has no entry: the index of every sequenceId stands for it (queries.ts).
+    if (record.jobId !== '' && record.jobId !== JOB_ID_PREFIX + record.sequenceId) search[`j:${record.jobId}\n${record.sequenceId}`] = 0;
     if (TERMINAL_STATES.has(record.state)) {
       ended[record.sequenceId] = {
         state: record.state,

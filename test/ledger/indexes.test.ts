@@ -264,10 +264,55 @@ describe('listing indexes kept with the record', () => {
     expect(await queries.byTxid(old.txid!.toUpperCase())).toBe(old.sequenceId);
     expect(await walk({ q: old.jobId, limit: 1 })).toEqual([]);
     // A job id made by jobIdFor names its sequenceId: such a record is found by it, once, without an entry.
+    // (Such a job id never has a search entry; a record older than the indexes is in none of them.)
     const derived = id('derived');
     await must(derived, op.create(jobIdFor(derived), payloadOf(derived)));
-    await redis.zrem(keys.search, `j:${jobIdFor(derived)}\n${derived}`);
+    await redis.zrem(keys.ids, derived);
     expect(await walk({ q: jobIdFor(derived), limit: 1 })).toEqual([derived]);
+  });
+
+  it('find jobIdFor job ids without a search entry of their own: by job id and its beginning, in pages, once', async () => {
+    // Made by jobIdFor: no entry in the search index, the index of every sequenceId stands for them.
+    const own = [id('own'), id('own'), id('own'), id('own'), id('own')];
+    for (const s of own) await must(s, op.create(jobIdFor(s), payloadOf(s)));
+    for (const s of own) expect(await redis.zscore(keys.search, `j:${jobIdFor(s)}\n${s}`)).toBeNull();
+    // A custom job id keeps its entry; one whose id looks like another transfer's jobIdFor id too.
+    const custom = await drive('received');
+    const lookalike = id('lookalike');
+    await must(lookalike, op.create(jobIdFor(own[0]!) + '-x', payloadOf(lookalike)));
+    // Handed over from a jobIdFor job to another: no longer found by the first.
+    const away = id('away');
+    await must(away, op.create(jobIdFor(away), payloadOf(away)));
+    await must(away, op.handOver(TransferState.RECEIVED, `job-again-${away}`));
+    // An entry such a job id got from a worker before this change: found once all the same.
+    const older = id('older');
+    await must(older, op.create(jobIdFor(older), payloadOf(older)));
+    await redis.zadd(keys.search, 0, `j:${jobIdFor(older)}\n${older}`);
+    expect(await indexProblems(redis, keys, prefix)).toEqual([`search: j:${jobIdFor(older)}\n${older} should not be there`]);
+
+    for (const s of [...own, older]) expect(await queries.byJobId(jobIdFor(s))).toBe(s);
+    expect(await queries.byJobId(jobIdFor(away))).toBeUndefined();
+    expect(await queries.byJobId(`job-again-${away}`)).toBe(away);
+    expect(await queries.byJobId(jobIdFor(own[0]!) + '-x')).toBe(lookalike);
+    expect(await queries.byJobId(jobIdFor(custom))).toBeUndefined();
+
+    const owners = [...own, older];
+    for (const limit of [1, 2, 3, 10]) {
+      // Every jobIdFor job id begins with 'transfer-', and with 'tra'; the lookalike's too.
+      expect((await walk({ q: 'transfer-', limit })).sort()).toEqual([...owners, lookalike].sort());
+      expect((await walk({ q: 'tra', limit })).sort()).toEqual([...owners, lookalike].sort());
+      expect(await walk({ q: jobIdFor(own[0]!), limit })).toEqual([own[0], lookalike]);
+      expect(await walk({ q: jobIdFor(older), limit })).toEqual([older]);
+      expect(await walk({ q: jobIdFor(away), limit })).toEqual([]);
+      expect(await walk({ q: `job-again-${away}`, limit })).toEqual([away]);
+    }
+    // In job id order across both sources, a page after another.
+    const page = await queries.listTransfers({ q: 'transfer-', limit: 2 });
+    const rest = await queries.listTransfers({ q: 'transfer-', limit: 10, cursor: page.next! });
+    const order = [...page.items, ...rest.items].map((item) => item.jobId);
+    expect(order).toEqual([...order].sort());
+    // A beginning that no jobIdFor job id has finds none of them.
+    expect(await walk({ q: 'job-', limit: 3 })).toEqual(expect.not.arrayContaining(owners));
   });
 
   it('are removed by retention together with the ended records', async () => {
@@ -353,7 +398,8 @@ describe('a listing while transfers change', () => {
     for (let i = 0; i < ids.length; i += 500) {
       await Promise.all(
         ids.slice(i, i + 500).map(async (s, j) => {
-          await must(s, op.create(`job-${s}`, payloadOf(s)));
+          // Half by jobIdFor's job ids (no search entry: the search walks the index of every sequenceId).
+          await must(s, op.create((i + j) % 2 === 0 ? jobIdFor(s) : `job-${s}`, payloadOf(s)));
           if ((i + j) % 3 === 0) await must(s, op.pass(DECISION));
         }),
       );
@@ -382,25 +428,31 @@ describe('a listing while transfers change', () => {
         // New transfers after the listing started: never in it (their last change is after its window).
         const fresh = id('fresh');
         touched.add(fresh);
-        await must(fresh, op.create(`job-${fresh}`, payloadOf(fresh)));
+        await must(fresh, op.create(changes % 2 === 0 ? jobIdFor(fresh) : `job-${fresh}`, payloadOf(fresh)));
       }
     };
     const mutator = mutate();
     let pages = 0;
-    const [byState, everything] = await Promise.all([
+    const [byState, everything, byJob] = await Promise.all([
       walk({ state: TransferState.RECEIVED, limit: 200 }, async () => {
         pages++;
         await new Promise((resolve) => setImmediate(resolve));
       }),
       walk({ limit: 150 }),
+      walk({ q: 'transfer-page', limit: 100 }),
     ]);
     stop = true;
     await mutator;
     expect(changes).toBeGreaterThan(0);
     expect(pages).toBeGreaterThan(1);
+    const ownJobs = new Set(
+      [...initial.values()].filter((record) => record.jobId === jobIdFor(record.sequenceId)).map((r) => r.sequenceId),
+    );
+    expect(ownJobs.size).toBe(Math.ceil(SIZE / 2));
     for (const [name, listed, matching] of [
       ['state received', byState, received],
       ['every state', everything, new Set(ids)],
+      ['job ids by their beginning', byJob, ownJobs],
     ] as const) {
       const seen = new Set<string>();
       const twice = listed.filter((s) => (seen.has(s) ? true : (seen.add(s), false)));

@@ -41,7 +41,8 @@ export const TRANSITION_LUA_SOURCE = `--[[
              send-unknown, halted, expired-unknown, approval (in that order; attentionOf below says when)
     KEYS[16] txids and job ids, for lookups exact and by prefix (sorted set, score 0: ZRANGEBYLEX),
              members 't:<txid>\\n<sequenceId>' (the txid in its canonical spelling) and
-             'j:<job id>\\n<sequenceId>' (the job that owns the transfer now)
+             'j:<job id>\\n<sequenceId>' (the job that owns the transfer now, unless its id is
+             JOB_ID_PREFIX .. sequenceId, jobIdFor's: KEYS[9] finds those, src/ledger/queries.ts)
     KEYS[17] the index of the state \`to\` (sorted set, score = last change ms)
     KEYS[18..17+n] the index of each state of \`from\` but '-', in \`from\`'s order
   KEYS[18+n..#KEYS-1] claims (strings, value = the sequenceId): one key per upstream record id or txid
@@ -195,6 +196,8 @@ end
 local lease = req.lease
 -- How many attempts a transfer keeps (the newest); docs/contract.md section 5.
 local ATTEMPTS_CAP = 50
+-- The producer's job ids (packages/producer/src/job-id.ts, jobIdFor): no search entry of their own.
+local JOB_ID_PREFIX = 'transfer-'
 
 local now
 if req.now ~= '' then
@@ -453,7 +456,7 @@ if member ~= '' then
   local jobId = rec.jobId
   if jobId and jobId ~= old.jobId then
     if old.jobId then redis.call('ZREM', SEARCH, 'j:' .. old.jobId .. '\\n' .. member) end
-    redis.call('ZADD', SEARCH, 0, 'j:' .. jobId .. '\\n' .. member)
+    if jobId ~= JOB_ID_PREFIX .. member then redis.call('ZADD', SEARCH, 0, 'j:' .. jobId .. '\\n' .. member) end
   end
   -- One spelling per txid, as Keys.claim (src/lib/txid.ts): hex in lower case, with or without 0x.
   local function canonical(txid)

@@ -1,5 +1,6 @@
 import { TERMINAL_STATES, type TerminalStateName, type TransferStateName } from './catalog.ts';
 import type { EventData, EventOf } from './events.ts';
+import { JOB_ID_PREFIX } from './job-id.ts';
 import { TRANSITION_LUA_SOURCE } from './transition-lua.ts';
 
 /**
@@ -324,6 +325,8 @@ export function assembleTransitionScript(lua: string): string {
   if (!lua.includes(iso)) throw new Error(`transition.lua lacks ${iso}`);
   const cap = /^local ATTEMPTS_CAP = (\d+)$/m.exec(lua);
   if (!cap || Number(cap[1]) !== ATTEMPTS_CAP) throw new Error(`transition.lua's ATTEMPTS_CAP is not ${ATTEMPTS_CAP}`);
+  const prefix = /^local JOB_ID_PREFIX = '([^']*)'$/m.exec(lua);
+  if (!prefix || prefix[1] !== JOB_ID_PREFIX) throw new Error(`transition.lua's JOB_ID_PREFIX is not ${JOB_ID_PREFIX}`);
   return lua.replace(marker, `{ ${TERMINAL_STATES.map((state) => `['${state}'] = true`).join(', ')} }`).replace(iso, ISO_TIME_LUA);
 }
 
