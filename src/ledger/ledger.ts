@@ -5,7 +5,7 @@ import { connectionSession, replicaAcknowledgement, type ReplicaAcknowledgement 
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 import { CALLS_FIELD, NO_VIEW, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
-import { op, type Attempt } from './operations.ts';
+import { op, SEND_ACCEPTED_AT, type Attempt } from './operations.ts';
 import { cancelOutcome, type CancelResult } from '../../packages/producer/src/transition.ts';
 import { NotReplicatedError, VersionMismatchError } from '../../packages/producer/src/errors.ts';
 import {
@@ -318,11 +318,17 @@ export class Ledger {
 
   /**
    * A transfer's send attempts and settling lookups, oldest first (the newest ATTEMPTS_CAP the text
-   * keeps, one JSON entry a line, transition.lua): one GET. An entry that does not read as one is left out.
+   * keeps, one JSON entry a line, transition.lua), with the send whose own answer proved it accepted
+   * put back in its place from the record (SEND_ACCEPTED_AT): one GET and one HGET. An entry that does
+   * not read as one is left out.
    */
   async attempts(sequenceId: string): Promise<AttemptEntry[]> {
-    const text = (await this.#redis.get(this.#keys.attempts(sequenceId))) ?? '';
-    return text.split('\n').flatMap((text) => {
+    const [[, stored], [, acceptedAt]] = (await this.#redis
+      .multi()
+      .get(this.#keys.attempts(sequenceId))
+      .hget(this.#keys.transfer(sequenceId), SEND_ACCEPTED_AT)
+      .exec()) as [[unknown, string | null], [unknown, string | null]];
+    const entries = (stored ?? '').split('\n').flatMap((text) => {
       if (text === '') return [];
       try {
         const entry = JSON.parse(text) as AttemptEntry;
@@ -331,6 +337,13 @@ export class Ledger {
         return [];
       }
     });
+    if (acceptedAt) {
+      const at = Number(acceptedAt);
+      // The send that led to `submitted` came after whatever was recorded up to that millisecond.
+      const place = entries.findIndex((entry) => entry.at > at);
+      entries.splice(place === -1 ? entries.length : place, 0, { at, kind: 'send', outcome: 'accepted', proof: 'accepted' });
+    }
+    return entries;
   }
 
   /** Part of a transfer's record (HMGET); undefined when there is no record. */

@@ -94,6 +94,24 @@ function attempted(attempt: Attempt | undefined): Pick<TransitionRequest, 'attem
   return attempt === undefined ? {} : { attempt };
 }
 
+/**
+ * The record field that stands for the send whose own answer proved it accepted (the attempt `{ kind:
+ * 'send', outcome: 'accepted', proof: 'accepted' }`, at this time): stamped by the transition to
+ * `submitted` instead of an attempts entry, so a transfer sent once has no attempts key (about 180
+ * bytes of Redis each); Ledger.attempts puts the entry back in its place.
+ */
+export const SEND_ACCEPTED_AT = 'sendAcceptedAt';
+
+function acceptedByItsAnswer(attempt: Attempt | undefined): boolean {
+  return (
+    attempt?.kind === 'send' &&
+    attempt.outcome === 'accepted' &&
+    attempt.proof === 'accepted' &&
+    attempt.httpStatus === undefined &&
+    attempt.code === undefined
+  );
+}
+
 /** What a released lease may also record: the retryable error, and the sends and failures to add. */
 export interface Release {
   /** The send attempt or lookup whose outcome this release records. */
@@ -272,14 +290,15 @@ export const op = {
     extraSends: number,
     attempt?: Attempt,
   ): TransitionRequest {
+    const accepted = acceptedByItsAnswer(attempt);
     return {
-      ...attempted(attempt),
+      ...(accepted ? {} : attempted(attempt)),
       from: [TransferState.SUBMITTING],
       to: TransferState.SUBMITTED,
       lease: { mode: 'own', owner },
       set: matchFields(match),
       claims: matchClaims(match),
-      stamp: ['submittedAt'],
+      stamp: accepted ? ['submittedAt', SEND_ACCEPTED_AT] : ['submittedAt'],
       unset: ['payload', 'lastError', ...LEASE_FIELDS],
       increment: { sends: extraSends },
       event: { type: 'transfer.submitted', data },

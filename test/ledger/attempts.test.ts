@@ -56,6 +56,49 @@ describe('the attempts list', () => {
     expect(await redis.exists(keys.attempts(other))).toBe(0);
   });
 
+  it('stands for the send its own answer proved accepted by a record field, in its place', async () => {
+    const ACCEPTED = { kind: 'send', outcome: 'accepted', proof: 'accepted' } as const;
+    // Sent once, accepted: no attempts key at all, the entry all the same.
+    const once = id();
+    await sending(once, 'a');
+    clock += 7;
+    expect((await ledger.transition(once, op.markSubmitted('a', { transfer: null, recoveredBy: 'duplicate' }, {}, 0, ACCEPTED))).ok).toBe(
+      true,
+    );
+    expect(await redis.exists(keys.attempts(once))).toBe(0);
+    expect(await redis.hget(keys.transfer(once), 'sendAcceptedAt')).toBe(String(1_000_007));
+    expect(await redis.hget(keys.transfer(once), 'submittedAt')).toBe(String(1_000_007));
+    expect(await ledger.attempts(once)).toEqual([{ at: 1_000_007, ...ACCEPTED }]);
+    // After a send not taken and a lookup, and before a later entry: in the order of their times.
+    const s = id();
+    await sending(s, 'a');
+    await ledger.transition(s, op.release('a', { extraSends: 0, attempt: NOT_TAKEN }));
+    clock += 3;
+    await ledger.transition(s, { ...op.takeLease('a', 1_000), attempt: { kind: 'lookup', finding: 'absent' } });
+    expect((await ledger.transition(s, op.markSubmitted('a', { transfer: null, recoveredBy: 'duplicate' }, {}, 1, ACCEPTED))).ok).toBe(
+      true,
+    );
+    clock += 2;
+    await ledger.transition(s, {
+      from: [TransferState.SUBMITTED],
+      to: TransferState.SUBMITTED,
+      attempt: { kind: 'lookup', finding: 'found' },
+    });
+    expect(await ledger.attempts(s)).toEqual([
+      { at: 1_000_007, ...NOT_TAKEN },
+      { at: 1_000_010, kind: 'lookup', finding: 'absent' },
+      { at: 1_000_010, ...ACCEPTED },
+      { at: 1_000_012, kind: 'lookup', finding: 'found' },
+    ]);
+    // Any other answer that made it submitted (a 409 taken as accepted earlier) is an entry of its own.
+    const other = id();
+    await sending(other, 'a');
+    const earlier = { kind: 'send', outcome: 'accepted-earlier', proof: 'accepted', httpStatus: 409, code: 'CUSTODY_CONFLICT' } as const;
+    await ledger.transition(other, op.markSubmitted('a', { transfer: null, recoveredBy: 'duplicate' }, {}, 0, earlier));
+    expect(await redis.hget(keys.transfer(other), 'sendAcceptedAt')).toBeNull();
+    expect(await ledger.attempts(other)).toEqual([{ at: 1_000_012, ...earlier }]);
+  });
+
   it('keeps the newest 50 entries', async () => {
     const s = id();
     await sending(s, 'a');
