@@ -1,6 +1,6 @@
 import { FailureCode, type EventData, type EventOf } from '../../packages/producer/src/events.ts';
 import type { SubmitPayload } from '../../packages/producer/src/payload.ts';
-import type { GateDecision, LedgerMatch } from './record.ts';
+import { COMMON_GATE_SETTING, type GateDecision, type LedgerMatch } from './record.ts';
 import { cancelRequest } from '../../packages/producer/src/transition.ts';
 import type { TransitionRequest } from './request.ts';
 import { NO_RECORD, TransferState } from './states.ts';
@@ -25,6 +25,8 @@ const FIRST_SENT = 'firstSentAt';
 
 /** Since when a halted transfer needs attention (record.ts haltedSince; transition.lua attentionOf). */
 const HALTED_SINCE = 'haltedSince';
+/** Consecutive failed polls: absent when there are none (a poll that answered removes it). */
+const POLL_FAILURES = 'pollFailures';
 
 /** Since when the provider waits for an approval of a submitted transfer (record.ts approvalSince; transition.lua attentionOf). */
 const APPROVAL_SINCE = 'approvalSince';
@@ -55,15 +57,20 @@ function newRecord(jobId: string, payload: SubmitPayload): Record<string, string
   };
 }
 
-/** Hash fields of a gate decision. */
+/**
+ * Hash fields of a gate decision (written once, leaving `received`). What most decisions hold is left
+ * out, and toRecord reads it back: `gateApplies` and `gateReference` when false (absent reads as false
+ * to any worker), `gateSetting` when it is COMMON_GATE_SETTING. About 100 bytes less per record.
+ */
 function gateFields(decision: GateDecision): Record<string, string> {
+  const setting = JSON.stringify(decision.setting);
   return {
     gateOutcome: decision.outcome,
-    gateSetting: JSON.stringify(decision.setting),
+    ...(setting === COMMON_GATE_SETTING ? {} : { gateSetting: setting }),
     gateFetchedAt: decision.settingFetchedAt,
     gateCheckedAt: decision.checkedAt,
-    gateApplies: decision.applies ? '1' : '0',
-    gateReference: decision.reference ? '1' : '0',
+    ...(decision.applies ? { gateApplies: '1' } : {}),
+    ...(decision.reference ? { gateReference: '1' } : {}),
   };
 }
 
@@ -413,7 +420,7 @@ export const op = {
 
   /** Tracking: a poll answered (clears the failure count). */
   pollAnswered(): TransitionRequest {
-    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0 } };
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, unset: [POLL_FAILURES] };
   },
 
   /** Tracking: the transfer was identified upstream; later polls match by what is remembered here. */
@@ -421,14 +428,15 @@ export const op = {
     return {
       from: [TransferState.SUBMITTED],
       to: TransferState.SUBMITTED,
-      set: { ...matchFields(match), pollFailures: 0 },
+      set: matchFields(match),
+      unset: [POLL_FAILURES],
       claims: matchClaims(match),
     };
   },
 
   /** Tracking: the wallet's sends were listed and none matched (counted up to UNMATCHED_POLLS_ALERT). */
   unmatched(unmatchedPolls: number): TransitionRequest {
-    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: 0, unmatchedPolls } };
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { unmatchedPolls }, unset: [POLL_FAILURES] };
   },
 
   /**
@@ -439,7 +447,8 @@ export const op = {
     return {
       from: [TransferState.SUBMITTED],
       to: TransferState.SUBMITTED,
-      set: { pollFailures: 0, haltedAs: upstreamState },
+      set: { haltedAs: upstreamState },
+      unset: [POLL_FAILURES],
       stampOnce: [HALTED_SINCE],
     };
   },
@@ -486,7 +495,8 @@ export const op = {
     return {
       from: [TransferState.SUBMITTED],
       to: TransferState.SUBMITTED,
-      set: { txid: found.txid, pollFailures: 0 },
+      set: { txid: found.txid },
+      unset: [POLL_FAILURES],
       claims: { recordIds: [found.id], txids: [found.txid] },
     };
   },

@@ -96,6 +96,12 @@ export interface TransferRecord {
 export const CALLS_FIELD = 'calls';
 
 /** The travel-rule decision recorded on a transfer (what the setting said, when, and the outcome). */
+/**
+ * The travel-rule setting most gate decisions hold (the rule off): a record leaves it out of
+ * `gateSetting` (operations.ts gateFields) and reads it back here. Records written before hold it.
+ */
+export const COMMON_GATE_SETTING = '{"outgoingTxn":0,"mandatory":false,"blockTxn":false}';
+
 export interface GateDecision {
   /** The provider's travel-rule setting as read; null when the provider does not gate (never blocks). */
   setting: { outgoingTxn: number; mandatory: boolean; blockTxn: boolean } | null;
@@ -245,7 +251,7 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     payloadHash: opt(hash.payloadHash),
     gate: hash.gateOutcome
       ? {
-          setting: JSON.parse(hash.gateSetting ?? '{}') as GateDecision['setting'],
+          setting: JSON.parse(hash.gateSetting ?? COMMON_GATE_SETTING) as GateDecision['setting'],
           settingFetchedAt: hash.gateFetchedAt ?? '',
           checkedAt: hash.gateCheckedAt ?? '',
           applies: hash.gateApplies === '1',

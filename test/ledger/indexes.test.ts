@@ -1,15 +1,14 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import type { EventData } from '../../packages/producer/src/events.ts';
-import { parseSubmitPayload, type SubmitPayload } from '../../packages/producer/src/payload.ts';
 import { jobIdFor } from '../../packages/producer/src/job-id.ts';
 import { keySlot } from '../../packages/producer/src/redis-slot.ts';
 import { createKeys, type Keys } from '../../src/ledger/keys.ts';
 import { Ledger, TERMINAL_STATES, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { op } from '../../src/ledger/operations.ts';
 import { ATTENTION_REASONS, TransferQueries, type ListQuery } from '../../src/ledger/queries.ts';
-import { samplePayload } from '../../tools/sample-payloads.ts';
 import { expectedAttention, indexProblems, scanRecords } from '../helpers/ledger-indexes.ts';
 import { PASSED_DECISION } from '../helpers/gate-decision.ts';
+import { mustTransition, payloadOf } from '../helpers/ledger-steps.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 import { until } from '../helpers/wait.ts';
 
@@ -49,16 +48,7 @@ afterAll(async () => {
   await closeAllRedis();
 });
 
-function payloadOf(sequenceId: string): SubmitPayload {
-  const parsed = parseSubmitPayload(samplePayload({ sequenceId }));
-  if (!parsed.ok) throw new Error('sample payload invalid');
-  return parsed.payload;
-}
-
-async function must(sequenceId: string, request: TransitionRequest): Promise<void> {
-  const result = await ledger.transition(sequenceId, request);
-  if (!result.ok) throw new Error(`${request.from.join('|')} -> ${request.to} refused: ${result.reason} (state ${result.state})`);
-}
+const must = (sequenceId: string, request: TransitionRequest) => mustTransition(ledger, sequenceId, request);
 
 /** One transfer taken to `end` through the operations the handlers use; returns its sequenceId. */
 async function drive(end: string): Promise<string> {
