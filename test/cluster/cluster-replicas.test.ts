@@ -56,8 +56,10 @@ describe('REDIS_MIN_REPLICAS on a Redis Cluster: WAIT goes to the shard of the h
     await h.producer.waitForTerminal(sequenceId, 20_000, SUBMITTED);
     h.sim.setTxid(sequenceId);
     expect((await h.producer.waitForTerminal(sequenceId, 20_000)).event).toBe('transfer.broadcast');
+    // Sent once whatever the replica's lag: a wait that timed out (REDIS_REPLICA_TIMEOUT is 100 ms, and a
+    // busy machine can lag more) only retries. How many did is a timing, not asserted; the next test
+    // shows the waits going to this shard.
     expect(h.sim.stats().sends[sequenceId]).toEqual({ accepted: 1, duplicates: 0 });
-    expect(await waitFailures()).toBe(0);
 
     const { replicas } = await h.cluster.shardOf(`${h.prefix}:transfer:${sequenceId}`);
     const onReplica = new Redis({ port: replicas[0]!.port });
