@@ -95,13 +95,13 @@ export interface TransferRecord {
 /** The hash field the request budget increments per upstream call made for a transfer (custody/budget.ts). */
 export const CALLS_FIELD = 'calls';
 
-/** The travel-rule decision recorded on a transfer (what the setting said, when, and the outcome). */
 /**
  * The travel-rule setting most gate decisions hold (the rule off): a record leaves it out of
  * `gateSetting` (operations.ts gateFields) and reads it back here. Records written before hold it.
  */
 export const COMMON_GATE_SETTING = '{"outgoingTxn":0,"mandatory":false,"blockTxn":false}';
 
+/** The travel-rule decision recorded on a transfer (what the setting said, when, and the outcome). */
 export interface GateDecision {
   /** The provider's travel-rule setting as read; null when the provider does not gate (never blocks). */
   setting: { outgoingTxn: number; mandatory: boolean; blockTxn: boolean } | null;
