@@ -362,23 +362,14 @@ export class TransferQueries {
     after: string | undefined,
     n: number,
   ): Promise<{ members: string[]; exhausted: boolean }> {
-    const range = async (key: string, start: string, from: string | undefined) =>
-      this.#redis.zrangebylex(
-        key,
-        from === undefined ? `[${start}` : from,
-        Buffer.concat([Buffer.from(`(${start}`), PREFIX_END]),
-        'LIMIT',
-        0,
-        n,
-      );
     if (phase === 'sequenceId') {
-      const members = await range(this.#keys.ids, prefix, after === undefined ? undefined : `(${after}`);
+      const members = await this.#range(this.#keys.ids, prefix, after === undefined ? undefined : `(${after}`, n);
       return { members, exhausted: members.length < n };
     }
     const start = `${SEARCH_KIND[phase]}${prefix}`;
-    const explicit = await range(this.#keys.search, start, after === undefined ? undefined : `(${after}`);
+    const explicit = await this.#range(this.#keys.search, start, after === undefined ? undefined : `(${after}`, n);
     if (phase === 'txid') return { members: explicit, exhausted: explicit.length < n };
-    const implied = (await this.#impliedJobSequenceIds(prefix, after, n, range)).map(impliedJobMember);
+    const implied = (await this.#impliedJobSequenceIds(prefix, after, n)).map(impliedJobMember);
     // Members at or before the lower of the full lists' last ones are all known.
     const lasts = [explicit, implied].filter((list) => list.length === n).map((list) => list[n - 1]!);
     const frontier = lasts.sort(byteOrder)[0];
@@ -393,12 +384,7 @@ export class TransferQueries {
    * comes after `after`, the first `n` in order: none unless `prefix` and JOB_ID_PREFIX agree as far as
    * the shorter goes.
    */
-  async #impliedJobSequenceIds(
-    prefix: string,
-    after: string | undefined,
-    n: number,
-    range: (key: string, start: string, from: string | undefined) => Promise<string[]>,
-  ): Promise<string[]> {
+  async #impliedJobSequenceIds(prefix: string, after: string | undefined, n: number): Promise<string[]> {
     let start: string;
     if (prefix.startsWith(JOB_ID_PREFIX)) start = prefix.slice(JOB_ID_PREFIX.length);
     else if (JOB_ID_PREFIX.startsWith(prefix)) start = '';
@@ -414,7 +400,22 @@ export class TransferQueries {
         return []; // every place lies before `after`
       }
     }
-    return range(this.#keys.ids, start, from);
+    return this.#range(this.#keys.ids, start, from, n);
+  }
+
+  /**
+   * At most `n` members of the lexicographic index `key` that begin with `start`, in member order:
+   * from `from` (a ZRANGEBYLEX bound, `(` or `[` and a member) when given, else from the first.
+   */
+  #range(key: string, start: string, from: string | undefined, n: number): Promise<string[]> {
+    return this.#redis.zrangebylex(
+      key,
+      from === undefined ? `[${start}` : from,
+      Buffer.concat([Buffer.from(`(${start}`), PREFIX_END]),
+      'LIMIT',
+      0,
+      n,
+    );
   }
 
   /**
