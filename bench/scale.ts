@@ -64,6 +64,8 @@ interface Settings {
   seedRps: number;
   seedConcurrency: number;
   resultFile: string;
+  /** SCALE_CPU_PROF: a directory for the V8 CPU profile (`--cpu-prof`) of ours' measuring worker, one per size. */
+  cpuProfDir: string | undefined;
 }
 
 function settings(): Settings {
@@ -107,6 +109,7 @@ function settings(): Settings {
     seedRps: number('SCALE_SEED_RPS', 2000),
     seedConcurrency: number('SCALE_SEED_CONCURRENCY', 128),
     resultFile: env.SCALE_RESULT_FILE || `${results}${fileName}.json`,
+    cpuProfDir: env.SCALE_CPU_PROF?.trim() || undefined,
   };
 }
 
@@ -455,6 +458,7 @@ async function runSize(config: Settings, n: number): Promise<SizeResult> {
     const httpPort = await getFreePort();
     const worker = await startOurWorker({
       name: 'scale-ours',
+      cpuProfDir: config.cpuProfDir,
       redisUrl: server.url,
       prefix,
       sim,
