@@ -3,8 +3,9 @@
  * API gateway stands in front of a real provider. Every request is forwarded as it came; a rule may
  * replace the origin's answer, after the origin processed the request, with a status of the gateway's
  * own (500, 520, 522, 524 …): "the origin took the request but did not answer properly". It records
- * every request in order (endpoint, sequenceId, the status the client saw), so a test can check what
- * was asked before what.
+ * every request in the order they arrive (endpoint, sequenceId, the status the client saw once there
+ * is one), so a test can check what was asked before what, a request the origin holds unanswered
+ * (the simulators' `timeout` fault, which processes it first) included.
  *
  * It knows the paths of both providers' simulators: the first provider's (endpoint names as its
  * simulator's: sendTransaction, getTransfer…) and BitGo's (docs/bitgo-api.md; `bitgo:` and the BitGo
@@ -40,7 +41,7 @@ export interface GatewayRequest {
 }
 
 export interface GatewayLogEntry extends GatewayRequest {
-  /** What the origin answered, and what the client got. */
+  /** What the origin answered, and what the client got: 0 while there is no answer (the origin holds it). */
   originStatus: number;
   status: number;
 }
@@ -144,6 +145,9 @@ export async function startGateway(origin: string): Promise<Gateway> {
       const body = await readBody(req);
       const path = req.url ?? '/';
       const seen = classify(req.method, path, body.toString('utf8'));
+      // Logged before it is forwarded: the origin may process it and never answer.
+      const entry: GatewayLogEntry = { ...seen, originStatus: 0, status: 0 };
+      log.push(entry);
       const upstream = httpRequest(
         { host: target.hostname, port: target.port, method: req.method, path, headers: { ...req.headers, host: target.host } },
         (answer) => {
@@ -152,12 +156,12 @@ export async function startGateway(origin: string): Promise<Gateway> {
             const replace = rule?.(seen, originStatus, text.toString('utf8'));
             if (replace) {
               // The origin processed the request; the client gets the gateway's own error page.
-              log.push({ ...seen, originStatus, status: replace.replaceStatus });
+              Object.assign(entry, { originStatus, status: replace.replaceStatus });
               res.writeHead(replace.replaceStatus, { 'content-type': 'text/html' });
               res.end(`<html><body>${replace.replaceStatus}: origin error</body></html>`);
               return;
             }
-            log.push({ ...seen, originStatus, status: originStatus });
+            Object.assign(entry, { originStatus, status: originStatus });
             const headers = { ...answer.headers };
             delete headers['transfer-encoding'];
             delete headers.connection;
@@ -167,7 +171,7 @@ export async function startGateway(origin: string): Promise<Gateway> {
         },
       );
       upstream.on('error', () => {
-        log.push({ ...seen, originStatus: 0, status: 502 });
+        entry.status = 502;
         res.writeHead(502, { 'content-type': 'text/html' });
         res.end('<html><body>502: bad gateway</body></html>');
       });
