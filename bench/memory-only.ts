@@ -4,27 +4,17 @@
  * by key. For working on the ledger's footprint without the submission and tracking rounds; the
  * figure of record stays `bench:scale` at N = 100,000. Prints JSON; writes no result file.
  */
-import { Redis } from 'ioredis';
-import { acquireRedis } from '../tools/redis/private-redis.ts';
-import { oursTarget } from './load.ts';
-import { measureMemory } from './memory.ts';
-import { startOurWorker, startSimulatorProcess } from './processes.ts';
+import { measureMemory, startMemoryRig } from './memory.ts';
 
 const tracked = Number(process.env.MEMORY_TRACKED ?? '20000');
 if (!Number.isInteger(tracked) || tracked <= 0)
   throw new Error(`MEMORY_TRACKED: "${process.env.MEMORY_TRACKED}" is not a positive whole number`);
 
-const server = await acquireRedis({ noContainers: true, server: { appendonly: false } });
-const redis = new Redis(server.url, { maxRetriesPerRequest: null });
-const sim = await startSimulatorProcess({ SIM_TXID_AFTER: '24h' });
-const target = oursTarget(redis, 'memory');
-const worker = await startOurWorker({
-  name: 'memory',
-  redisUrl: server.url,
-  prefix: target.prefix,
-  sim,
-  env: { SUBMIT_CONCURRENCY: '128', TRACK_POLL_MIN: '1h', TRACK_POLL_MAX: '1h' },
-});
+const { redis, target, stop } = await startMemoryRig(
+  'memory',
+  { SIM_TXID_AFTER: '24h' },
+  { SUBMIT_CONCURRENCY: '128', TRACK_POLL_MIN: '1h', TRACK_POLL_MAX: '1h' },
+);
 try {
   const result = await measureMemory(redis, target, tracked);
   console.log(JSON.stringify(result, null, 2));
@@ -38,9 +28,5 @@ try {
     }
   }
 } finally {
-  await worker.stop(30_000);
-  await sim.process.stop(10_000);
-  await target.close();
-  redis.disconnect();
-  await server.stop();
+  await stop();
 }

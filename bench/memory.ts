@@ -7,10 +7,12 @@
  * transfer's own keys and of the shared collections says where the bytes are.
  */
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
+import { acquireRedis } from '../tools/redis/private-redis.ts';
 import { samplePayload, type ValidSamplePayload } from '../tools/sample-payloads.ts';
 import { trackJobId } from '../src/queues/names.ts';
-import { forEachLimited, sleep, SUBMIT_QUEUE, TRACK_QUEUE, waitForStreamLength, type SubmitTarget } from './load.ts';
+import { forEachLimited, oursTarget, sleep, SUBMIT_QUEUE, TRACK_QUEUE, waitForStreamLength, type SubmitTarget } from './load.ts';
+import { startOurWorker, startSimulatorProcess } from './processes.ts';
 
 export interface MemoryPart {
   part: string;
@@ -43,7 +45,33 @@ export interface MemoryResult {
   largestFields: FieldSize[];
 }
 
-async function usedMemory(redis: Redis): Promise<number> {
+/** A private redis-server (no AOF), the simulator and our worker on the prefix `name`: what a memory probe runs against. */
+export interface MemoryRig {
+  redis: Redis;
+  target: SubmitTarget;
+  stop(): Promise<void>;
+}
+
+export async function startMemoryRig(name: string, simEnv: Record<string, string>, workerEnv: Record<string, string>): Promise<MemoryRig> {
+  const server = await acquireRedis({ noContainers: true, server: { appendonly: false } });
+  const redis = new Redis(server.url, { maxRetriesPerRequest: null });
+  const sim = await startSimulatorProcess(simEnv);
+  const target = oursTarget(redis, name);
+  const worker = await startOurWorker({ name, redisUrl: server.url, prefix: target.prefix, sim, env: workerEnv });
+  return {
+    redis,
+    target,
+    async stop() {
+      await worker.stop(30_000);
+      await sim.process.stop(10_000);
+      await target.close();
+      redis.disconnect();
+      await server.stop();
+    },
+  };
+}
+
+export async function usedMemory(redis: Redis): Promise<number> {
   const info = await redis.info('memory');
   const match = /^used_memory:(\d+)/m.exec(info);
   if (!match) throw new Error('INFO memory has no used_memory');

@@ -1,0 +1,81 @@
+/**
+ * What an ended transfer keeps in Redis for `RETENTION + TOMBSTONE_RETENTION` (ten years and more by
+ * default): ENDED transfers (default 5,000) through the real path to `transfer.broadcast`, with
+ * `RETENTION=1s` so their records and index entries go; then, for each kind of key left with a
+ * tombstone's TTL (the tombstone, the claims of the record id and the txid), the `used_memory` freed
+ * by deleting them all, per key. The keyspace's and the expiry index's table slots (8 to 16 bytes
+ * each) come on top: Redis shrinks those tables later. Prints JSON; writes no result file.
+ */
+import { samplePayload, type ValidSamplePayload } from '../tools/sample-payloads.ts';
+import { forEachLimited, sleep } from './load.ts';
+import { startMemoryRig, usedMemory } from './memory.ts';
+
+const ended = Number(process.env.ENDED ?? '5000');
+if (!Number.isInteger(ended) || ended <= 0) throw new Error(`ENDED: "${process.env.ENDED}" is not a positive whole number`);
+
+/** The keys that live as long as a tombstone (src/ledger/keys.ts: Keys.ended, Keys.claim). */
+const LONG_LIVED = ['ended', 'claim:record', 'claim:txid'] as const;
+
+const { redis, target, stop } = await startMemoryRig(
+  'ended',
+  { SIM_TXID_AFTER: '0s' },
+  {
+    SUBMIT_CONCURRENCY: '64',
+    TRACK_POLL_MIN: '200ms',
+    TRACK_POLL_MAX: '1s',
+    RETENTION: '1s',
+    RECONCILE_EVERY: '2s',
+    CUSTODY_MAX_RPS: '2000',
+  },
+);
+
+async function keysMatching(pattern: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 5_000);
+    cursor = next;
+    keys.push(...found);
+  } while (cursor !== '0');
+  return keys;
+}
+
+try {
+  const started = performance.now();
+  function* generate(): Generator<ValidSamplePayload> {
+    for (let i = 0; i < ended; i++) yield samplePayload();
+  }
+  await forEachLimited(generate(), 64, (payload) => target.enqueue(payload));
+  const deadline = Date.now() + 120_000 + ended * 50;
+  // Every transfer ended and its record gone (RETENTION 1 s).
+  while (
+    (await keysMatching(`${target.prefix}:ended:*`)).length < ended ||
+    (await keysMatching(`${target.prefix}:transfer:*`)).length > 0
+  ) {
+    if (Date.now() > deadline) throw new Error(`ended-memory: ${ended} transfers not ended and removed in time`);
+    await sleep(1_000);
+  }
+  const parts = [];
+  for (const kind of LONG_LIVED) {
+    const keys = await keysMatching(`${target.prefix}:${kind}:*`);
+    const ttlDays = keys.length === 0 ? 0 : (await redis.pttl(keys[0]!)) / 86_400_000;
+    const before = await usedMemory(redis);
+    for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500));
+    parts.push({
+      key: `${kind}:…`,
+      perTransfer: keys.length / ended,
+      bytesFreedPerKey: Math.round((before - (await usedMemory(redis))) / Math.max(keys.length, 1)),
+      ttlDays: Math.round(ttlDays),
+    });
+  }
+  const perTransfer = parts.reduce((sum, part) => sum + part.bytesFreedPerKey * part.perTransfer, 0);
+  console.log(
+    JSON.stringify(
+      { ended, seconds: (performance.now() - started) / 1000, parts, bytesPerEndedTransfer: Math.round(perTransfer) },
+      null,
+      2,
+    ),
+  );
+} finally {
+  await stop();
+}
