@@ -8,7 +8,7 @@
  */
 import { samplePayload, type ValidSamplePayload } from '../tools/sample-payloads.ts';
 import { forEachLimited, sleep } from './load.ts';
-import { startMemoryRig, usedMemory } from './memory.ts';
+import { keysMatching, startMemoryRig, usedMemory } from './memory.ts';
 
 const ended = Number(process.env.ENDED ?? '5000');
 if (!Number.isInteger(ended) || ended <= 0) throw new Error(`ENDED: "${process.env.ENDED}" is not a positive whole number`);
@@ -29,17 +29,6 @@ const { redis, target, stop } = await startMemoryRig(
   },
 );
 
-async function keysMatching(pattern: string): Promise<string[]> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 5_000);
-    cursor = next;
-    keys.push(...found);
-  } while (cursor !== '0');
-  return keys;
-}
-
 try {
   const started = performance.now();
   function* generate(): Generator<ValidSamplePayload> {
@@ -49,15 +38,15 @@ try {
   const deadline = Date.now() + 120_000 + ended * 50;
   // Every transfer ended and its record gone (RETENTION 1 s).
   while (
-    (await keysMatching(`${target.prefix}:ended:*`)).length < ended ||
-    (await keysMatching(`${target.prefix}:transfer:*`)).length > 0
+    (await keysMatching(redis, `${target.prefix}:ended:*`)).length < ended ||
+    (await keysMatching(redis, `${target.prefix}:transfer:*`)).length > 0
   ) {
     if (Date.now() > deadline) throw new Error(`ended-memory: ${ended} transfers not ended and removed in time`);
     await sleep(1_000);
   }
   const parts = [];
   for (const kind of LONG_LIVED) {
-    const keys = await keysMatching(`${target.prefix}:${kind}:*`);
+    const keys = await keysMatching(redis, `${target.prefix}:${kind}:*`);
     const ttlDays = keys.length === 0 ? 0 : (await redis.pttl(keys[0]!)) / 86_400_000;
     const before = await usedMemory(redis);
     for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500));

@@ -83,26 +83,24 @@ async function memoryUsage(redis: Redis, key: string): Promise<number> {
   return bytes ?? 0;
 }
 
-async function countKeys(redis: Redis, prefix: string): Promise<number> {
-  let cursor = '0';
-  let count = 0;
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 5_000);
-    cursor = next;
-    count += keys.length;
-  } while (cursor !== '0');
-  return count;
-}
-
-async function keysOf(redis: Redis, prefix: string, sequenceId: string): Promise<string[]> {
+/** Every key matching `pattern` (SCAN: a private Redis only). */
+export async function keysMatching(redis: Redis, pattern: string): Promise<string[]> {
   const found: string[] = [];
   let cursor = '0';
   do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*${sequenceId}*`, 'COUNT', 5_000);
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 5_000);
     cursor = next;
     found.push(...keys);
   } while (cursor !== '0');
-  return found.sort();
+  return found;
+}
+
+async function countKeys(redis: Redis, prefix: string): Promise<number> {
+  return (await keysMatching(redis, `${prefix}:*`)).length;
+}
+
+async function keysOf(redis: Redis, prefix: string, sequenceId: string): Promise<string[]> {
+  return (await keysMatching(redis, `${prefix}:*${sequenceId}*`)).sort();
 }
 
 async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
@@ -197,14 +195,10 @@ export async function measureMemory(redis: Redis, target: SubmitTarget, tracked:
 
 /** The console's listing indexes (src/ledger/keys.ts) that this run's transfers wrote to. */
 async function listingIndexes(redis: Redis, prefix: string): Promise<Array<[string, string]>> {
-  const found: Array<[string, string]> = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:transfers:*`, 'COUNT', 5_000);
-    cursor = next;
-    for (const key of keys) if (key !== `${prefix}:transfers:active`) found.push([`listing index ${key.slice(prefix.length + 1)}`, key]);
-  } while (cursor !== '0');
-  return found.sort((a, b) => a[1].localeCompare(b[1]));
+  return (await keysMatching(redis, `${prefix}:transfers:*`))
+    .filter((key) => key !== `${prefix}:transfers:active`)
+    .map((key): [string, string] => [`listing index ${key.slice(prefix.length + 1)}`, key])
+    .sort((a, b) => a[1].localeCompare(b[1]));
 }
 
 async function encodingOf(redis: Redis, key: string): Promise<string> {
