@@ -415,7 +415,7 @@ export const op = {
 
   /** Tracking: a poll of get-transfer failed (the count drives backoff and the alert). */
   pollFailed(failures: number): TransitionRequest {
-    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { pollFailures: failures } };
+    return { from: [TransferState.SUBMITTED], to: TransferState.SUBMITTED, set: { [POLL_FAILURES]: failures } };
   },
 
   /** Tracking: a poll answered (clears the failure count). */
