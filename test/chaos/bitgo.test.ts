@@ -57,10 +57,12 @@ const FAULTS: Record<BitgoEndpoint, FaultMix> = {
 const GATEWAY = { probability: 0.3, statuses: [502, 504] as const };
 /**
  * Redrawn every REDRAW_EVERY_MS, so each transfer waits its own while in pendingApproval (the send answers
- * 202), then for its txid; for APPROVAL_NONE_SHARE of the draws none is needed (the send answers 200, signed).
+ * 202), then for its txid. Every APPROVAL_NONE_EVERY-th draw needs none (the send answers 200, signed): by
+ * count, not by chance, so that sends spread over seconds always meet some (a run drew none while its sends
+ * went out, and proved nothing about signed-at-once sends).
  */
 const APPROVAL_MS = [200, 2_500] as const;
-const APPROVAL_NONE_SHARE = 0.2;
+const APPROVAL_NONE_EVERY = 5;
 const TXID_MS = [0, 800] as const;
 const LATENCY_MS = [0, 40] as const;
 const REDRAW_EVERY_MS = 250;
@@ -100,9 +102,10 @@ describe('chaos with CUSTODY_PROVIDER=bitgo: SIGKILLs, BitGo faults, pendingAppr
       sequences[endpoint] = randomFaultSequence(FAULT_SEQUENCE_LENGTH, plan.probability, plan.weights, random);
       sim.setFault(endpoint, { sequence: sequences[endpoint] });
     }
+    let draws = 0;
     const redraw = () =>
       sim.updateSettings({
-        approvalAfterMs: random() < APPROVAL_NONE_SHARE ? 0 : randomInt(...APPROVAL_MS),
+        approvalAfterMs: draws++ % APPROVAL_NONE_EVERY === 0 ? 0 : randomInt(...APPROVAL_MS),
         txidAfterMs: randomInt(...TXID_MS),
         latencyMs: randomInt(...LATENCY_MS),
       });
@@ -311,7 +314,7 @@ describe('chaos with CUSTODY_PROVIDER=bitgo: SIGKILLs, BitGo faults, pendingAppr
     const duplicates = sequenceIds.reduce((sum, id) => sum + (stats.sends[id]?.duplicates ?? 0), 0);
     console.log(
       [
-        `[chaos:bitgo] SIGKILLs, 5xx/429/timeout on every BitGo endpoint, pendingApproval ${APPROVAL_MS.join('-')} ms (none for ${APPROVAL_NONE_SHARE * 100} % of draws), a gateway answering ${GATEWAY.statuses.join('/')} for ${GATEWAY.probability * 100} % of accepted sends`,
+        `[chaos:bitgo] SIGKILLs, 5xx/429/timeout on every BitGo endpoint, pendingApproval ${APPROVAL_MS.join('-')} ms (none every ${APPROVAL_NONE_EVERY}th draw), a gateway answering ${GATEWAY.statuses.join('/')} for ${GATEWAY.probability * 100} % of accepted sends`,
         `  seed ${SEED} (CHAOS_SEED); ${TRANSFERS} transfers, ${WORKERS} worker processes (CUSTODY_PROVIDER=${config.custody.provider})`,
         `  run: ${(runMs / 1000).toFixed(1)} s; time to settle (first enqueue → every transfer terminal): ${(settleMs / 1000).toFixed(1)} s`,
         `  SIGKILLs: ${kills.length} (worker processes spawned: ${allWorkers.length}); unexpected worker exits: ${unexpectedExits.length}`,
