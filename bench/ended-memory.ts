@@ -1,10 +1,11 @@
 /**
  * What an ended transfer keeps in Redis for `RETENTION + TOMBSTONE_RETENTION` (ten years and more by
  * default): ENDED transfers (default 5,000) through the real path to `transfer.broadcast`, with
- * `RETENTION=1s` so their records and index entries go; then, for each kind of key left with a
- * tombstone's TTL (the tombstone, the claims of the record id and the txid), the `used_memory` freed
- * by deleting them all, per key. The keyspace's and the expiry index's table slots (8 to 16 bytes
- * each) come on top: Redis shrinks those tables later. Prints JSON; writes no result file.
+ * `RETENTION=1s` so their records and index entries go; then, for what is left as long as the
+ * tombstone lives (the tombstone, a key with a TTL; the claims of the record id and the txid, fields
+ * of one hash), the `used_memory` freed by deleting them all, per key or field. The keyspace's and the
+ * expiry index's table slots (8 to 16 bytes each) come on top of a key's: Redis shrinks those tables
+ * later. Prints JSON; writes no result file.
  */
 import { samplePayload, type ValidSamplePayload } from '../tools/sample-payloads.ts';
 import { forEachLimited, sleep } from './load.ts';
@@ -13,8 +14,8 @@ import { keysMatching, startMemoryRig, usedMemory } from './memory.ts';
 const ended = Number(process.env.ENDED ?? '5000');
 if (!Number.isInteger(ended) || ended <= 0) throw new Error(`ENDED: "${process.env.ENDED}" is not a positive whole number`);
 
-/** The keys that live as long as a tombstone (src/ledger/keys.ts: Keys.ended, Keys.claim). */
-const LONG_LIVED = ['ended', 'claim:record', 'claim:txid'] as const;
+/** The claims' kinds (src/ledger/keys.ts, Keys.claimField): fields of `<prefix>:claims`. */
+const CLAIM_KINDS = ['record', 'txid'] as const;
 
 const { redis, target, stop } = await startMemoryRig(
   'ended',
@@ -45,15 +46,26 @@ try {
     await sleep(1_000);
   }
   const parts = [];
-  for (const kind of LONG_LIVED) {
-    const keys = await keysMatching(redis, `${target.prefix}:${kind}:*`);
-    const ttlDays = keys.length === 0 ? 0 : (await redis.pttl(keys[0]!)) / 86_400_000;
-    const before = await usedMemory(redis);
-    for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500));
+  const tombstones = await keysMatching(redis, `${target.prefix}:ended:*`);
+  const ttlDays = tombstones.length === 0 ? 0 : (await redis.pttl(tombstones[0]!)) / 86_400_000;
+  let before = await usedMemory(redis);
+  for (let i = 0; i < tombstones.length; i += 500) await redis.del(...tombstones.slice(i, i + 500));
+  parts.push({
+    key: 'ended:…',
+    perTransfer: tombstones.length / ended,
+    bytesFreedPerKey: Math.round((before - (await usedMemory(redis))) / Math.max(tombstones.length, 1)),
+    ttlDays: Math.round(ttlDays),
+  });
+  const claims = `${target.prefix}:claims`;
+  const fields = Object.keys(await redis.hgetall(claims));
+  for (const kind of CLAIM_KINDS) {
+    const ofKind = fields.filter((field) => field.startsWith(`${kind}:`));
+    before = await usedMemory(redis);
+    for (let i = 0; i < ofKind.length; i += 500) await redis.hdel(claims, ...ofKind.slice(i, i + 500));
     parts.push({
-      key: `${kind}:…`,
-      perTransfer: keys.length / ended,
-      bytesFreedPerKey: Math.round((before - (await usedMemory(redis))) / Math.max(keys.length, 1)),
+      key: `claims ${kind}:… (a field)`,
+      perTransfer: ofKind.length / ended,
+      bytesFreedPerKey: Math.round((before - (await usedMemory(redis))) / Math.max(ofKind.length, 1)),
       ttlDays: Math.round(ttlDays),
     });
   }

@@ -5,7 +5,7 @@ import { connectionSession, replicaAcknowledgement, type ReplicaAcknowledgement 
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
 import { CALLS_FIELD, NO_VIEW, parseTombstone, toRecord, type RecordView, type Tombstone, type TransferRecord } from './record.ts';
-import { op, SEND_ACCEPTED_AT, type Attempt } from './operations.ts';
+import { op, SEND_ACCEPTED, SEND_ACCEPTED_AT_BEFORE, type Attempt } from './operations.ts';
 import { cancelOutcome, type CancelResult } from '../../packages/producer/src/transition.ts';
 import { NotReplicatedError, VersionMismatchError } from '../../packages/producer/src/errors.ts';
 import {
@@ -142,6 +142,26 @@ redis.call('ZREM', KEYS[3], unpack(members))
 redis.call('ZREM', KEYS[1], unpack(members))
 return #members`;
 
+/**
+ * KEYS[1] the claims hash, then per claim its transfer's record and tombstone; ARGV the claims' fields
+ * and the sequenceIds read with them (field, sequenceId, ...). Removes each field that still names the
+ * same sequenceId while that transfer has neither a record nor a tombstone: a claim lives as long as
+ * either does (transition.lua writes it with the change that stores its id). Returns how many.
+ */
+const FORGET_CLAIMS_LUA = `
+local removed = 0
+for i = 1, #ARGV, 2 do
+  local k = 2 + (i - 1)
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] and redis.call('EXISTS', KEYS[k], KEYS[k + 1]) == 0 then
+    removed = removed + redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+return removed`;
+
+/** Fields of the claims hash one HSCAN reads (COUNT), and HSCANs one retention run makes at most. */
+const CLAIMS_SCAN_COUNT = 500;
+const CLAIMS_SCANS_PER_RUN = 20;
+
 /** How many ended transfers one call of FORGET_ENDED_LUA forgets at most: bounds the script's run. */
 const FORGET_ENDED_BATCH = 500;
 
@@ -221,6 +241,7 @@ interface LedgerCommands {
   ): Promise<Array<string | null>>;
   reconcileRetry(key: string, max: number, ttlMs: number): Promise<[number, number]>;
   forgetEnded(numberOfKeys: number, ...keysAndArgs: Array<string | number>): Promise<number>;
+  forgetClaims(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
   dropActive(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
   adoptLegacyActive(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
   recordWorkerSettings(key: string, mode: 'replace' | 'if-absent', clock: string, ...fields: string[]): Promise<string[]>;
@@ -288,7 +309,8 @@ export class Ledger {
     this.settings = workerSettings(TRANSITION_LUA, keys.events, this.#context);
     this.epoch = new LedgerEpoch(redis, keys.epoch, { ...(options.epoch ?? DEFAULT_EPOCH), clock: options.clock });
     if (!('transferTransition' in redis)) {
-      // The number of keys goes first: nine, the listing indexes, then one per claim (transition.lua's header).
+      // The number of keys goes first: eight, the listing indexes, the claims hash when the change claims
+      // something, then the attempts key (transition.lua's header).
       redis.defineCommand('transferTransition', { lua: TRANSITION_LUA });
       redis.defineCommand('transferRecord', { numberOfKeys: 2, lua: RECORD_LUA, readOnly: true });
       redis.defineCommand('systemEventOnce', { numberOfKeys: 3, lua: SYSTEM_EVENT_ONCE_LUA });
@@ -296,6 +318,7 @@ export class Ledger {
       redis.defineCommand('reconcileRetry', { numberOfKeys: 1, lua: RECONCILE_RETRY_LUA });
       redis.defineCommand('recordWorkerSettings', { numberOfKeys: 1, lua: RECORD_SETTINGS_LUA });
       redis.defineCommand('forgetEnded', { lua: FORGET_ENDED_LUA });
+      redis.defineCommand('forgetClaims', { lua: FORGET_CLAIMS_LUA });
       redis.defineCommand('dropActive', { lua: DROP_ACTIVE_LUA });
       redis.defineCommand('adoptLegacyActive', { lua: ADOPT_LEGACY_ACTIVE_LUA });
     }
@@ -319,15 +342,16 @@ export class Ledger {
   /**
    * A transfer's send attempts and settling lookups, oldest first (the newest ATTEMPTS_CAP the text
    * keeps, one JSON entry a line, transition.lua), with the send whose own answer proved it accepted
-   * put back in its place from the record (SEND_ACCEPTED_AT): one GET and one HGET. An entry that does
+   * put back in its place from the record (SEND_ACCEPTED, at submittedAt): one GET and one HMGET. An entry that does
    * not read as one is left out.
    */
   async attempts(sequenceId: string): Promise<AttemptEntry[]> {
-    const [[, stored], [, acceptedAt]] = (await this.#redis
+    const [[, stored], [, [accepted, submittedAt, acceptedBefore]]] = (await this.#redis
       .multi()
       .get(this.#keys.attempts(sequenceId))
-      .hget(this.#keys.transfer(sequenceId), SEND_ACCEPTED_AT)
-      .exec()) as [[unknown, string | null], [unknown, string | null]];
+      .hmget(this.#keys.transfer(sequenceId), SEND_ACCEPTED, 'submittedAt', SEND_ACCEPTED_AT_BEFORE)
+      .exec()) as [[unknown, string | null], [unknown, Array<string | null>]];
+    const acceptedAt = accepted === '1' ? submittedAt : acceptedBefore;
     const entries = (stored ?? '').split('\n').flatMap((text) => {
       if (text === '') return [];
       try {
@@ -651,35 +675,41 @@ export class Ledger {
   /**
    * The sequenceId that claimed this upstream record id (or whose accepted send it was), else this txid (transition.lua writes each
    * claim with the change that stores it, and it lives as long as the transfer's tombstone): how a
-   * provider's wake-up (a webhook naming its transfer id or the hash) finds the transfer. One MGET.
+   * provider's wake-up (a webhook naming its transfer id or the hash) finds the transfer. One HMGET,
+   * and a GET for a record id.
    */
   async claimedBy(ids: { recordId?: string | undefined; txid?: string | undefined }): Promise<string | undefined> {
-    const keys = [
-      ...(ids.recordId ? [this.#keys.claim('record', ids.recordId), this.#keys.acceptedRecord(ids.recordId)] : []),
-      ...(ids.txid ? [this.#keys.claim('txid', ids.txid)] : []),
+    const fields = [
+      ...(ids.recordId ? [this.#keys.claimField('record', ids.recordId)] : []),
+      ...(ids.txid ? [this.#keys.claimField('txid', ids.txid)] : []),
     ];
-    if (keys.length === 0) return undefined;
-    return (await this.#redis.mget(...keys)).find((holder): holder is string => holder !== null);
+    if (fields.length === 0) return undefined;
+    const read = this.#redis.multi().hmget(this.#keys.claims, ...fields);
+    if (ids.recordId) read.get(this.#keys.acceptedRecord(ids.recordId));
+    const [[, claimed], accepted] = (await read.exec()) as [[unknown, Array<string | null>], [unknown, string | null]?];
+    // In the order they were always read: the record id's claim, its accepted send, the txid's claim.
+    const holders = ids.recordId ? [claimed[0] ?? null, accepted?.[1] ?? null, ...claimed.slice(1)] : claimed;
+    return holders.find((holder): holder is string => holder !== null);
   }
 
   /**
    * Which of `records` the ledger holds for a sequenceId other than `sequenceId` (their record id or
-   * txid claimed by another transfer's transition, transition.lua): their record ids. One MGET.
+   * txid claimed by another transfer's transition, transition.lua): their record ids. One HMGET.
    */
   async heldByOthers(sequenceId: string, records: ReadonlyArray<{ id: string; txid: string }>): Promise<ReadonlySet<string>> {
-    const keys: string[] = [];
+    const fields: string[] = [];
     const owners: string[] = [];
     for (const record of records) {
-      keys.push(this.#keys.claim('record', record.id));
+      fields.push(this.#keys.claimField('record', record.id));
       owners.push(record.id);
       if (record.txid !== '') {
-        keys.push(this.#keys.claim('txid', record.txid));
+        fields.push(this.#keys.claimField('txid', record.txid));
         owners.push(record.id);
       }
     }
     const held = new Set<string>();
-    if (keys.length === 0) return held;
-    const holders = await this.#redis.mget(...keys);
+    if (fields.length === 0) return held;
+    const holders = await this.#redis.hmget(this.#keys.claims, ...fields);
     holders.forEach((holder, i) => {
       if (holder !== null && holder !== sequenceId) held.add(owners[i]!);
     });
@@ -762,6 +792,29 @@ export class Ledger {
   }
 
   /**
+   * Retention of the claims (Keys.claims): goes on with the claims hash's HSCAN where the last call
+   * stopped (Keys.claimsCursor), at most `scans` reads of CLAIMS_SCAN_COUNT fields, and removes each
+   * claim whose transfer has neither a record nor a tombstone any more (FORGET_CLAIMS_LUA, atomic per
+   * read). A whole pass takes (claims ÷ 10,000) reconciliation runs; a claim outlives its tombstone by
+   * at most that. Returns how many it removed.
+   */
+  async forgetClaims(scans = CLAIMS_SCANS_PER_RUN): Promise<number> {
+    const commands = this.#redis as unknown as LedgerCommands;
+    let cursor = (await this.#redis.get(this.#keys.claimsCursor)) ?? '0';
+    let removed = 0;
+    for (let scan = 0; scan < scans; scan++) {
+      const [next, flat] = await this.#redis.hscan(this.#keys.claims, cursor, 'COUNT', CLAIMS_SCAN_COUNT);
+      const keys: string[] = [];
+      for (let i = 0; i < flat.length; i += 2) keys.push(this.#keys.transfer(flat[i + 1]!), this.#keys.tombstone(flat[i + 1]!));
+      if (flat.length > 0) removed += await commands.forgetClaims(1 + keys.length, this.#keys.claims, ...keys, ...flat);
+      cursor = next;
+      if (cursor === '0') break;
+    }
+    await this.#redis.set(this.#keys.claimsCursor, cursor);
+    return removed;
+  }
+
+  /**
    * Whether reconciliation may retry the failed submit job `job` (its id and creation time, so a later
    * job under the same id starts afresh) once more: `retry` for its first `max` retries, then
    * `give-up` once (log it, count it) and `given-up` from then on. The count is the worker's own key
@@ -816,6 +869,10 @@ export class Ledger {
     const commands = this.#redis as unknown as LedgerCommands;
     // A rejected job without a usable sequenceId (no index member) leaves no tombstone: a key of its own slot, never written.
     const tombstoneKey = indexMember === '' ? `${key}:ended` : this.#keys.tombstone(indexMember);
+    const claims = [
+      ...(request.claims?.recordIds ?? []).map((id) => this.#keys.claimField('record', id)),
+      ...(request.claims?.txids ?? []).map((txid) => this.#keys.claimField('txid', txid)),
+    ];
     const encoded = encodeRequest(
       request,
       {
@@ -825,19 +882,17 @@ export class Ledger {
         epoch: this.epoch.known,
         seen: this.epoch.seen,
         ...(this.epoch.writer === '' ? {} : { writer: { id: this.epoch.writer, mine: this.epoch.mine } }),
+        claims,
       },
       this.#context,
       view ? view.fields : '*',
     );
-    const claims = [
-      ...(request.claims?.recordIds ?? []).map((id) => this.#keys.claim('record', id)),
-      ...(request.claims?.txids ?? []).map((txid) => this.#keys.claim('txid', txid)),
-    ];
     const indexes = this.#keys.transitionIndex(request.from, request.to);
     // A rejected job without a usable sequenceId (no index member) gets no list: a key of its own slot, never written.
     const attemptsKey = indexMember === '' ? `${key}:attempts` : this.#keys.attempts(indexMember);
+    const claimsKey = claims.length > 0 ? [this.#keys.claims] : [];
     const reply = await commands.transferTransition(
-      9 + indexes.length + claims.length,
+      9 + indexes.length + claimsKey.length,
       key,
       this.#keys.events,
       this.#keys.terminal,
@@ -847,7 +902,7 @@ export class Ledger {
       this.#keys.trackerOutbox,
       this.#keys.epoch,
       ...indexes,
-      ...claims,
+      ...claimsKey,
       attemptsKey,
       encoded,
     );

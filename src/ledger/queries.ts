@@ -3,7 +3,7 @@ import { JOB_ID_PREFIX, sequenceIdOfJobId } from '../../packages/producer/src/jo
 import { canonicalTxid } from '../lib/txid.ts';
 import type { RedisClient } from '../redis.ts';
 import type { Keys } from './keys.ts';
-import { toRecord, type TransferRecord } from './record.ts';
+import { recordJobId, toRecord, type TransferRecord } from './record.ts';
 import { TransferState } from './states.ts';
 
 /**
@@ -277,7 +277,9 @@ export class TransferQueries {
   async byTxid(txid: string): Promise<string | undefined> {
     const canonical = canonicalTxid(txid);
     return (
-      (await this.#exact(`${SEARCH_KIND.txid}${canonical}\n`)) ?? (await this.#redis.get(this.#keys.claim('txid', canonical))) ?? undefined
+      (await this.#exact(`${SEARCH_KIND.txid}${canonical}\n`)) ??
+      (await this.#redis.hget(this.#keys.claims, this.#keys.claimField('txid', canonical))) ??
+      undefined
     );
   }
 
@@ -288,7 +290,8 @@ export class TransferQueries {
     // A jobIdFor job id has no entry of its own: the transfer it names, if that job owns it.
     const sequenceId = sequenceIdOfJobId(jobId);
     if (sequenceId === undefined) return undefined;
-    return (await this.#redis.hget(this.#keys.transfer(sequenceId), 'jobId')) === jobId ? sequenceId : undefined;
+    const [stored, submittedAt] = await this.#redis.hmget(this.#keys.transfer(sequenceId), 'jobId', 'submittedAt');
+    return recordJobId(sequenceId, stored, submittedAt) === jobId ? sequenceId : undefined;
   }
 
   /** The sequenceId of the first search entry `<kind><value>\n<sequenceId>` (one ZRANGEBYLEX). */
@@ -425,7 +428,10 @@ export class TransferQueries {
    * or job id, begins with `q`).
    */
   async #unindexed(query: ListQuery, q: string, txid: string, now: number | undefined): Promise<ListedTransfer[]> {
-    const candidates = [(await this.#redis.get(this.#keys.claim('txid', txid))) ?? undefined, sequenceIdOfJobId(q)];
+    const candidates = [
+      (await this.#redis.hget(this.#keys.claims, this.#keys.claimField('txid', txid))) ?? undefined,
+      sequenceIdOfJobId(q),
+    ];
     const ids: string[] = [];
     for (const id of candidates) if (id !== undefined && !ids.includes(id)) ids.push(id);
     const items: ListedTransfer[] = [];

@@ -1,3 +1,4 @@
+import { jobIdFor } from '../../packages/producer/src/job-id.ts';
 import type { TransferState } from './states.ts';
 
 /** What outlives a terminal record for TOMBSTONE_RETENTION: how the transfer ended and its last version. */
@@ -225,6 +226,26 @@ export type TrackingView = Pick<
 /** What a broadcast transition reads back: the calls made for the transfer (the metric). */
 export const BROADCAST_VIEW = recordView([CALLS_FIELD], ['calls']);
 
+/**
+ * The job that owns a transfer, from its record's `jobId` field and `submittedAt`: a job id made by
+ * jobIdFor is left out of the record once the transfer is submitted (transition.lua), so a submitted
+ * record without one was owned by `jobIdFor(sequenceId)`. A record never submitted without one has no
+ * owning job (a sequenceId cancelled before any job of it ran): ''.
+ */
+export function recordJobId(sequenceId: string, jobId: string | undefined | null, submittedAt: string | undefined | null): string {
+  if (jobId !== undefined && jobId !== null) return jobId;
+  return submittedAt !== undefined && submittedAt !== null && submittedAt !== '' ? jobIdFor(sequenceId) : '';
+}
+
+/**
+ * A time the record keeps as milliseconds (the gate's two, since records got smaller), as ISO text;
+ * a record written before keeps ISO text, returned as it is. '' for none.
+ */
+function isoOfStored(value: string | undefined): string {
+  if (value === undefined || value === '') return '';
+  return /^\d+$/.test(value) ? new Date(Number(value)).toISOString() : value;
+}
+
 export function toRecord(sequenceId: string, hash: Record<string, string>): TransferRecord {
   const num = (value: string | undefined) => (value === undefined || value === '' ? 0 : Number(value));
   const opt = (value: string | undefined) => (value === undefined || value === '' ? undefined : value);
@@ -232,7 +253,7 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     sequenceId,
     state: hash.state as TransferState,
     version: num(hash.version),
-    jobId: hash.jobId ?? '',
+    jobId: recordJobId(sequenceId, hash.jobId, hash.submittedAt),
     walletId: hash.walletId ?? '',
     coin: hash.coin ?? '',
     metadata: hash.metadata ?? '',
@@ -252,8 +273,8 @@ export function toRecord(sequenceId: string, hash: Record<string, string>): Tran
     gate: hash.gateOutcome
       ? {
           setting: JSON.parse(hash.gateSetting ?? COMMON_GATE_SETTING) as GateDecision['setting'],
-          settingFetchedAt: hash.gateFetchedAt ?? '',
-          checkedAt: hash.gateCheckedAt ?? '',
+          settingFetchedAt: isoOfStored(hash.gateFetchedAt),
+          checkedAt: isoOfStored(hash.gateCheckedAt),
           applies: hash.gateApplies === '1',
           reference: hash.gateReference === '1',
           outcome: hash.gateOutcome as GateDecision['outcome'],

@@ -32,7 +32,8 @@
           (reconciliation walks them):
     KEYS[9]  every sequenceId (sorted set, score 0: prefix search by ZRANGEBYLEX)
     KEYS[10] what retention removes of an ended transfer (hash, sequenceId -> JSON {state, jobId,
-             txid, attention}): the record expires by its TTL, so retention cannot read it any more
+             txid, attention}; jobId '' when the job id has no entry of its own in KEYS[16]): the
+             record expires by its TTL, so retention cannot read it any more
     KEYS[11..15] needs attention, one sorted set per reason (score = since when, ms): unresolved,
              send-unknown, halted, expired-unknown, approval (in that order; attentionOf below says when)
     KEYS[16] txids and job ids, for lookups exact and by prefix (sorted set, score 0: ZRANGEBYLEX),
@@ -41,8 +42,9 @@
              JOB_ID_PREFIX .. sequenceId, jobIdFor's: KEYS[9] finds those, src/ledger/queries.ts)
     KEYS[17] the index of the state `to` (sorted set, score = last change ms)
     KEYS[18..17+n] the index of each state of `from` but '-', in `from`'s order
-  KEYS[18+n..#KEYS-1] claims (strings, value = the sequenceId): one key per upstream record id or txid
-          this change stores for the transfer (src/ledger/keys.ts, Keys.claim). A cancel passes none.
+  KEYS[18+n] the claims (a hash, field -> sequenceId: src/ledger/keys.ts, Keys.claims), only when the
+          change stores some: `req.claims` names their fields, one per upstream record id or txid this
+          change stores for the transfer (Keys.claimField). A cancel passes none.
   KEYS[#KEYS] the transfer's attempts (a string of JSON entries, one per line; src/ledger/keys.ts
           Keys.attempts): one entry per send attempt or settling lookup, appended by the transition that
           records its outcome (`attempt` below), the newest ATTEMPTS_CAP kept; it expires with the
@@ -83,6 +85,8 @@
     intact    true for a change that vouches for what never happened before it (a cancel: "no send of
               this transfer was ever made"): refused ('ledger') unless KEYS[8] holds an epoch whose
               recovery window is over. A ledger without one may have lost its record of sends.
+    claims    the fields of the claims hash (KEYS[18+n]) this change stores for the transfer
+              (`record:<id>`, `txid:<txid>`; empty or absent = none)
 
   Rules that hold whatever the caller passes:
   - a terminal state is never left;
@@ -108,9 +112,10 @@
     however far other writers advanced the tick since), or `behind` already set by such a refusal
     (then set until a loss is declared, so that nobody changes the older copy before that); the
     refusal carries the ledger's epoch id;
-  - an upstream record id or txid (the claims' keys) is claimed by one sequenceId only: a change that
-    would store one another sequenceId claimed is refused ('claimed'); the claim lives as long as a
-    tombstone (tombstoneTtl), so a record once ours is never taken for another transfer's.
+  - an upstream record id or txid (the claims' fields) is claimed by one sequenceId only: a change that
+    would store one another sequenceId claimed is refused ('claimed'); the claim lives as long as the
+    transfer has a record or a tombstone (reconciliation removes it after: Ledger.forgetClaims), so a
+    record once ours is never taken for another transfer's.
 
   The record is read once (one HMGET of every field any step needs, before any write) and written
   once (one HSET, and one HDEL for what is unset): a call from Lua costs Redis more than the field it
@@ -161,15 +166,17 @@ local current = old.state or '-'
 -- The listing indexes' keys (see the header): the state indexes, then the claims after them.
 local IDS, ENDED_ENTRIES, SEARCH = KEYS[9], KEYS[10], KEYS[16]
 local stateIndex = {[req.to] = KEYS[17]}
-local firstClaim = 18
+local nextKey = 18
 local attemptsKey = KEYS[#KEYS]
-local lastClaim = #KEYS - 1
 for _, state in ipairs(req.from) do
   if state ~= '-' then
-    stateIndex[state] = KEYS[firstClaim]
-    firstClaim = firstClaim + 1
+    stateIndex[state] = KEYS[nextKey]
+    nextKey = nextKey + 1
   end
 end
+-- The claims' fields (none from a cancel, whose request has no `claims`) and their hash.
+local claims = req.claims or {}
+local CLAIMS = KEYS[nextKey]
 local attentionIndex = {['unresolved'] = KEYS[11], ['send-unknown'] = KEYS[12], ['halted'] = KEYS[13], ['expired-unknown'] = KEYS[14], ['approval'] = KEYS[15]}
 
 -- Why a transfer needs an operator's attention, and since when (ms), from its record's fields; nil
@@ -244,9 +251,10 @@ for _, field in ipairs(req.absent) do
 end
 
 -- Claims: a record id or txid another sequenceId stored is never this transfer's.
-for i = firstClaim, lastClaim do
-  local holder = redis.call('GET', KEYS[i])
-  if holder and holder ~= req.seq then return refuse('claimed') end
+if #claims > 0 then
+  for _, holder in ipairs(redis.call('HMGET', CLAIMS, unpack(claims))) do
+    if holder and holder ~= req.seq then return refuse('claimed') end
+  end
 end
 
 local mode = lease.mode
@@ -347,6 +355,10 @@ for _, field in ipairs(req.unset) do
   end
   put(field, false)
 end
+-- A job id made by jobIdFor is left out once the transfer is submitted: only the submit job's hold on
+-- the transfer needed it, and toRecord gives it back for a submitted record without one (record.ts,
+-- recordJobId). 54 bytes of a record that only a listpack of 512 bytes or less makes smaller.
+if req.to == 'submitted' and rec.jobId == JOB_ID_PREFIX .. req.seq then put('jobId', false) end
 
 local streamId = ''
 local version
@@ -466,11 +478,20 @@ if member ~= '' then
     redis.call('ZADD', SEARCH, 0, 't:' .. txid .. '\n' .. member)
   end
   if req.terminal then
-    redis.call('HSET', ENDED_ENTRIES, member, cjson.encode({state = req.to, jobId = jobId or '', txid = txid or '', attention = is or ''}))
+    local searched = (jobId and jobId ~= JOB_ID_PREFIX .. member) and jobId or ''
+    redis.call('HSET', ENDED_ENTRIES, member, cjson.encode({state = req.to, jobId = searched, txid = txid or '', attention = is or ''}))
   end
 end
 
-for i = firstClaim, lastClaim do redis.call('SET', KEYS[i], req.seq, 'PX', req.tombstoneTtl) end
+-- Kept while the transfer has a record or a tombstone (Ledger.forgetClaims removes them after).
+if #claims > 0 then
+  local held = {}
+  for _, field in ipairs(claims) do
+    held[#held + 1] = field
+    held[#held + 1] = req.seq
+  end
+  redis.call('HSET', CLAIMS, unpack(held))
+end
 
 -- Every change advances the ledger's tick (an epoch-less ledger has none to advance): one HSET, the
 -- caller's `w:<writer>` with it. The script runs alone, so the tick it read is the tick to advance.

@@ -546,8 +546,7 @@ async function runSchedule(s: fc.Scheduler, scenario: Scenario, prefix: string):
     date: new Date(clock - 60_000).toISOString(),
   } as unknown as Transaction;
   // The twin's own transfer was identified and broadcast: the ledger holds its record id and txid.
-  await redis.set(keys.claim('record', TWIN_ID), 'twin-of-ours');
-  await redis.set(keys.claim('txid', 'b0b0cafe'), 'twin-of-ours');
+  await redis.hset(keys.claims, keys.claimField('record', TWIN_ID), 'twin-of-ours', keys.claimField('txid', 'b0b0cafe'), 'twin-of-ours');
   /** A foreign holder's provider answers every send with 409, in time (see the header). */
   const foreignDraw = (draw: SendDraw): SendDraw => (['refuse-400', 'success-false', '5xx', '429'].includes(draw) ? draw : '409');
 

@@ -85,11 +85,13 @@ export async function indexProblems(redis: RedisClient, keys: Keys, prefix: stri
     if (needs) attention[needs.reason]![record.sequenceId] = needs.since;
     if (record.txid !== undefined) search[`t:${canonicalTxid(record.txid)}\n${record.sequenceId}`] = 0;
     // A jobIdFor job id has no entry: the index of every sequenceId stands for it (queries.ts).
-    if (record.jobId !== '' && record.jobId !== JOB_ID_PREFIX + record.sequenceId) search[`j:${record.jobId}\n${record.sequenceId}`] = 0;
+    const searched = record.jobId !== '' && record.jobId !== JOB_ID_PREFIX + record.sequenceId ? record.jobId : '';
+    if (searched !== '') search[`j:${searched}\n${record.sequenceId}`] = 0;
     if (TERMINAL_STATES.has(record.state)) {
       ended[record.sequenceId] = {
         state: record.state,
-        jobId: record.jobId,
+        // What retention removes: the job id's own search entry, if it has one.
+        jobId: searched,
         txid: record.txid === undefined ? '' : canonicalTxid(record.txid),
         attention: needs?.reason ?? '',
       };

@@ -66,7 +66,7 @@ describe('the attempts list', () => {
       true,
     );
     expect(await redis.exists(keys.attempts(once))).toBe(0);
-    expect(await redis.hget(keys.transfer(once), 'sendAcceptedAt')).toBe(String(1_000_007));
+    expect(await redis.hget(keys.transfer(once), 'sendAccepted')).toBe('1');
     expect(await redis.hget(keys.transfer(once), 'submittedAt')).toBe(String(1_000_007));
     expect(await ledger.attempts(once)).toEqual([{ at: 1_000_007, ...ACCEPTED }]);
     // After a send not taken and a lookup, and before a later entry: in the order of their times.
@@ -95,8 +95,15 @@ describe('the attempts list', () => {
     await sending(other, 'a');
     const earlier = { kind: 'send', outcome: 'accepted-earlier', proof: 'accepted', httpStatus: 409, code: 'CUSTODY_CONFLICT' } as const;
     await ledger.transition(other, op.markSubmitted('a', { transfer: null, recoveredBy: 'duplicate' }, {}, 0, earlier));
-    expect(await redis.hget(keys.transfer(other), 'sendAcceptedAt')).toBeNull();
+    expect(await redis.hget(keys.transfer(other), 'sendAccepted')).toBeNull();
     expect(await ledger.attempts(other)).toEqual([{ at: 1_000_012, ...earlier }]);
+    // A record written before the flag: the time it stamped stands for the send.
+    const before = id();
+    await sending(before, 'a');
+    await ledger.transition(before, op.markSubmitted('a', { transfer: null, recoveredBy: 'duplicate' }, {}, 0, ACCEPTED));
+    await redis.hdel(keys.transfer(before), 'sendAccepted');
+    await redis.hset(keys.transfer(before), 'sendAcceptedAt', '999');
+    expect(await ledger.attempts(before)).toEqual([{ at: 999, ...ACCEPTED }]);
   });
 
   it('keeps the newest 50 entries', async () => {

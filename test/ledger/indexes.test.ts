@@ -360,6 +360,9 @@ describe('listing indexes kept with the record', () => {
       keys.search,
       keys.endedEntries,
       ...keys.transitionIndex(['-', 'received', 'gated'], 'cancelled'),
+      // The claims (transition.lua writes them; reconciliation's retention scans them).
+      keys.claims,
+      keys.claimsCursor,
     ];
     expect(listing.filter((key) => keySlot(key) !== slot)).toEqual([]);
   });

@@ -70,8 +70,9 @@ export interface TransitionRequest {
   requireIntactLedger?: boolean;
   /**
    * The upstream record id and txid this change stores for the transfer, claimed for its sequenceId
-   * in the same atomic step (the worker's ledger passes them as keys after the nine; a cancel has
-   * none): refused (reason `claimed`) when another sequenceId claimed one of them first.
+   * in the same atomic step (the worker's ledger passes the claims hash after the indexes and the
+   * fields in RequestTarget.claims; a cancel has none): refused (reason `claimed`) when another
+   * sequenceId claimed one of them first.
    */
   claims?: { recordIds?: readonly string[]; txids?: readonly string[] };
   /**
@@ -130,6 +131,11 @@ export interface RequestTarget {
   seen?: number;
   /** The caller's writer id and the tick of its last change under `epoch` (absent: it marks nothing). */
   writer?: { id: string; mine: number };
+  /**
+   * The fields of the claims hash that `request.claims` names (the worker's ledger spells them; it
+   * passes the hash as the key after the indexes): absent or empty, nothing is claimed.
+   */
+  claims?: readonly string[];
 }
 
 const TERMINAL: ReadonlySet<string> = new Set(TERMINAL_STATES);
@@ -194,6 +200,7 @@ export function encodeRequest(
       } satisfies EpochCheck,
       intact: request.requireIntactLedger === true,
       attempt: request.attempt === undefined ? '' : JSON.stringify(request.attempt),
+      claims: target.claims ?? [],
     },
     (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value),
   );

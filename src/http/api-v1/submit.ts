@@ -17,7 +17,7 @@ import type { SubmitApiKey } from '../../config/console.ts';
 import type { Keys } from '../../ledger/keys.ts';
 import { parseSecretHash, VerifiedSecrets, verifySecret, type SecretHash } from '../../lib/secret-hash.ts';
 import type { AuditReader } from '../../operations/audit.ts';
-import { payloadHash } from '../../transfers/payload-hash.ts';
+import { isHashOf, payloadHash } from '../../transfers/payload-hash.ts';
 import { documentOnly } from '../openapi.ts';
 import { documented, errorBody } from '../schemas.ts';
 import { redisTimedOut } from '../transfers.ts';
@@ -118,7 +118,7 @@ export const submitPlugin: FastifyPluginAsync<SubmitOptions> = async (server, op
     const record = await app.ledger.get(sequenceId);
     if (!record) return undefined;
     // No hash: a record older than hashes, a rejected job's or a cancel's: nothing proves the payloads equal.
-    if (record.payloadHash !== hash) return { status: 409, body: conflict(sequenceId) };
+    if (record.payloadHash === undefined || !isHashOf(record.payloadHash, hash)) return { status: 409, body: conflict(sequenceId) };
     const detail = await transferDetail(app, audit, sequenceId, metadataKeys);
     if (detail === undefined || detail === TIMED_OUT) return detail && { status: 503, body: TIMED_OUT };
     // The job that created the record: the one the first submit answered with (its id is jobIdFor's).
@@ -177,7 +177,7 @@ export const submitPlugin: FastifyPluginAsync<SubmitOptions> = async (server, op
       const first = (await app.redis.set(keys.submittedPayloadHash(sequenceId), hash, 'PX', options.hashTtlMs, 'NX')) === 'OK';
       if (!first) {
         const held = await app.redis.get(keys.submittedPayloadHash(sequenceId));
-        if (held !== null && held !== hash) return reply.code(409).send(conflict(sequenceId));
+        if (held !== null && !isHashOf(held, hash)) return reply.code(409).send(conflict(sequenceId));
       }
       // Again when a repeat: a first request whose add failed left the hash but no job; BullMQ makes a
       // second add of the job id a no-op otherwise.

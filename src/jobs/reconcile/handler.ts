@@ -107,6 +107,9 @@ export function createReconcileHandler(deps: ReconcileDeps) {
       if (!stop()) await retryFailedWithoutRecord(counts, log, stop);
       if (!stop()) await verifyBroadcasts(started, counts, log, stop);
       counts.retentionRemoved = await ledger.forgetTerminal(started - deps.retentionMs);
+      // The claims of transfers whose tombstone expired (not one of the event's counts: the log's).
+      const claimsRemoved = await ledger.forgetClaims();
+      if (claimsRemoved > 0) log.info({ claimsRemoved }, 'claims of forgotten transfers removed');
       await ledger.publishSystemEvent('reconcile.completed', { ...counts, durationMs: now() - wallStarted }, runId);
       log.info(counts, 'reconciliation completed');
       return counts;

@@ -3,7 +3,7 @@ import { FailureCode } from '../../../packages/producer/src/events.ts';
 import { describeInvalidPayload, parseSubmitPayload, SEQUENCE_ID, type SubmitPayload } from '../../../packages/producer/src/payload.ts';
 import { TERMINAL_STATES, TransferState, type TransferRecord, type Tombstone } from '../../ledger/ledger.ts';
 import { op } from '../../ledger/operations.ts';
-import { payloadHash } from '../../transfers/payload-hash.ts';
+import { isHashOf, payloadHash } from '../../transfers/payload-hash.ts';
 import type { JobContext } from '../../queues/processor.ts';
 import { REREAD, SUBMITTED, type Run, type Step, type SubmitDeps } from './steps/context.ts';
 import { gate, startFresh } from './steps/gate.ts';
@@ -97,7 +97,7 @@ export function createSubmitHandler(deps: SubmitDeps) {
     // Another job's record: this job does nothing whatever its payload (the owner's, stored with the
     // record, is what any runner sends). One that differs is a producer's mistake worth a look. Only
     // a log line and a count: no transition, no event, nothing decided by it.
-    if (record.jobId !== jobId && record.payloadHash !== undefined && record.payloadHash !== payloadHash(payload)) {
+    if (record.jobId !== jobId && record.payloadHash !== undefined && !isHashOf(record.payloadHash, payloadHash(payload))) {
       log.warn({ owner: record.jobId, state: record.state }, 'submission with another payload for a used sequenceId ignored');
       deps.onPayloadConflict?.();
     }
