@@ -45,29 +45,21 @@ try {
     if (Date.now() > deadline) throw new Error(`ended-memory: ${ended} transfers not ended and removed in time`);
     await sleep(1_000);
   }
-  const parts = [];
   const tombstones = await keysMatching(redis, `${target.prefix}:ended:*`);
-  const ttlDays = tombstones.length === 0 ? 0 : (await redis.pttl(tombstones[0]!)) / 86_400_000;
-  let before = await usedMemory(redis);
-  for (let i = 0; i < tombstones.length; i += 500) await redis.del(...tombstones.slice(i, i + 500));
-  parts.push({
-    key: 'ended:…',
-    perTransfer: tombstones.length / ended,
-    bytesFreedPerKey: Math.round((before - (await usedMemory(redis))) / Math.max(tombstones.length, 1)),
-    ttlDays: Math.round(ttlDays),
-  });
+  const ttlDays = Math.round(tombstones.length === 0 ? 0 : (await redis.pttl(tombstones[0]!)) / 86_400_000);
+  /** The used_memory freed by removing `items` (500 at a time), per item. */
+  const freed = async (key: string, items: string[], remove: (batch: string[]) => Promise<unknown>) => {
+    const before = await usedMemory(redis);
+    for (let i = 0; i < items.length; i += 500) await remove(items.slice(i, i + 500));
+    const bytesFreedPerKey = Math.round((before - (await usedMemory(redis))) / Math.max(items.length, 1));
+    return { key, perTransfer: items.length / ended, bytesFreedPerKey, ttlDays };
+  };
+  const parts = [await freed('ended:…', tombstones, (batch) => redis.del(...batch))];
   const claims = `${target.prefix}:claims`;
   const fields = Object.keys(await redis.hgetall(claims));
   for (const kind of CLAIM_KINDS) {
     const ofKind = fields.filter((field) => field.startsWith(`${kind}:`));
-    before = await usedMemory(redis);
-    for (let i = 0; i < ofKind.length; i += 500) await redis.hdel(claims, ...ofKind.slice(i, i + 500));
-    parts.push({
-      key: `claims ${kind}:… (a field)`,
-      perTransfer: ofKind.length / ended,
-      bytesFreedPerKey: Math.round((before - (await usedMemory(redis))) / Math.max(ofKind.length, 1)),
-      ttlDays: Math.round(ttlDays),
-    });
+    parts.push(await freed(`claims ${kind}:… (a field)`, ofKind, (batch) => redis.hdel(claims, ...batch)));
   }
   const perTransfer = parts.reduce((sum, part) => sum + part.bytesFreedPerKey * part.perTransfer, 0);
   console.log(

@@ -151,8 +151,8 @@ return #members`;
 const FORGET_CLAIMS_LUA = `
 local removed = 0
 for i = 1, #ARGV, 2 do
-  local k = 2 + (i - 1)
-  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] and redis.call('EXISTS', KEYS[k], KEYS[k + 1]) == 0 then
+  -- ARGV[i]'s transfer: its record is KEYS[i + 1], its tombstone KEYS[i + 2].
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] and redis.call('EXISTS', KEYS[i + 1], KEYS[i + 2]) == 0 then
     removed = removed + redis.call('HDEL', KEYS[1], ARGV[i])
   end
 end
@@ -675,21 +675,19 @@ export class Ledger {
   /**
    * The sequenceId that claimed this upstream record id (or whose accepted send it was), else this txid (transition.lua writes each
    * claim with the change that stores it, and it lives as long as the transfer's tombstone): how a
-   * provider's wake-up (a webhook naming its transfer id or the hash) finds the transfer. One HMGET,
-   * and a GET for a record id.
+   * provider's wake-up (a webhook naming its transfer id or the hash) finds the transfer. One MULTI:
+   * an HGET per id, and a GET for a record id.
    */
   async claimedBy(ids: { recordId?: string | undefined; txid?: string | undefined }): Promise<string | undefined> {
-    const fields = [
-      ...(ids.recordId ? [this.#keys.claimField('record', ids.recordId)] : []),
-      ...(ids.txid ? [this.#keys.claimField('txid', ids.txid)] : []),
-    ];
-    if (fields.length === 0) return undefined;
-    const read = this.#redis.multi().hmget(this.#keys.claims, ...fields);
-    if (ids.recordId) read.get(this.#keys.acceptedRecord(ids.recordId));
-    const [[, claimed], accepted] = (await read.exec()) as [[unknown, Array<string | null>], [unknown, string | null]?];
-    // In the order they were always read: the record id's claim, its accepted send, the txid's claim.
-    const holders = ids.recordId ? [claimed[0] ?? null, accepted?.[1] ?? null, ...claimed.slice(1)] : claimed;
-    return holders.find((holder): holder is string => holder !== null);
+    if (!ids.recordId && !ids.txid) return undefined;
+    // In the order they count: the record id's claim, its accepted send, the txid's claim.
+    const read = this.#redis.multi();
+    if (ids.recordId) {
+      read.hget(this.#keys.claims, this.#keys.claimField('record', ids.recordId)).get(this.#keys.acceptedRecord(ids.recordId));
+    }
+    if (ids.txid) read.hget(this.#keys.claims, this.#keys.claimField('txid', ids.txid));
+    const replies = (await read.exec()) as Array<[unknown, string | null]>;
+    return replies.map(([, holder]) => holder).find((holder): holder is string => holder !== null);
   }
 
   /**

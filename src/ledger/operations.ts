@@ -1,6 +1,6 @@
 import { FailureCode, type EventData, type EventOf } from '../../packages/producer/src/events.ts';
 import type { SubmitPayload } from '../../packages/producer/src/payload.ts';
-import { COMMON_GATE_SETTING, type GateDecision, type LedgerMatch } from './record.ts';
+import { COMMON_GATE_SETTING, storedTime, type GateDecision, type LedgerMatch } from './record.ts';
 import { cancelRequest } from '../../packages/producer/src/transition.ts';
 import type { TransitionRequest } from './request.ts';
 import { NO_RECORD, TransferState } from './states.ts';
@@ -55,12 +55,6 @@ function newRecord(jobId: string, payload: SubmitPayload): Record<string, string
     // What a later submission of this sequenceId is compared with (HTTP submit, a second job).
     payloadHash: payloadHash(payload),
   };
-}
-
-/** An ISO time as the record keeps it: milliseconds (13 digits, 16 bytes less than the text); toRecord reads both. */
-function storedTime(iso: string): string {
-  const ms = Date.parse(iso);
-  return Number.isNaN(ms) ? iso : String(ms);
 }
 
 /**
