@@ -16,14 +16,14 @@ import { samplePayload } from '../../tools/sample-payloads.ts';
 import { countBy, FAST_ENV, versionProblems } from '../helpers/harness.ts';
 import { testRedisUrl, uniquePrefix } from '../helpers/redis.ts';
 import { until } from '../helpers/wait.ts';
+import { killMidSend } from '../helpers/kill-mid-send.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
 import { parseCheckedEntry } from '../helpers/json-schemas.ts';
 import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
 const TRANSFERS = 300;
 const KILL_AT = [80, 180];
-/** A send accepted this recently (send latency 40 ms) is still waiting for its answer. */
-const YOUNG_MS = 15;
+const LATENCY_MS = 40;
 
 let sim: BitgoSimulator;
 let redis: Redis;
@@ -33,7 +33,7 @@ let stream: string;
 
 beforeAll(async () => {
   // Tracking is not under test: transfers stay in approval for the whole run.
-  sim = await startBitgoSimulator({ port: 0, settings: { latencyMs: 40, approvalAfterMs: 3_600_000 } });
+  sim = await startBitgoSimulator({ port: 0, settings: { latencyMs: LATENCY_MS, approvalAfterMs: 3_600_000 } });
   const prefix = uniquePrefix('bitgo-kill');
   stream = `${prefix}:transfer-events`;
   env = {
@@ -83,24 +83,19 @@ describe('CUSTODY_PROVIDER=bitgo: SIGKILL mid-send, twice', { timeout: processes
     let worker = await start();
     const inFlightAtKill: number[] = [];
     for (const threshold of KILL_AT) {
-      const young = await until(
-        `${threshold} submitted with sends in flight`,
+      await until(
+        `${threshold} submitted`,
         30_000,
-        async () => {
-          const published = new Set((await events()).filter((e) => e.event === 'transfer.submitted').map((e) => e.sequenceId));
-          if (published.size < threshold) return undefined;
-          const now = Date.now();
-          const inFlight = sequenceIds.filter((id) => {
-            const transfer = sim.transfer(id);
-            return transfer !== undefined && !published.has(id) && now - Date.parse(transfer.acceptedAt) < YOUNG_MS;
-          });
-          return inFlight.length > 0 ? inFlight.length : undefined;
-        },
-        2,
+        async () => ((await events()).filter((e) => e.event === 'transfer.submitted').length >= threshold ? true : undefined),
+        20,
       );
-      inFlightAtKill.push(young);
-      worker.kill('SIGKILL');
-      expect((await worker.waitForExit(5_000)).signal).toBe('SIGKILL');
+      const { inFlight, exit } = await killMidSend(worker, {
+        setSendLatency: (latencyMs) => sim.updateSettings({ latencyMs }),
+        normalMs: LATENCY_MS,
+        acceptedAts: () => sequenceIds.flatMap((id) => sim.transfer(id)?.acceptedAt ?? []),
+      });
+      inFlightAtKill.push(inFlight);
+      expect(exit.signal).toBe('SIGKILL');
       worker = await start();
     }
 

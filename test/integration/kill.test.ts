@@ -12,6 +12,7 @@ import type { DeepPartial, FaultPlan, SimulatorSettings } from '../../src/simula
 import { countBy, startHarness, versionProblems, type Harness } from '../helpers/harness.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 import { until } from '../helpers/wait.ts';
+import { killMidSend } from '../helpers/kill-mid-send.ts';
 import { killAllWorkers, spawnWorker, type WorkerProcess } from '../helpers/worker-process.ts';
 import { PROCESS_MS, processesTimeout } from '../helpers/timeouts.ts';
 
@@ -35,7 +36,7 @@ interface Scenario {
 
 interface KillFigures {
   submittedAtKill: number;
-  /** Sends accepted upstream less than YOUNG_MS before the kill was decided: certainly unanswered when it hit. */
+  /** Sends accepted upstream while their answers were held: certainly unanswered when the kill hit. */
   sendsInFlightAtKill: number;
   /**
    * Right after the kill: transfers accepted by the simulator but not published, and not already in
@@ -49,8 +50,8 @@ interface KillFigures {
   strandedActive: number;
 }
 
-/** A send accepted this recently (sendTransaction latency 40 ms) is still waiting for its answer. */
-const YOUNG_MS = 15;
+/** The simulator's sendTransaction latency outside the kill's hold. */
+const SEND_LATENCY_MS = 40;
 
 interface ScenarioResult {
   h: Harness;
@@ -109,32 +110,32 @@ async function runKillScenario(scenario: Scenario): Promise<ScenarioResult> {
   let stranded = new Set<string>();
   let worker = await start();
   for (const threshold of scenario.killAt) {
-    // Kill once `threshold` transfers are published and some sends are mid-request: accepted upstream
-    // within the last YOUNG_MS, so their answers cannot have reached the worker yet.
-    const atKill = await until(
-      `${threshold} submitted events with sends in flight`,
+    // Kill once `threshold` transfers are published, with sends mid-request: held by the simulator
+    // (test/helpers/kill-mid-send.ts), so their answers cannot have reached the worker.
+    const published = await until(
+      `${threshold} submitted events`,
       20_000,
       async () => {
-        const now = Date.now();
-        const { published, unrecorded } = await snapshot();
-        if (published < threshold) return undefined;
-        const young = unrecorded.filter((id) => !stranded.has(id) && now - Date.parse(h.sim.transfer(id)?.acceptedAt ?? '0') < YOUNG_MS);
-        return young.length > 0 ? { published, young: young.length } : undefined;
+        const { published } = await snapshot();
+        return published >= threshold ? published : undefined;
       },
-      2,
+      20,
     );
-    worker.kill('SIGKILL');
-    const exit = await worker.waitForExit(5_000);
+    const { inFlight, exit } = await killMidSend(worker, {
+      setSendLatency: (ms) => h.sim.updateSettings({ latencyMs: { sendTransaction: ms } }),
+      normalMs: SEND_LATENCY_MS,
+      acceptedAts: () => sequenceIds.flatMap((id) => h.sim.transfer(id)?.acceptedAt ?? []),
+    });
     expect(exit.signal, `${worker.name} should have died of SIGKILL`).toBe('SIGKILL');
     const after = await snapshot();
     kills.push({
       submittedAtKill: after.published,
-      sendsInFlightAtKill: atKill.young,
+      sendsInFlightAtKill: inFlight,
       acceptedUnrecorded: after.unrecorded.filter((id) => !stranded.has(id)).length,
       strandedActive: (await queue.getJobCounts('active')).active ?? 0,
     });
     stranded = new Set(after.unrecorded);
-    expect(atKill.published, 'the kill must come while transfers are still in flight').toBeLessThan(TRANSFERS);
+    expect(published, 'the kill must come while transfers are still in flight').toBeLessThan(TRANSFERS);
     worker = await start();
   }
 
@@ -230,7 +231,7 @@ describe('a worker killed with SIGKILL while 500 transfers are in flight, then r
   it('every transfer is accepted upstream once and published once', async () => {
     const result = await runKillScenario({
       name: 'kill-9',
-      sim: { latencyMs: { sendTransaction: 40 }, visibleAfterMs: 300, txidAfterMs: 3_600_000 },
+      sim: { latencyMs: { sendTransaction: SEND_LATENCY_MS }, visibleAfterMs: 300, txidAfterMs: 3_600_000 },
       killAt: [100, 300],
     });
     const figures = checkExactlyOnce(result);
@@ -250,7 +251,7 @@ describe('a worker killed with SIGKILL while 500 transfers are in flight, then r
       name: 'kill-9-timeouts',
       // Not visible for a minute: every uncertain send (cut off by the kill or by a time-out) can only be
       // resolved by resending and reading the 409.
-      sim: { latencyMs: { sendTransaction: 40 }, visibleAfterMs: 60_000, txidAfterMs: 3_600_000 },
+      sim: { latencyMs: { sendTransaction: SEND_LATENCY_MS }, visibleAfterMs: 60_000, txidAfterMs: 3_600_000 },
       sendFault: { probability: 0.05, kinds: ['timeout'] },
       killAt: [100, 300],
     });
