@@ -1,4 +1,5 @@
 import { parseSubmitPayload, type SubmitPayload } from '../../packages/producer/src/payload.ts';
+import { createKeys, type Keys } from '../../src/ledger/keys.ts';
 import type { Ledger, TransitionRequest } from '../../src/ledger/ledger.ts';
 import { samplePayload } from '../../tools/sample-payloads.ts';
 
@@ -13,4 +14,11 @@ export function payloadOf(sequenceId: string): SubmitPayload {
 export async function mustTransition(ledger: Ledger, sequenceId: string, request: TransitionRequest): Promise<void> {
   const result = await ledger.transition(sequenceId, request);
   if (!result.ok) throw new Error(`${request.from.join('|')} -> ${request.to} refused: ${result.reason} (state ${result.state})`);
+}
+
+/** A ledger's keys under `prefix`, its events stream among them rather than one stream the tests share. */
+export function prefixedKeys(prefix: string): Keys {
+  const keys = createKeys(prefix, 'events');
+  keys.events = `${keys.terminal}:events`;
+  return keys;
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { createKeys, type Keys } from '../../src/ledger/keys.ts';
+import type { Keys } from '../../src/ledger/keys.ts';
+import { prefixedKeys } from '../helpers/ledger-steps.ts';
 import { Ledger, NO_RECORD, TransferState } from '../../src/ledger/ledger.ts';
 import { op } from '../../src/ledger/operations.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
@@ -17,8 +18,7 @@ const id = () => `attempts-${++seq}`;
 const RETENTION_MS = 60_000;
 
 beforeEach(() => {
-  keys = createKeys(uniquePrefix('attempts'), 'events');
-  keys.events = `${keys.terminal}:events`;
+  keys = prefixedKeys(uniquePrefix('attempts'));
   clock = 1_000_000;
   ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: RETENTION_MS, clock: () => clock });
 });

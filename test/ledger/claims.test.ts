@@ -1,5 +1,6 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { createKeys, type Keys } from '../../src/ledger/keys.ts';
+import type { Keys } from '../../src/ledger/keys.ts';
+import { prefixedKeys } from '../helpers/ledger-steps.ts';
 import { Ledger, NO_RECORD, TransferState } from '../../src/ledger/ledger.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
@@ -15,8 +16,7 @@ let seq = 0;
 const id = () => `claims-${++seq}`;
 
 beforeEach(() => {
-  keys = createKeys(uniquePrefix('claims'), 'events');
-  keys.events = `${keys.terminal}:events`;
+  keys = prefixedKeys(uniquePrefix('claims'));
   ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 60_000 });
 });
 afterAll(async () => {

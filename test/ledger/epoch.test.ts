@@ -7,7 +7,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseStreamEntry } from '../../packages/producer/src/events.ts';
-import { createKeys, type Keys } from '../../src/ledger/keys.ts';
+import type { Keys } from '../../src/ledger/keys.ts';
+import { prefixedKeys } from '../helpers/ledger-steps.ts';
 import { Ledger, NO_RECORD, TransferState, type EpochState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { op } from '../../src/ledger/operations.ts';
 import { ISO_TIME_LUA } from '../../src/ledger/request.ts';
@@ -39,8 +40,7 @@ function ledger(
 
 beforeEach(() => {
   prefix = uniquePrefix('epoch');
-  keys = createKeys(prefix, 'events');
-  keys.events = `${keys.terminal}:events`;
+  keys = prefixedKeys(prefix);
   clock = 1_700_000_000_000;
 });
 afterAll(async () => {

@@ -1,7 +1,8 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { EventShapeError, type EventData } from '../../packages/producer/src/events.ts';
 import { zeroCounts } from '../../src/jobs/reconcile/handler.ts';
-import { createKeys, type Keys } from '../../src/ledger/keys.ts';
+import type { Keys } from '../../src/ledger/keys.ts';
+import { prefixedKeys } from '../helpers/ledger-steps.ts';
 import { Ledger, NO_RECORD, NO_VIEW, SEND_VIEW, TRACKING_VIEW, TransferState, type TransitionRequest } from '../../src/ledger/ledger.ts';
 import { closeAllRedis, newRedis, uniquePrefix } from '../helpers/redis.ts';
 
@@ -17,8 +18,7 @@ let seq = 0;
 const id = () => `seq-${++seq}`;
 
 beforeEach(() => {
-  keys = createKeys(uniquePrefix('ledger'), 'events');
-  keys.events = `${keys.terminal}:events`;
+  keys = prefixedKeys(uniquePrefix('ledger'));
   clock = 1_000_000;
   ledger = new Ledger(redis, keys, { eventsMaxLen: 10_000, retentionMs: 60_000, clock: () => clock });
 });
