@@ -13,6 +13,9 @@ import { until } from './wait.ts';
 /** How long a held send answer waits: under FAST_ENV's CUSTODY_TIMEOUT (1 s). */
 export const HOLD_MS = 700;
 
+/** How long the kill waits for a send accepted while answers are held (sends run all the time: one comes within ms). */
+export const HELD_SEND_WAIT_MS = 5_000;
+
 export interface SendHold {
   /** Sets the simulator's sendTransaction latency. */
   setSendLatency(ms: number): void;
@@ -30,7 +33,7 @@ export async function killMidSend(worker: WorkerProcess, hold: SendHold): Promis
   try {
     const inFlight = await until(
       `a send accepted while its answer is held (${worker.name})`,
-      10_000,
+      HELD_SEND_WAIT_MS,
       async () => {
         let count = 0;
         for (const at of hold.acceptedAts()) if (Date.parse(at) >= since) count += 1;

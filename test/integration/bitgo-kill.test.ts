@@ -64,7 +64,8 @@ async function events(): Promise<TransferEvent[]> {
   return entries.map((entry) => parseCheckedEntry(entry as [string, string[]]));
 }
 
-// Three worker starts, and the waits in between: two kills (30 s each), every transfer submitted (90 s).
+// Three worker starts, and the waits in between: two kills (30 s, then 5 s for a held send, each),
+// every transfer submitted (90 s).
 describe('CUSTODY_PROVIDER=bitgo: SIGKILL mid-send, twice', { timeout: processesTimeout(3, 160_000) }, () => {
   it('every transfer submitted exactly once, none unresolved or failed, versions without gaps', async () => {
     const payloads = Array.from({ length: TRANSFERS }, () =>

@@ -224,7 +224,7 @@ function report(title: string, result: ScenarioResult, figures: ReturnType<typeo
   );
 }
 
-/** Three worker starts, and the waits in between: two kills (20 s each), every outcome (45 s), an idle queue (15 s), a stop (10 s). */
+/** Three worker starts, and the waits in between: two kills (20 s, then 5 s for a held send, each), every outcome (45 s), an idle queue (15 s), a stop (10 s). */
 const TEST_TIMEOUT_MS = processesTimeout(3, 120_000);
 
 describe('a worker killed with SIGKILL while 500 transfers are in flight, then restarted', { timeout: TEST_TIMEOUT_MS }, () => {
